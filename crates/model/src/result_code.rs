@@ -1,0 +1,58 @@
+//! Result codes, numbered as Aerospike numbers them (`AS_ERR_*` in the server's `proto.h`).
+
+/// The outcome of a command as the Aerospike wire reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ResultCode {
+    /// Success.
+    Ok = 0,
+    /// Generic server error.
+    Unknown = 1,
+    /// The record does not exist (or has expired).
+    NotFound = 2,
+    /// The generation check failed.
+    Generation = 3,
+    /// The request is malformed or has a bad argument.
+    Parameter = 4,
+    /// Create-only write on an existing record.
+    RecordExists = 5,
+    /// The bin already exists.
+    BinExists = 6,
+    /// The namespace is out of memory or space (stop-writes).
+    OutOfSpace = 8,
+    /// The server-side deadline passed.
+    Timeout = 9,
+    /// The partition is not available on this node.
+    Unavailable = 11,
+    /// The op does not fit the bin's type.
+    IncompatibleType = 12,
+    /// The record would exceed the record size limit.
+    RecordTooBig = 13,
+    /// Too many concurrent operations on one record.
+    KeyBusy = 14,
+    /// The feature is not supported by this server.
+    UnsupportedFeature = 16,
+    /// The bin does not exist.
+    BinNotFound = 17,
+    /// The sent key differs from the stored key.
+    KeyMismatch = 19,
+    /// The namespace is missing or unknown.
+    Namespace = 20,
+    /// The bin name is empty or too long.
+    BinName = 21,
+    /// Forbidden by configuration.
+    Forbidden = 22,
+    /// Enterprise-only feature requested.
+    EnterpriseOnly = 25,
+    /// The filter expression excluded the record.
+    FilteredOut = 27,
+    /// The security (login) protocol is not supported.
+    SecurityNotSupported = 51,
+}
+
+impl ResultCode {
+    /// The numeric code on the wire.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
