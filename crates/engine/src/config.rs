@@ -1,0 +1,55 @@
+//! A namespace's configuration, as the engine needs it.
+
+use model::NAMESPACE_NAME_BYTES_MAX;
+
+/// Settings of one namespace (the server maps its config file onto this).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    /// Name, 1..=31 bytes.
+    pub name: String,
+    /// TTL given to writes that ask for the namespace default; 0 means never expire.
+    pub default_ttl_seconds: u32,
+    /// Seconds between expiry sweeps; 0 disables the sweeper.
+    pub nsup_period_seconds: u32,
+    /// Whether writes may set a TTL although the sweeper is disabled.
+    pub allow_ttl_without_nsup: bool,
+    /// Largest record (bins plus stored key) a write may leave behind.
+    pub max_record_size_bytes: u32,
+}
+
+impl NamespaceConfig {
+    /// Aerospike's defaults for a namespace called `name`.
+    pub fn with_defaults(name: &str) -> NamespaceConfig {
+        NamespaceConfig {
+            name: name.to_owned(),
+            default_ttl_seconds: 0,
+            nsup_period_seconds: 120,
+            allow_ttl_without_nsup: false,
+            // Aerospike's classic limit: a record must fit one 1 MiB write block.
+            max_record_size_bytes: 1024 * 1024,
+        }
+    }
+
+    /// Checks the settings a config file could get wrong.
+    ///
+    /// # Errors
+    /// A sentence naming the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() || self.name.len() > NAMESPACE_NAME_BYTES_MAX {
+            return Err(format!(
+                "namespace name {:?} must be 1 to {NAMESPACE_NAME_BYTES_MAX} bytes",
+                self.name
+            ));
+        }
+        if self.name.bytes().any(|b| matches!(b, b';' | b':' | b'/' | b'\t' | b'\n' | b'=')) {
+            return Err(format!("namespace name {:?} contains a reserved character", self.name));
+        }
+        if self.default_ttl_seconds > model::TTL_SECONDS_MAX {
+            return Err(format!("default-ttl must be at most {} seconds", model::TTL_SECONDS_MAX));
+        }
+        if self.max_record_size_bytes == 0 {
+            return Err("max-record-size must be positive".to_owned());
+        }
+        Ok(())
+    }
+}

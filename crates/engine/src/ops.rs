@@ -1,0 +1,203 @@
+//! What each op does to a working record, and which ops a command may carry.
+//!
+//! Semantics follow the Aerospike server (`as/src/transaction/write.c`, the particle vtables):
+//! any type mismatch between an op and a bin is INCOMPATIBLE_TYPE (12); a malformed value is
+//! PARAMETER (4); a bad bin name is BIN_NAME (21); collection, bit, HyperLogLog and expression
+//! ops are UNSUPPORTED_FEATURE (16) until Osprey implements them.
+
+use model::{BIN_NAME_BYTES_MAX, Op, OpCode, ParticleType, ResultCode};
+
+use crate::working_record::{WorkingRecord, WorkingValue};
+
+/// What a pre-pass over a command's ops found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OpsSummary {
+    pub(crate) has_write: bool,
+    pub(crate) has_touch: bool,
+    pub(crate) has_read_all: bool,
+    /// An op a replace-policy write may not carry: anything but a plain bin write or a read
+    /// (incr, append, prepend, touch, delete, or a write of NULL that deletes a bin).
+    pub(crate) has_non_replace_op: bool,
+}
+
+/// Validates every op before the record is touched and summarizes them.
+pub(crate) fn summarize<'a>(ops: impl Iterator<Item = Op<'a>>) -> Result<OpsSummary, ResultCode> {
+    let mut summary = OpsSummary::default();
+    for op in ops {
+        match op.code {
+            OpCode::Read if op.bin_name.is_empty() => summary.has_read_all = true,
+            OpCode::Read => {}
+            OpCode::Touch => summary.has_touch = true,
+            OpCode::Delete => {}
+            OpCode::Write if op.particle_type == ParticleType::Null as u8 => {
+                check_bin_name(op.bin_name)?;
+                check_value(op.particle_type, op.value)?;
+                summary.has_non_replace_op = true;
+            }
+            OpCode::Write | OpCode::Incr | OpCode::Append | OpCode::Prepend => {
+                check_bin_name(op.bin_name)?;
+                check_value(op.particle_type, op.value)?;
+            }
+            OpCode::CdtRead
+            | OpCode::CdtModify
+            | OpCode::ExpRead
+            | OpCode::ExpModify
+            | OpCode::BitRead
+            | OpCode::BitModify
+            | OpCode::HllRead
+            | OpCode::HllModify => return Err(ResultCode::UnsupportedFeature),
+        }
+        summary.has_write |= op.code.is_write();
+        summary.has_non_replace_op |= !matches!(op.code, OpCode::Read | OpCode::Write);
+    }
+    Ok(summary)
+}
+
+/// Applies one modifying op (write, incr, append, prepend, delete) to the working record.
+pub(crate) fn apply_modify<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+) -> Result<(), ResultCode> {
+    match op.code {
+        OpCode::Write if op.particle_type == ParticleType::Null as u8 => {
+            working.remove(op.bin_name);
+        }
+        OpCode::Write => {
+            working.set(op.bin_name, op.particle_type, WorkingValue::Borrowed(op.value));
+        }
+        OpCode::Incr => apply_incr(working, op)?,
+        OpCode::Append | OpCode::Prepend => apply_concat(working, op)?,
+        OpCode::Delete => working.clear(),
+        _ => unreachable!("apply_modify called with {:?}", op.code),
+    }
+    Ok(())
+}
+
+fn apply_incr<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Result<(), ResultCode> {
+    let operand: [u8; 8] = op.value.try_into().map_err(|_| ResultCode::Parameter)?;
+    let sum = match (ParticleType::from_u8(op.particle_type), working.get(op.bin_name)) {
+        (Some(ParticleType::Integer | ParticleType::Float), None) => operand,
+        (Some(ParticleType::Integer), Some(bin)) if bin.particle_type == op.particle_type => {
+            let current = i64::from_be_bytes(bin.value.try_into().map_err(|_| corrupt())?);
+            current.wrapping_add(i64::from_be_bytes(operand)).to_be_bytes()
+        }
+        (Some(ParticleType::Float), Some(bin)) if bin.particle_type == op.particle_type => {
+            let current = f64::from_be_bytes(bin.value.try_into().map_err(|_| corrupt())?);
+            (current + f64::from_be_bytes(operand)).to_be_bytes()
+        }
+        _ => return Err(ResultCode::IncompatibleType),
+    };
+    working.set(op.bin_name, op.particle_type, WorkingValue::Inline(sum));
+    Ok(())
+}
+
+fn apply_concat<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Result<(), ResultCode> {
+    let concat_type = matches!(
+        ParticleType::from_u8(op.particle_type),
+        Some(ParticleType::String | ParticleType::Blob)
+    );
+    if !concat_type {
+        return Err(ResultCode::IncompatibleType);
+    }
+    let joined = match working.get(op.bin_name) {
+        None => WorkingValue::Borrowed(op.value),
+        Some(bin) if bin.particle_type != op.particle_type => {
+            return Err(ResultCode::IncompatibleType);
+        }
+        Some(bin) => {
+            let (first, second) = match op.code {
+                OpCode::Append => (bin.value, op.value),
+                _ => (op.value, bin.value),
+            };
+            let mut bytes = Vec::with_capacity(first.len() + second.len());
+            bytes.extend_from_slice(first);
+            bytes.extend_from_slice(second);
+            WorkingValue::Owned(bytes)
+        }
+    };
+    working.set(op.bin_name, op.particle_type, joined);
+    Ok(())
+}
+
+fn check_bin_name(name: &[u8]) -> Result<(), ResultCode> {
+    if name.is_empty() || name.len() > BIN_NAME_BYTES_MAX {
+        return Err(ResultCode::BinName);
+    }
+    Ok(())
+}
+
+fn check_value(particle_type: u8, value: &[u8]) -> Result<(), ResultCode> {
+    let particle_type = ParticleType::from_u8(particle_type).ok_or(ResultCode::Parameter)?;
+    if let Some(size) = particle_type.fixed_size_bytes()
+        && value.len() != size
+    {
+        return Err(ResultCode::Parameter);
+    }
+    if particle_type == ParticleType::Bool && value[0] > 1 {
+        return Err(ResultCode::Parameter);
+    }
+    if particle_type == ParticleType::Null && !value.is_empty() {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(())
+}
+
+/// A stored integer or float that is not 8 bytes: impossible unless memory is corrupt, since
+/// every write checks fixed sizes first.
+fn corrupt() -> ResultCode {
+    ResultCode::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op<'a>(code: OpCode, particle_type: ParticleType, name: &'a [u8], value: &'a [u8]) -> Op<'a> {
+        Op { code, particle_type: particle_type as u8, bin_name: name, value }
+    }
+
+    #[test]
+    fn incr_adds_integers_and_creates_missing_bins() {
+        let five = 5i64.to_be_bytes();
+        let mut working = WorkingRecord::default();
+        let incr = op(OpCode::Incr, ParticleType::Integer, b"n", &five);
+        apply_modify(&mut working, &incr).unwrap();
+        apply_modify(&mut working, &incr).unwrap();
+        assert_eq!(working.get(b"n").unwrap().value, 10i64.to_be_bytes());
+    }
+
+    #[test]
+    fn incr_of_a_string_bin_is_incompatible_type() {
+        let one = 1i64.to_be_bytes();
+        let mut working = WorkingRecord::default();
+        working.set(b"s", ParticleType::String as u8, WorkingValue::Borrowed(b"x"));
+        let incr = op(OpCode::Incr, ParticleType::Integer, b"s", &one);
+        assert_eq!(apply_modify(&mut working, &incr), Err(ResultCode::IncompatibleType));
+        let float_on_int = op(OpCode::Incr, ParticleType::Float, b"s", &one);
+        assert_eq!(apply_modify(&mut working, &float_on_int), Err(ResultCode::IncompatibleType));
+    }
+
+    #[test]
+    fn append_and_prepend_join_in_the_right_order() {
+        let mut working = WorkingRecord::default();
+        apply_modify(&mut working, &op(OpCode::Append, ParticleType::String, b"s", b"mid")).unwrap();
+        apply_modify(&mut working, &op(OpCode::Append, ParticleType::String, b"s", b"-end")).unwrap();
+        apply_modify(&mut working, &op(OpCode::Prepend, ParticleType::String, b"s", b"go-")).unwrap();
+        assert_eq!(working.get(b"s").unwrap().value, b"go-mid-end");
+        let blob = op(OpCode::Append, ParticleType::Blob, b"s", b"x");
+        assert_eq!(apply_modify(&mut working, &blob), Err(ResultCode::IncompatibleType));
+    }
+
+    #[test]
+    fn summarize_rejects_bad_names_values_and_unsupported_ops() {
+        let long_name = [b'a'; 16];
+        let bad = [op(OpCode::Write, ParticleType::Integer, &long_name, &[0; 8])];
+        assert_eq!(summarize(bad.into_iter()).unwrap_err(), ResultCode::BinName);
+        let short_int = [op(OpCode::Write, ParticleType::Integer, b"a", &[0; 4])];
+        assert_eq!(summarize(short_int.into_iter()).unwrap_err(), ResultCode::Parameter);
+        let cdt = [op(OpCode::CdtModify, ParticleType::Blob, b"a", b"\x91\x01")];
+        assert_eq!(summarize(cdt.into_iter()).unwrap_err(), ResultCode::UnsupportedFeature);
+        let bad_bool = [op(OpCode::Write, ParticleType::Bool, b"a", &[2])];
+        assert_eq!(summarize(bad_bool.into_iter()).unwrap_err(), ResultCode::Parameter);
+    }
+}

@@ -1,0 +1,241 @@
+//! A stored record: fixed metadata plus one allocation holding the user key and packed bins.
+//!
+//! Layout of `Record::data` (in memory only; the on-disk format is defined by `storage`):
+//!
+//! ```text
+//! u8  key_particle_type          0 = no key stored
+//! [varint key_len, key bytes]    only when key_particle_type != 0
+//! bin*                           until the end of the buffer:
+//!     u8 name_len, name bytes, u8 particle_type, varint value_len, value bytes
+//! ```
+//!
+//! Varints are LEB128 (7 bits per byte, low bits first), so a 100-byte value costs one length
+//! byte rather than four.
+//!
+//! Invariants:
+//! - `data` was produced by [`encode`] and is never modified in place; a write builds a new one.
+//! - Every bin has a name of 1..=15 bytes and a particle type other than NULL.
+
+use model::{Generation, VoidTime};
+
+/// The id of a set within its namespace; 0 means the record has no set.
+pub type SetId = u16;
+
+/// A record as the primary index holds it.
+#[derive(Debug)]
+pub struct Record {
+    /// Last write, milliseconds since the Unix epoch. Kept for truncate, which removes
+    /// records last updated before a cut-off (issue: truncate and scans).
+    #[expect(dead_code, reason = "read by truncate, which a later issue adds")]
+    pub last_update_ms: u64,
+    /// When the record expires.
+    pub void_time: VoidTime,
+    /// Write count, wrapping to 1.
+    pub generation: Generation,
+    /// The set it belongs to (0 = none).
+    pub set_id: SetId,
+    data: Box<[u8]>,
+}
+
+/// One bin of a record, borrowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinRef<'a> {
+    /// Bin name, 1..=15 bytes.
+    pub name: &'a [u8],
+    /// Wire particle type.
+    pub particle_type: u8,
+    /// Value bytes in wire encoding.
+    pub value: &'a [u8],
+}
+
+impl Record {
+    /// Builds a record from its metadata and encoded data.
+    pub fn new(meta: RecordHeader, data: Box<[u8]>) -> Record {
+        assert!(meta.generation.0 != 0, "a stored record has generation >= 1");
+        Record {
+            last_update_ms: meta.last_update_ms,
+            void_time: meta.void_time,
+            generation: meta.generation,
+            set_id: meta.set_id,
+            data,
+        }
+    }
+
+    /// Bytes of key and bin data (what counts against the record size limit).
+    pub fn data_size_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The stored user key as (particle type, bytes), if the client sent one.
+    pub fn user_key(&self) -> Option<(u8, &[u8])> {
+        let (key, _) = split_key(&self.data);
+        key
+    }
+
+    /// The bins in stored order.
+    pub fn bins(&self) -> BinIter<'_> {
+        let (_, bins) = split_key(&self.data);
+        BinIter { rest: bins }
+    }
+}
+
+/// The metadata of a record about to be stored.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordHeader {
+    /// Last write, milliseconds since the Unix epoch.
+    pub last_update_ms: u64,
+    /// When the record expires.
+    pub void_time: VoidTime,
+    /// Its generation after this write.
+    pub generation: Generation,
+    /// Its set.
+    pub set_id: SetId,
+}
+
+/// Iterates over the packed bins of a record.
+#[derive(Clone, Debug)]
+pub struct BinIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for BinIter<'a> {
+    type Item = BinRef<'a>;
+
+    fn next(&mut self) -> Option<BinRef<'a>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let (name, after_name) = take_short(self.rest);
+        let (&particle_type, after_type) = after_name.split_first().expect("bin has a type");
+        let (value_len, after_len) = read_varint(after_type);
+        let (value, rest) = after_len.split_at(value_len);
+        self.rest = rest;
+        Some(BinRef { name, particle_type, value })
+    }
+}
+
+/// Exact size of the data buffer for this key and these bins.
+pub fn encoded_size_bytes<'a>(
+    key: Option<(u8, &[u8])>,
+    bins: impl Iterator<Item = BinRef<'a>>,
+) -> usize {
+    let key_size = match key {
+        Some((_, bytes)) => 1 + varint_size(bytes.len()) + bytes.len(),
+        None => 1,
+    };
+    let bins_size: usize = bins
+        .map(|bin| 1 + bin.name.len() + 1 + varint_size(bin.value.len()) + bin.value.len())
+        .sum();
+    key_size + bins_size
+}
+
+/// Encodes the data buffer of a record; `size_bytes` must come from [`encoded_size_bytes`].
+pub fn encode<'a>(
+    key: Option<(u8, &[u8])>,
+    bins: impl Iterator<Item = BinRef<'a>>,
+    size_bytes: usize,
+) -> Box<[u8]> {
+    let mut data = Vec::with_capacity(size_bytes);
+    match key {
+        Some((particle_type, bytes)) => {
+            assert!(particle_type != 0, "a stored key has a particle type");
+            data.push(particle_type);
+            write_varint(&mut data, bytes.len());
+            data.extend_from_slice(bytes);
+        }
+        None => data.push(0),
+    }
+    for bin in bins {
+        assert!(!bin.name.is_empty() && bin.name.len() <= model::BIN_NAME_BYTES_MAX);
+        assert!(bin.particle_type != 0, "a stored bin has a value");
+        data.push(bin.name.len() as u8);
+        data.extend_from_slice(bin.name);
+        data.push(bin.particle_type);
+        write_varint(&mut data, bin.value.len());
+        data.extend_from_slice(bin.value);
+    }
+    assert_eq!(data.len(), size_bytes, "encoded size matches the computed size");
+    data.into_boxed_slice()
+}
+
+fn split_key(data: &[u8]) -> (Option<(u8, &[u8])>, &[u8]) {
+    let (&key_type, rest) = data.split_first().expect("record data starts with a key byte");
+    if key_type == 0 {
+        return (None, rest);
+    }
+    let (key_len, rest) = read_varint(rest);
+    let (key, bins) = rest.split_at(key_len);
+    (Some((key_type, key)), bins)
+}
+
+fn take_short(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let (&len, rest) = bytes.split_first().expect("length byte present");
+    rest.split_at(usize::from(len))
+}
+
+fn varint_size(mut value: usize) -> usize {
+    let mut size = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        size += 1;
+    }
+    size
+}
+
+fn write_varint(out: &mut Vec<u8>, mut value: usize) {
+    while value >= 0x80 {
+        out.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn read_varint(bytes: &[u8]) -> (usize, &[u8]) {
+    let mut value = 0usize;
+    for (position, &byte) in bytes.iter().enumerate() {
+        value |= usize::from(byte & 0x7f) << (7 * position);
+        if byte & 0x80 == 0 {
+            return (value, &bytes[position + 1..]);
+        }
+    }
+    panic!("varint runs past the end of record data");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin<'a>(name: &'a [u8], particle_type: u8, value: &'a [u8]) -> BinRef<'a> {
+        BinRef { name, particle_type, value }
+    }
+
+    #[test]
+    fn encode_then_iterate_returns_the_same_key_and_bins() {
+        let long = vec![7u8; 300];
+        let bins = [bin(b"a", 1, &[0, 0, 0, 0, 0, 0, 0, 42]), bin(b"long", 4, &long), bin(b"e", 3, b"")];
+        for key in [None, Some((3u8, &b"user-key"[..]))] {
+            let size = encoded_size_bytes(key, bins.iter().copied());
+            let header = RecordHeader {
+                last_update_ms: 1,
+                void_time: VoidTime::NEVER,
+                generation: Generation::FIRST,
+                set_id: 0,
+            };
+            let record = Record::new(header, encode(key, bins.iter().copied(), size));
+            assert_eq!(record.user_key(), key);
+            assert_eq!(record.bins().collect::<Vec<_>>(), bins.to_vec());
+            assert_eq!(record.data_size_bytes(), size);
+        }
+    }
+
+    #[test]
+    fn varint_round_trips_boundaries() {
+        for value in [0usize, 1, 127, 128, 16_383, 16_384, 1 << 30, usize::MAX >> 1] {
+            let mut out = Vec::new();
+            write_varint(&mut out, value);
+            assert_eq!(out.len(), varint_size(value));
+            out.push(0xaa);
+            assert_eq!(read_varint(&out), (value, &[0xaa][..]));
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The sets of a namespace: name to id, and how many records each holds.
+//!
+//! Invariants:
+//! - Set ids run 1..=`SETS_PER_NAMESPACE_MAX`, are assigned once and never reused; 0 means
+//!   "no set".
+//! - Lookups take no lock: a slot's name is published (`OnceLock`) before the count that makes
+//!   it visible is raised (release/acquire). Only creating a set takes `create_lock`.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use model::{ResultCode, SET_NAME_BYTES_MAX, SETS_PER_NAMESPACE_MAX};
+use parking_lot::Mutex;
+
+use crate::record::SetId;
+
+/// A set's name and size, for info commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetSummary {
+    /// The set name.
+    pub name: String,
+    /// Live records in it (expired ones leave when the sweeper reclaims them).
+    pub objects: u64,
+}
+
+#[derive(Debug, Default)]
+struct SetSlot {
+    name: OnceLock<Box<[u8]>>,
+    objects: AtomicU64,
+}
+
+/// Registry of the sets of one namespace.
+#[derive(Debug)]
+pub(crate) struct SetRegistry {
+    slots: Box<[SetSlot]>,
+    count: AtomicUsize,
+    create_lock: Mutex<()>,
+}
+
+impl SetRegistry {
+    pub(crate) fn new() -> SetRegistry {
+        let slots = (0..SETS_PER_NAMESPACE_MAX).map(|_| SetSlot::default()).collect();
+        SetRegistry { slots, count: AtomicUsize::new(0), create_lock: Mutex::new(()) }
+    }
+
+    /// The id of `name`, creating the set if needed; an empty name is "no set" (id 0).
+    ///
+    /// # Errors
+    /// PARAMETER when the name is too long or the namespace already has the most sets allowed,
+    /// as Aerospike's `set_set_from_msg` fails.
+    pub(crate) fn id_or_create(&self, name: &[u8]) -> Result<SetId, ResultCode> {
+        if name.is_empty() {
+            return Ok(0);
+        }
+        if name.len() > SET_NAME_BYTES_MAX {
+            return Err(ResultCode::Parameter);
+        }
+        if let Some(id) = self.id_of(name) {
+            return Ok(id);
+        }
+        let _guard = self.create_lock.lock();
+        if let Some(id) = self.id_of(name) {
+            return Ok(id);
+        }
+        let count = self.count.load(Ordering::Acquire);
+        if count == SETS_PER_NAMESPACE_MAX {
+            return Err(ResultCode::Parameter);
+        }
+        let published = self.slots[count].name.set(name.into());
+        assert!(published.is_ok(), "slot {count} is filled only under create_lock");
+        self.count.store(count + 1, Ordering::Release);
+        Ok(set_id_of_slot(count))
+    }
+
+    /// The id of an existing set.
+    pub(crate) fn id_of(&self, name: &[u8]) -> Option<SetId> {
+        let count = self.count.load(Ordering::Acquire);
+        self.slots[..count]
+            .iter()
+            .position(|slot| slot.name.get().is_some_and(|slot_name| **slot_name == *name))
+            .map(set_id_of_slot)
+    }
+
+    pub(crate) fn record_added(&self, set_id: SetId) {
+        if let Some(slot) = self.slot(set_id) {
+            slot.objects.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn record_removed(&self, set_id: SetId) {
+        if let Some(slot) = self.slot(set_id) {
+            slot.objects.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn summaries(&self) -> Vec<SetSummary> {
+        let count = self.count.load(Ordering::Acquire);
+        self.slots[..count]
+            .iter()
+            .map(|slot| SetSummary {
+                name: String::from_utf8_lossy(slot.name.get().map_or(&[][..], |n| n)).into_owned(),
+                objects: slot.objects.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    fn slot(&self, set_id: SetId) -> Option<&SetSlot> {
+        usize::from(set_id).checked_sub(1).map(|index| &self.slots[index])
+    }
+}
+
+fn set_id_of_slot(slot_index: usize) -> SetId {
+    SetId::try_from(slot_index + 1).expect("set ids fit in u16 (const-asserted in model)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_start_at_one() {
+        let sets = SetRegistry::new();
+        assert_eq!(sets.id_or_create(b""), Ok(0));
+        assert_eq!(sets.id_or_create(b"a"), Ok(1));
+        assert_eq!(sets.id_or_create(b"b"), Ok(2));
+        assert_eq!(sets.id_or_create(b"a"), Ok(1));
+        assert_eq!(sets.id_of(b"b"), Some(2));
+        assert_eq!(sets.id_of(b"c"), None);
+    }
+
+    #[test]
+    fn too_long_names_and_too_many_sets_are_parameter_errors() {
+        let sets = SetRegistry::new();
+        assert_eq!(sets.id_or_create(&[b'x'; 64]), Err(ResultCode::Parameter));
+        assert!(sets.id_or_create(&[b'x'; 63]).is_ok());
+        for index in 1..SETS_PER_NAMESPACE_MAX {
+            assert!(sets.id_or_create(format!("set{index}").as_bytes()).is_ok());
+        }
+        assert_eq!(sets.id_or_create(b"one-too-many"), Err(ResultCode::Parameter));
+    }
+}

@@ -1,0 +1,405 @@
+//! Single-record transactions: read, write (put, operate, touch) and delete.
+//!
+//! Each runs under its partition's lock from the first look at the record to the last change,
+//! so an `operate` is atomic: it applies every op or, on the first failing op, none.
+//! Checks run in the Aerospike server's order (`write.c` `write_master`): record-exists policy,
+//! generation, set, key; then the ops; then the record size and TTL.
+//!
+//! Results stream into a [`ReplySink`] while the lock is held, so replies are encoded straight
+//! from the stored record without copying it. On an error the caller discards what the sink got.
+
+use model::{
+    Digest, Generation, Op, OpCode, ParticleType, ResultCode, SET_NAME_BYTES_MAX, TtlRequest,
+    UserKey, VoidTime,
+};
+
+use crate::clock::Now;
+use crate::namespace::Namespace;
+use crate::ops::{self, OpsSummary};
+use crate::record::{self, BinRef, Record, RecordHeader};
+use crate::stats::Counter;
+use crate::working_record::WorkingRecord;
+
+/// Receives result bins, in op order, while a transaction runs.
+pub trait ReplySink {
+    /// One result: a bin read, or with `respond_all_ops` an empty entry for a write op
+    /// (particle type 0, no value). `op_code` is the op that produced it.
+    fn bin(&mut self, op_code: OpCode, bin: BinRef<'_>);
+}
+
+/// What a successful transaction reports about the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Generation after the transaction (0 after a delete).
+    pub generation: Generation,
+    /// Void time after the transaction (0 after a delete).
+    pub void_time: VoidTime,
+}
+
+impl RecordMeta {
+    const DELETED: RecordMeta = RecordMeta { generation: Generation(0), void_time: VoidTime::NEVER };
+
+    fn of(record: &Record) -> RecordMeta {
+        RecordMeta { generation: record.generation, void_time: record.void_time }
+    }
+}
+
+/// A read: all bins, header only, or the bins named by the READ ops passed alongside.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadRequest<'a> {
+    /// The record.
+    pub digest: Digest,
+    /// The set named in the request (empty = not checked).
+    pub set_name: &'a [u8],
+    /// Return every bin (info1 GET_ALL).
+    pub read_all_bins: bool,
+    /// Return no bins (info1 GET_NO_BINS): exists and get-header.
+    pub header_only: bool,
+}
+
+/// The record-exists policy of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExistsPolicy {
+    /// Create or merge bins into the existing record.
+    Update,
+    /// The record must exist; merge bins.
+    UpdateOnly,
+    /// Create, or replace every bin of the existing record.
+    Replace,
+    /// The record must exist; replace every bin.
+    ReplaceOnly,
+    /// The record must not exist.
+    CreateOnly,
+}
+
+impl ExistsPolicy {
+    fn replaces_bins(self) -> bool {
+        matches!(self, ExistsPolicy::Replace | ExistsPolicy::ReplaceOnly)
+    }
+
+    fn requires_record(self) -> bool {
+        matches!(self, ExistsPolicy::UpdateOnly | ExistsPolicy::ReplaceOnly)
+    }
+}
+
+/// The generation condition of a write or delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenerationPolicy {
+    /// No condition.
+    None,
+    /// Apply only if the stored generation equals this one.
+    Equal(u32),
+    /// Apply only if this generation is greater than the stored one.
+    Greater(u32),
+}
+
+/// A write: put, operate or touch, with its ops passed alongside.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteRequest<'a> {
+    /// The record.
+    pub digest: Digest,
+    /// The set named in the request (empty = no set).
+    pub set_name: &'a [u8],
+    /// The KEY field as sent: particle type byte, then the key bytes.
+    pub key: Option<&'a [u8]>,
+    /// Record-exists policy.
+    pub exists: ExistsPolicy,
+    /// Generation condition.
+    pub generation: GenerationPolicy,
+    /// Requested TTL.
+    pub ttl: TtlRequest,
+    /// Return one result per op, in order (info2 RESPOND_ALL_OPS).
+    pub respond_all_ops: bool,
+}
+
+/// A delete.
+#[derive(Clone, Copy, Debug)]
+pub struct DeleteRequest<'a> {
+    /// The record.
+    pub digest: Digest,
+    /// The set named in the request (empty = not checked).
+    pub set_name: &'a [u8],
+    /// The KEY field as sent, if any.
+    pub key: Option<&'a [u8]>,
+    /// Generation condition.
+    pub generation: GenerationPolicy,
+}
+
+impl Namespace {
+    /// Reads a record.
+    ///
+    /// # Errors
+    /// NOT_FOUND for a missing or expired record; PARAMETER for a set mismatch or a modifying
+    /// op; UNSUPPORTED_FEATURE for collection, bit, HLL or expression reads.
+    pub fn read<'a>(
+        &self,
+        request: &ReadRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
+        let slot = self.slot(&request.digest);
+        let result = self.read_locked(request, ops, sink);
+        slot.counters.add(
+            match result {
+                Ok(_) => Counter::ReadSuccess,
+                Err(ResultCode::NotFound) => Counter::ReadNotFound,
+                Err(_) => Counter::ReadError,
+            },
+            1,
+        );
+        result
+    }
+
+    fn read_locked<'a>(
+        &self,
+        request: &ReadRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
+        let summary = ops::summarize(ops.clone())?;
+        if summary.has_write {
+            return Err(ResultCode::Parameter);
+        }
+        let now = self.clock.now();
+        let partition = self.slot(&request.digest).state.read();
+        let record = partition.live(&request.digest, now).ok_or(ResultCode::NotFound)?;
+        self.check_set(request.set_name, record)?;
+        if request.header_only {
+            return Ok(RecordMeta::of(record));
+        }
+        if request.read_all_bins || summary.has_read_all {
+            record.bins().for_each(|bin| sink.bin(OpCode::Read, bin));
+        } else {
+            for op in ops {
+                if let Some(bin) = record.bins().find(|bin| bin.name == op.bin_name) {
+                    sink.bin(OpCode::Read, bin);
+                }
+            }
+        }
+        Ok(RecordMeta::of(record))
+    }
+
+    /// Writes a record: applies `ops` in order, atomically.
+    ///
+    /// # Errors
+    /// The Aerospike result code of the first check or op that fails; the record is then
+    /// unchanged.
+    pub fn write<'a>(
+        &self,
+        request: &WriteRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
+        let result = self.write_locked(request, ops, sink);
+        let counter = if result.is_ok() { Counter::WriteSuccess } else { Counter::WriteError };
+        self.slot(&request.digest).counters.add(counter, 1);
+        result
+    }
+
+    fn write_locked<'a>(
+        &self,
+        request: &WriteRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
+        let summary = ops::summarize(ops.clone())?;
+        check_write_shape(request, &summary)?;
+        let request_key = request.key.map(parse_key).transpose()?;
+        let now = self.clock.now();
+        let slot = self.slot(&request.digest);
+        let mut partition = slot.state.write();
+        let existing = partition.live(&request.digest, now);
+        match existing {
+            None if request.exists.requires_record() || summary.has_touch => {
+                return Err(ResultCode::NotFound);
+            }
+            Some(_) if request.exists == ExistsPolicy::CreateOnly => {
+                return Err(ResultCode::RecordExists);
+            }
+            _ => {}
+        }
+        if let Some(record) = existing {
+            check_generation(request.generation, record)?;
+            self.check_set(request.set_name, record)?;
+            check_key(request_key, record)?;
+        }
+        let set_id = match existing {
+            Some(record) => record.set_id,
+            None => self.sets.id_or_create(request.set_name)?,
+        };
+        let mut working = match existing {
+            Some(record) if !request.exists.replaces_bins() => WorkingRecord::from_record(record),
+            _ => WorkingRecord::default(),
+        };
+        apply_ops(&mut working, ops, request.respond_all_ops, sink)?;
+        if working.is_empty() {
+            drop(working);
+            return match existing {
+                Some(_) => {
+                    partition.remove(&request.digest, &self.sets);
+                    Ok(RecordMeta::DELETED)
+                }
+                None => Err(ResultCode::NotFound),
+            };
+        }
+        let key = existing.and_then(Record::user_key).or(request_key);
+        let size_bytes = record::encoded_size_bytes(key, working.iter());
+        if size_bytes > self.config.max_record_size_bytes as usize {
+            return Err(ResultCode::RecordTooBig);
+        }
+        let header = RecordHeader {
+            last_update_ms: now.unix_ms,
+            void_time: self.void_time_for(request.ttl, existing.map(|r| r.void_time), now)?,
+            generation: existing.map_or(Generation::FIRST, |r| r.generation.next()),
+            set_id,
+        };
+        let data = record::encode(key, working.iter(), size_bytes);
+        drop(working);
+        let stored = Record::new(header, data);
+        let meta = RecordMeta::of(&stored);
+        if let Some(replaced) = partition.insert(request.digest, stored, &self.sets)
+            && replaced.void_time.is_expired_at(now.epoch_seconds())
+        {
+            slot.counters.add(Counter::ExpiredObjects, 1);
+        }
+        Ok(meta)
+    }
+
+    /// Deletes a record.
+    ///
+    /// # Errors
+    /// NOT_FOUND if it does not exist or has expired; GENERATION, PARAMETER (set mismatch) or
+    /// KEY_MISMATCH when a condition fails.
+    pub fn delete(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
+        let result = self.delete_locked(request);
+        let counter = match result {
+            Ok(_) => Counter::DeleteSuccess,
+            Err(ResultCode::NotFound) => Counter::DeleteNotFound,
+            Err(_) => Counter::DeleteError,
+        };
+        self.slot(&request.digest).counters.add(counter, 1);
+        result
+    }
+
+    fn delete_locked(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
+        let request_key = request.key.map(parse_key).transpose()?;
+        let now = self.clock.now();
+        let mut partition = self.slot(&request.digest).state.write();
+        let record = partition.live(&request.digest, now).ok_or(ResultCode::NotFound)?;
+        check_generation(request.generation, record)?;
+        self.check_set(request.set_name, record)?;
+        check_key(request_key, record)?;
+        partition.remove(&request.digest, &self.sets);
+        Ok(RecordMeta::DELETED)
+    }
+
+    /// Aerospike's `set_name_check`: a request naming a set must name the record's set.
+    fn check_set(&self, set_name: &[u8], record: &Record) -> Result<(), ResultCode> {
+        if set_name.is_empty() {
+            return Ok(());
+        }
+        match self.sets.id_of(set_name) {
+            Some(set_id) if set_id == record.set_id => Ok(()),
+            _ => Err(ResultCode::Parameter),
+        }
+    }
+
+    fn void_time_for(
+        &self,
+        ttl: TtlRequest,
+        existing: Option<VoidTime>,
+        now: Now,
+    ) -> Result<VoidTime, ResultCode> {
+        let ttl_seconds = match (ttl, existing) {
+            (TtlRequest::NeverExpire, _) => return Ok(VoidTime::NEVER),
+            (TtlRequest::Unchanged, Some(void_time)) => return Ok(void_time),
+            (TtlRequest::Seconds(seconds), _) => seconds,
+            (TtlRequest::NamespaceDefault | TtlRequest::Unchanged, _) => {
+                self.config.default_ttl_seconds
+            }
+        };
+        // Aerospike's `is_ttl_disallowed`: without a sweeper, expiring records would pile up.
+        let sweeper_off = self.config.nsup_period_seconds == 0;
+        if ttl_seconds > 0 && sweeper_off && !self.config.allow_ttl_without_nsup {
+            return Err(ResultCode::Forbidden);
+        }
+        Ok(VoidTime::after(now.epoch_seconds(), ttl_seconds))
+    }
+}
+
+/// Runs the ops of a write in order; reads see the bins as the earlier ops left them.
+fn apply_ops<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    ops: impl Iterator<Item = Op<'a>>,
+    respond_all_ops: bool,
+    sink: &mut impl ReplySink,
+) -> Result<(), ResultCode> {
+    for op in ops {
+        match op.code {
+            OpCode::Read if op.bin_name.is_empty() => {
+                working.iter().for_each(|bin| sink.bin(op.code, bin));
+            }
+            OpCode::Read => match working.get(op.bin_name) {
+                Some(bin) => sink.bin(op.code, bin),
+                None if respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
+                None => {}
+            },
+            OpCode::Touch => {
+                if respond_all_ops {
+                    sink.bin(op.code, empty_result(op.bin_name));
+                }
+            }
+            _ => {
+                ops::apply_modify(working, &op)?;
+                if respond_all_ops {
+                    sink.bin(op.code, empty_result(op.bin_name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn empty_result(name: &[u8]) -> BinRef<'_> {
+    BinRef { name, particle_type: ParticleType::Null as u8, value: &[] }
+}
+
+/// Rules on which ops a write may combine, from Aerospike's `write.c`.
+fn check_write_shape(request: &WriteRequest<'_>, summary: &OpsSummary) -> Result<(), ResultCode> {
+    if !summary.has_write {
+        return Err(ResultCode::Parameter);
+    }
+    if request.set_name.len() > SET_NAME_BYTES_MAX {
+        return Err(ResultCode::Parameter);
+    }
+    if summary.has_read_all && request.respond_all_ops {
+        return Err(ResultCode::Parameter);
+    }
+    if request.exists.replaces_bins() && summary.has_non_replace_op {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(())
+}
+
+/// Validates the KEY field: a key particle type and, for integers, exactly 8 bytes.
+fn parse_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
+    let (&particle_type, bytes) = field.split_first().ok_or(ResultCode::Parameter)?;
+    UserKey::from_particle(particle_type, bytes).ok_or(ResultCode::Parameter)?;
+    Ok((particle_type, bytes))
+}
+
+fn check_key(request_key: Option<(u8, &[u8])>, record: &Record) -> Result<(), ResultCode> {
+    match (request_key, record.user_key()) {
+        (Some(sent), Some(stored)) if sent != stored => Err(ResultCode::KeyMismatch),
+        _ => Ok(()),
+    }
+}
+
+fn check_generation(policy: GenerationPolicy, record: &Record) -> Result<(), ResultCode> {
+    let stored = u32::from(record.generation.0);
+    match policy {
+        GenerationPolicy::Equal(expected) if expected != stored => Err(ResultCode::Generation),
+        GenerationPolicy::Greater(sent) if sent <= stored => Err(ResultCode::Generation),
+        _ => Ok(()),
+    }
+}
