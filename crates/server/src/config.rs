@@ -1,0 +1,267 @@
+//! Configuration: built-in defaults, overridden by an optional TOML file.
+//!
+//! The defaults are the embedded configuration `osprey` runs with when given no file: one
+//! in-memory namespace `test`, the service on 127.0.0.1:3000. A file overrides any key it names;
+//! an unknown key or a bad value stops start-up with the file, the line and a hint.
+
+use std::path::Path;
+
+use engine::NamespaceConfig;
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// The client-facing Aerospike service.
+    pub service: ServiceConfig,
+    /// Namespaces; a file that lists any replaces the default list.
+    pub namespaces: Vec<NamespaceSection>,
+}
+
+/// The `[service]` section.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceConfig {
+    /// Address to listen on.
+    pub address: String,
+    /// Aerospike service port; 0 picks a free port (logged at start-up).
+    pub port: u16,
+    /// Name reported by the `cluster-name` info command.
+    pub cluster_name: String,
+    /// Node id reported by `node` (hex); empty derives a stable one from host name and port.
+    pub node_id: String,
+    /// Worker threads; 0 means one per core.
+    pub threads: usize,
+    /// Close a connection that sends no request for this long; 0 never closes it.
+    pub idle_timeout_ms: u64,
+    /// A frame whose first byte arrived must be complete within this long.
+    pub frame_read_timeout_ms: u64,
+    /// Largest frame body accepted; a larger declared size closes the connection at once.
+    pub frame_size_max_bytes: u64,
+    /// Most client connections open at once; further ones are closed on accept.
+    pub connections_max: usize,
+}
+
+/// One `[[namespaces]]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NamespaceSection {
+    /// Namespace name, 1..=31 bytes.
+    pub name: String,
+    /// TTL for writes that ask for the default, seconds; 0 = never expire.
+    pub default_ttl: u32,
+    /// Seconds between expiry sweeps; 0 disables sweeping.
+    pub nsup_period: u32,
+    /// Allow TTLs although `nsup-period` is 0.
+    pub allow_ttl_without_nsup: bool,
+    /// Largest record, bytes.
+    pub max_record_size: u32,
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema (the message names line and column).
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line, column and the expected keys.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("config {origin}: {message}")]
+    Invalid {
+        /// The file, or "defaults".
+        origin: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            address: "127.0.0.1".to_owned(),
+            port: 3000,
+            cluster_name: "osprey".to_owned(),
+            node_id: String::new(),
+            threads: 0,
+            // Aerospike's classic proto-fd-idle-ms; clients recycle pooled sockets before it.
+            idle_timeout_ms: 60_000,
+            frame_read_timeout_ms: 10_000,
+            frame_size_max_bytes: wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX,
+            connections_max: 10_000,
+        }
+    }
+}
+
+impl Default for NamespaceSection {
+    fn default() -> Self {
+        let defaults = NamespaceConfig::with_defaults("test");
+        NamespaceSection {
+            name: defaults.name,
+            default_ttl: defaults.default_ttl_seconds,
+            nsup_period: defaults.nsup_period_seconds,
+            allow_ttl_without_nsup: defaults.allow_ttl_without_nsup,
+            max_record_size: defaults.max_record_size_bytes,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { service: ServiceConfig::default(), namespaces: vec![NamespaceSection::default()] }
+    }
+}
+
+impl NamespaceSection {
+    /// The engine's view of this section.
+    pub fn to_engine(&self) -> NamespaceConfig {
+        NamespaceConfig {
+            name: self.name.clone(),
+            default_ttl_seconds: self.default_ttl,
+            nsup_period_seconds: self.nsup_period,
+            allow_ttl_without_nsup: self.allow_ttl_without_nsup,
+            max_record_size_bytes: self.max_record_size,
+        }
+    }
+}
+
+impl Config {
+    /// Loads `path` over the defaults, or the defaults alone when `path` is `None`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, and the line where the parser can tell.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            let config = Config::default();
+            config.validate("defaults")?;
+            return Ok(config);
+        };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+        let config = Config::parse(&text)
+            .map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
+        config.validate(&shown)?;
+        Ok(config)
+    }
+
+    /// Parses TOML text over the defaults.
+    ///
+    /// # Errors
+    /// The parser's message (line, column, expected keys).
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|error| error.to_string())
+    }
+
+    /// The configuration as TOML, for `--print-config`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|error| format!("# cannot render config: {error}"))
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { origin: origin.to_owned(), message };
+        if self.namespaces.is_empty() {
+            return Err(invalid("at least one [[namespaces]] entry is required".to_owned()));
+        }
+        for (position, section) in self.namespaces.iter().enumerate() {
+            section
+                .to_engine()
+                .validate()
+                .map_err(|reason| invalid(format!("namespaces[{position}]: {reason}")))?;
+            let duplicate = self.namespaces[..position].iter().any(|n| n.name == section.name);
+            if duplicate {
+                return Err(invalid(format!("namespace {:?} is listed twice", section.name)));
+            }
+        }
+        let service = &self.service;
+        if service.frame_size_max_bytes < wire_aerospike::MESSAGE_HEADER_SIZE_BYTES as u64
+            || service.frame_size_max_bytes > wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX
+        {
+            return Err(invalid(format!(
+                "service.frame-size-max-bytes must be between {} and {}",
+                wire_aerospike::MESSAGE_HEADER_SIZE_BYTES,
+                wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX
+            )));
+        }
+        if service.connections_max == 0 {
+            return Err(invalid("service.connections-max must be positive".to_owned()));
+        }
+        if service.frame_read_timeout_ms == 0 {
+            return Err(invalid("service.frame-read-timeout-ms must be positive".to_owned()));
+        }
+        let bad_name = |s: &str| s.is_empty() || s.bytes().any(|b| b"\t\n;:,".contains(&b));
+        if bad_name(&service.cluster_name) {
+            return Err(invalid("service.cluster-name must be a non-empty token".to_owned()));
+        }
+        let node_id_ok = service.node_id.is_empty()
+            || (service.node_id.len() <= 16 && service.node_id.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !node_id_ok {
+            return Err(invalid("service.node-id must be up to 16 hex digits".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_means_the_defaults() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn a_file_overrides_only_what_it_names() {
+        let config = Config::parse("[service]\nport = 4000\n").unwrap();
+        assert_eq!(config.service.port, 4000);
+        assert_eq!(config.service.address, "127.0.0.1");
+        assert_eq!(config.namespaces, vec![NamespaceSection::default()]);
+    }
+
+    #[test]
+    fn namespaces_replace_the_default_list() {
+        let text = "[[namespaces]]\nname = \"a\"\ndefault-ttl = 5\n[[namespaces]]\nname = \"b\"\n";
+        let config = Config::parse(text).unwrap();
+        let names: Vec<_> = config.namespaces.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(config.namespaces[0].default_ttl, 5);
+        assert_eq!(config.namespaces[1].nsup_period, 120);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_line_and_expected_keys() {
+        let error = Config::parse("[service]\nport = 1\nprot = 2\n").unwrap_err();
+        assert!(error.contains("line 3"), "{error}");
+        assert!(error.contains("unknown field `prot`"), "{error}");
+        assert!(error.contains("port"), "hint lists valid keys: {error}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        let error = Config::parse("[service]\nport = 70000\n").unwrap_err();
+        assert!(error.contains("line 2"), "{error}");
+        let config = Config::parse("[[namespaces]]\nname = \"\"\n").unwrap();
+        assert!(config.validate("f").is_err());
+        let twice = Config::parse("[[namespaces]]\nname = \"a\"\n[[namespaces]]\nname = \"a\"\n");
+        assert!(twice.unwrap().validate("f").is_err());
+    }
+
+    #[test]
+    fn defaults_render_as_toml_that_parses_back() {
+        let config = Config::default();
+        assert_eq!(Config::parse(&config.to_toml()).unwrap(), config);
+    }
+}

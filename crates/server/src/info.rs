@@ -1,0 +1,250 @@
+//! The info protocol: text commands clients use to validate, tend and inspect a node.
+//!
+//! Each request line is answered with `<line>\t<value>\n`, in order, so the C client's
+//! positional parser stays aligned; an unknown command answers `ERROR:4:unrecognized command`.
+//! Values are read from the live state: object counts, memory, configuration.
+//!
+//! Why build 8.0.0.0: it is the newest version whose client-visible behaviour Osprey matches.
+//! Clients switch on `build` at 8.1 to the new secondary-index command syntax and send
+//! `user-agent-set` on every new connection (one extra round trip); both are accepted here, but
+//! advertising 8.0 keeps clients on the simpler path. Everything >= 6.0 (partition scans and
+//! queries, batch-any) stays enabled. See `docs/ARCHITECTURE.md`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use engine::Namespace;
+use model::PARTITION_COUNT;
+use wire_aerospike::{info_command_name, info_param, info_request_lines};
+
+use crate::state::ServerState;
+
+/// The Aerospike server version Osprey presents itself as.
+pub const BUILD_VERSION: &str = "8.0.0.0";
+/// The edition string clients compare against.
+pub const EDITION: &str = "Aerospike Community Edition";
+/// Feature tokens. `pscans` is required by the Go and Java clients; `pquery`, `batch-any` and
+/// `query-show` select the modern protocol paths. Features Osprey does not implement yet
+/// (CDT, UDF, geo, bit ops) are not advertised.
+pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;query-show;\
+replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
+
+/// Partition map and peer list never change on a single node.
+const PARTITION_GENERATION: u32 = 1;
+const PEERS_GENERATION: u32 = 1;
+
+/// Per-connection info state.
+#[derive(Debug, Default)]
+pub struct InfoSession {
+    user_agent: Option<String>,
+}
+
+/// Answers one info request body into `out` (a complete type-1 frame).
+pub fn handle_info(state: &ServerState, session: &mut InfoSession, body: &[u8], out: &mut Vec<u8>) {
+    let start = wire_aerospike::begin_info_response(out);
+    let mut lines = info_request_lines(body).peekable();
+    if lines.peek().is_none() {
+        write_summary(state, out);
+    }
+    for line in lines {
+        out.extend_from_slice(line);
+        out.push(b'\t');
+        let mut value = String::new();
+        answer(state, session, line, &mut value);
+        debug_assert!(!value.contains(['\t', '\n']), "info values never contain tab or newline");
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'\n');
+    }
+    wire_aerospike::finish_info_response(out, start);
+}
+
+fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &mut String) {
+    let (name, rest) = info_command_name(line);
+    let port = state.service_address.port();
+    match name {
+        b"node" => value.push_str(&state.node_id),
+        b"build" => value.push_str(BUILD_VERSION),
+        b"version" => { let _ = write!(value, "{EDITION} build {BUILD_VERSION}"); }
+        b"edition" => value.push_str(EDITION),
+        b"features" => value.push_str(FEATURES),
+        b"status" => value.push_str("ok"),
+        b"partition-generation" => { let _ = write!(value, "{PARTITION_GENERATION}"); }
+        b"peers-generation" => { let _ = write!(value, "{PEERS_GENERATION}"); }
+        b"rebalance-generation" => value.push('1'),
+        b"cluster-name" => value.push_str(&state.config.service.cluster_name),
+        b"peers-clear-std" | b"peers-clear-alt" | b"peers-tls-std" | b"peers-tls-alt" => {
+            // A single node has no peers; the local node is never listed.
+            let _ = write!(value, "{PEERS_GENERATION},{port},[]");
+        }
+        b"service-clear-std" | b"service-clear-alt" | b"services" | b"service" => {
+            let _ = write!(value, "{}", state.service_address);
+        }
+        b"services-alumni" | b"services-alternate" => {}
+        b"replicas" => write_replicas(state, value, Replicas::WithRegime),
+        b"replicas-all" => write_replicas(state, value, Replicas::All),
+        b"replicas-master" => write_replicas(state, value, Replicas::Master),
+        b"namespaces" => {
+            let names: Vec<&str> = state.namespaces.iter().map(|ns| ns.name()).collect();
+            value.push_str(&names.join(";"));
+        }
+        b"namespace" => match state.namespace(rest) {
+            Some(namespace) => write_namespace(namespace, value),
+            None => value.push_str("type=unknown"),
+        },
+        b"sets" => write_sets(state, rest, value),
+        b"statistics" => write_statistics(state, value),
+        b"user-agent-set" => user_agent_set(session, rest, value),
+        b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
+        _ => value.push_str("ERROR:4:unrecognized command"),
+    }
+}
+
+fn write_summary(state: &ServerState, out: &mut Vec<u8>) {
+    let mut session = InfoSession::default();
+    let summary_commands: [&[u8]; 9] = [
+        b"features",
+        b"node",
+        b"edition",
+        b"build",
+        b"version",
+        b"statistics",
+        b"services-alumni",
+        b"services",
+        b"partition-generation",
+    ];
+    for name in summary_commands {
+        let mut value = String::new();
+        answer(state, &mut session, name, &mut value);
+        out.extend_from_slice(name);
+        out.push(b'\t');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'\n');
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replicas {
+    WithRegime,
+    All,
+    Master,
+}
+
+/// Every partition is owned by this node: replica column 0 is a bitmap with all 4096 bits set.
+fn write_replicas(state: &ServerState, value: &mut String, shape: Replicas) {
+    use base64::Engine as _;
+    let bitmap = [0xffu8; PARTITION_COUNT / 8];
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bitmap);
+    for (position, namespace) in state.namespaces.iter().enumerate() {
+        if position > 0 {
+            value.push(';');
+        }
+        let name = namespace.name();
+        let _ = match shape {
+            Replicas::WithRegime => write!(value, "{name}:0,1,{encoded}"),
+            Replicas::All => write!(value, "{name}:1,{encoded}"),
+            Replicas::Master => write!(value, "{name}:{encoded}"),
+        };
+    }
+}
+
+fn write_namespace(namespace: &Namespace, value: &mut String) {
+    let summary = namespace.summary();
+    let config = namespace.config();
+    let _ = write!(
+        value,
+        "objects={objects};tombstones=0;master_objects={objects};prole_objects=0;\
+         expired_objects={expired};evicted_objects=0;data_used_bytes={data};\
+         client_read_success={rs};client_read_not_found={rn};client_read_error={re};\
+         client_write_success={ws};client_write_error={we};\
+         client_delete_success={ds};client_delete_not_found={dn};client_delete_error={de};\
+         ns_cluster_size=1;effective_replication_factor=1;replication-factor=1;\
+         strong-consistency=false;storage-engine=memory;default-ttl={ttl};nsup-period={nsup};\
+         allow-ttl-without-nsup={allow};max-record-size={max};default-read-touch-ttl-pct=0",
+        objects = summary.objects,
+        expired = summary.expired_objects,
+        data = summary.data_used_bytes,
+        rs = summary.client_read_success,
+        rn = summary.client_read_not_found,
+        re = summary.client_read_error,
+        ws = summary.client_write_success,
+        we = summary.client_write_error,
+        ds = summary.client_delete_success,
+        dn = summary.client_delete_not_found,
+        de = summary.client_delete_error,
+        ttl = config.default_ttl_seconds,
+        nsup = config.nsup_period_seconds,
+        allow = config.allow_ttl_without_nsup,
+        max = config.max_record_size_bytes,
+    );
+}
+
+/// `sets`, `sets/<ns>` or `sets/<ns>/<set>`: one `ns=..:set=..:objects=..;` entry per set.
+fn write_sets(state: &ServerState, filter: &[u8], value: &mut String) {
+    let mut parts = filter.splitn(2, |&b| b == b'/');
+    let namespace_filter = parts.next().filter(|part| !part.is_empty());
+    let set_filter = parts.next().filter(|part| !part.is_empty());
+    for namespace in &state.namespaces {
+        if namespace_filter.is_some_and(|name| name != namespace.name().as_bytes()) {
+            continue;
+        }
+        for set in namespace.sets() {
+            if set_filter.is_some_and(|name| name != set.name.as_bytes()) {
+                continue;
+            }
+            let _ = write!(
+                value,
+                "ns={}:set={}:objects={}:tombstones=0:truncate_lut=0:sindexes=0:\
+                 disable-eviction=false:enable-index=false:stop-writes-count=0:\
+                 stop-writes-size=0;",
+                namespace.name(),
+                set.name,
+                set.objects
+            );
+        }
+    }
+}
+
+fn write_statistics(state: &ServerState, value: &mut String) {
+    let objects: u64 = state.namespaces.iter().map(|ns| ns.summary().objects).sum();
+    let connections = &state.connections;
+    let _ = write!(
+        value,
+        "cluster_size=1;cluster_integrity=true;cluster_is_member=true;uptime={uptime};\
+         objects={objects};client_connections={open};client_connections_opened={opened};\
+         client_connections_closed={closed};client_connections_refused={refused};\
+         migrate_allowed=true;migrate_partitions_remaining=0;process_rss_bytes={rss}",
+        uptime = state.started.elapsed().as_secs(),
+        open = connections.open_now(),
+        opened = connections.opened.load(Ordering::Relaxed),
+        closed = connections.closed.load(Ordering::Relaxed),
+        refused = connections.refused.load(Ordering::Relaxed),
+        rss = resident_set_bytes(),
+    );
+}
+
+/// `user-agent-set:value=<base64>`: remembered per connection; a second call is an error, as
+/// in Aerospike's `cmd_user_agent_set`.
+fn user_agent_set(session: &mut InfoSession, params: &[u8], value: &mut String) {
+    use base64::Engine as _;
+    if session.user_agent.is_some() {
+        value.push_str("ERROR:4:already set");
+        return;
+    }
+    let decoded = info_param(params, b"value")
+        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded).ok());
+    match decoded {
+        Some(agent) => {
+            session.user_agent = Some(String::from_utf8_lossy(&agent).into_owned());
+            value.push_str("ok");
+        }
+        None => value.push_str("ERROR:4:bad value"),
+    }
+}
+
+/// Resident set size of this process, from `/proc/self/statm` (0 where unavailable).
+pub fn resident_set_bytes() -> u64 {
+    const PAGE_SIZE_BYTES: u64 = 4096;
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let resident_pages = statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok());
+    resident_pages.unwrap_or(0) * PAGE_SIZE_BYTES
+}

@@ -1,0 +1,160 @@
+//! The listener, background sweepers and graceful shutdown.
+//!
+//! Shutdown (SIGTERM or SIGINT): stop accepting, tell every connection to finish (a command
+//! already received is answered; an idle connection closes at once), wait for them, stop the
+//! sweepers, return.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use engine::{Namespace, SystemClock};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::connection;
+use crate::state::{ConnectionCounters, ServerState, node_id};
+
+/// How long shutdown waits for open connections before giving up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the server until `shutdown_signal` completes.
+///
+/// # Errors
+/// When the service address cannot be bound.
+pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> std::io::Result<()> {
+    let address = (config.service.address.as_str(), config.service.port);
+    let listener = TcpListener::bind(address).await?;
+    let service_address = listener.local_addr()?;
+    let clock = Arc::new(SystemClock);
+    let namespaces: Vec<Arc<Namespace>> = config
+        .namespaces
+        .iter()
+        .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
+        .collect();
+    let state = Arc::new(ServerState {
+        node_id: node_id(&config.service.node_id, service_address.port()),
+        namespaces,
+        service_address,
+        started: Instant::now(),
+        connections: ConnectionCounters::default(),
+        config,
+    });
+    let sweepers = Sweepers::start(&state.namespaces);
+    log_ready(&state, service_address);
+    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+    let connections_max = state.config.service.connections_max;
+    let permits = Arc::new(Semaphore::new(connections_max));
+    tokio::select! {
+        () = accept_loop(&listener, &state, &permits, shutdown_receiver) => {}
+        () = shutdown_signal => info!("shutdown requested"),
+    }
+    drop(listener);
+    let _ = shutdown_sender.send(true);
+    let all = u32::try_from(connections_max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all)).await.is_err() {
+        warn!("connections still open after the shutdown grace period");
+    }
+    sweepers.stop();
+    info!("osprey stopped");
+    Ok(())
+}
+
+fn log_ready(state: &ServerState, service_address: SocketAddr) {
+    let names: Vec<&str> = state.namespaces.iter().map(|ns| ns.name()).collect();
+    info!(
+        service = %service_address,
+        node = %state.node_id,
+        namespaces = %names.join(","),
+        "osprey ready"
+    );
+}
+
+async fn accept_loop(
+    listener: &TcpListener,
+    state: &Arc<ServerState>,
+    permits: &Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, _peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Typically out of file descriptors; back off instead of spinning.
+                warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            state.connections.refused.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            continue;
+        };
+        // Requests and replies are small and latency-bound: never wait to coalesce.
+        let _ = stream.set_nodelay(true);
+        state.connections.opened.fetch_add(1, Ordering::Relaxed);
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            connection::serve(stream, state.clone(), shutdown).await;
+            state.connections.closed.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+}
+
+/// One thread per namespace with a non-zero `nsup-period`, reclaiming expired records.
+struct Sweepers {
+    stop: Vec<mpsc::Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Sweepers {
+    fn start(namespaces: &[Arc<Namespace>]) -> Sweepers {
+        let mut sweepers = Sweepers { stop: Vec::new(), threads: Vec::new() };
+        for namespace in namespaces {
+            let period_seconds = namespace.config().nsup_period_seconds;
+            if period_seconds == 0 {
+                continue;
+            }
+            let (sender, receiver) = mpsc::channel::<()>();
+            let namespace = namespace.clone();
+            let period = Duration::from_secs(u64::from(period_seconds));
+            let thread = std::thread::Builder::new()
+                .name(format!("nsup-{}", namespace.name()))
+                .spawn(move || sweep_until_stopped(&namespace, period, &receiver))
+                .expect("the OS can start one thread per namespace at start-up");
+            sweepers.stop.push(sender);
+            sweepers.threads.push(thread);
+        }
+        sweepers
+    }
+
+    fn stop(self) {
+        drop(self.stop);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn sweep_until_stopped(namespace: &Namespace, period: Duration, stop: &mpsc::Receiver<()>) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(period) {
+        let started = Instant::now();
+        let expired = namespace.sweep_expired();
+        if expired > 0 {
+            info!(
+                namespace = namespace.name(),
+                expired,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "expired records reclaimed"
+            );
+        }
+    }
+}

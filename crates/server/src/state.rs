@@ -1,0 +1,69 @@
+//! State shared by every connection: configuration, namespaces, identity and counters.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use engine::Namespace;
+
+use crate::config::Config;
+
+/// Everything a connection needs, shared read-only (counters are atomics).
+#[derive(Debug)]
+pub struct ServerState {
+    /// The loaded configuration.
+    pub config: Config,
+    /// Namespaces in configuration order.
+    pub namespaces: Vec<Arc<Namespace>>,
+    /// This node's id, upper-case hex without leading zeros.
+    pub node_id: String,
+    /// The address the service listener is bound to.
+    pub service_address: SocketAddr,
+    /// When the server started.
+    pub started: Instant,
+    /// Connection counters.
+    pub connections: ConnectionCounters,
+}
+
+/// Client connection counters for `statistics`.
+#[derive(Debug, Default)]
+pub struct ConnectionCounters {
+    /// Connections accepted and served.
+    pub opened: AtomicU64,
+    /// Connections closed (by either side).
+    pub closed: AtomicU64,
+    /// Connections refused because `connections-max` were open.
+    pub refused: AtomicU64,
+}
+
+impl ConnectionCounters {
+    /// Connections open now.
+    pub fn open_now(&self) -> u64 {
+        let opened = self.opened.load(Ordering::Relaxed);
+        opened.saturating_sub(self.closed.load(Ordering::Relaxed))
+    }
+}
+
+impl ServerState {
+    /// The namespace called `name`.
+    pub fn namespace(&self, name: &[u8]) -> Option<&Namespace> {
+        self.namespaces.iter().map(Arc::as_ref).find(|ns| ns.name().as_bytes() == name)
+    }
+}
+
+/// A stable node id: configured, or derived from the host name and service port so that a
+/// restarted node keeps its identity (Aerospike derives it from a MAC address and the port).
+pub fn node_id(configured: &str, port: u16) -> String {
+    if !configured.is_empty() {
+        let value = u64::from_str_radix(configured, 16).unwrap_or(1);
+        return format!("{value:X}");
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let seed = format!("{}:{port}", host.trim());
+    let digest = model::Digest::compute(b"osprey-node", &model::UserKey::String(seed.as_bytes()));
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.0[..8]);
+    // Never 0: clients treat an empty or zero node name as invalid.
+    format!("{:X}", u64::from_be_bytes(first).max(1))
+}

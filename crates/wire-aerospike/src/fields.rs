@@ -1,0 +1,161 @@
+//! The fields of a message: `u32 size` (type byte plus data), `u8 type`, data.
+//!
+//! Invariants:
+//! - [`Fields::parse`] reads exactly the number of fields asked for, each with a size of at least
+//!   1 that lies inside the input; anything else is [`Malformed`].
+//! - The first field of a recognized type wins; later duplicates are ignored, as the server looks
+//!   fields up by type and takes the first match.
+//! - Every field lands in exactly one place: a named slot, `udf`, or `other_field_count`.
+
+use crate::{Malformed, field_type};
+
+/// The fields of a message, gathered in one pass. Absent = `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fields<'a> {
+    /// NAMESPACE field data.
+    pub namespace: Option<&'a [u8]>,
+    /// SET field data (may be empty: no set).
+    pub set: Option<&'a [u8]>,
+    /// Raw KEY field data: particle type byte plus key bytes (may be empty; the caller decides).
+    pub key: Option<&'a [u8]>,
+    /// Raw DIGEST field data; its length is not checked here (the caller replies PARAMETER if it
+    /// is not 20).
+    pub digest: Option<&'a [u8]>,
+    /// FILTER_EXP field data (a packed expression).
+    pub filter_expression: Option<&'a [u8]>,
+    /// Whether any of UDF_FILENAME, UDF_FUNCTION, UDF_ARGLIST or UDF_OP is present.
+    pub udf: bool,
+    /// BATCH or BATCH_WITH_SET field data.
+    pub batch: Option<&'a [u8]>,
+    /// How many fields of any other type (scan, query, transaction fields) were present, kept
+    /// for the caller to decide.
+    pub other_field_count: u16,
+}
+
+impl<'a> Fields<'a> {
+    /// Parses `field_count` fields from the start of `bytes`, and returns them with the bytes
+    /// after the last one (batch rows carry fields too, so this is public).
+    ///
+    /// # Errors
+    ///
+    /// [`Malformed`] when a field's size word is truncated, its size is 0, or it runs past the
+    /// end of `bytes`.
+    pub fn parse(bytes: &'a [u8], field_count: u16) -> Result<(Fields<'a>, &'a [u8]), Malformed> {
+        let mut fields = Fields::default();
+        let mut rest = bytes;
+        for _ in 0..field_count {
+            let (field_type, data, after) = split_field(rest)?;
+            fields.gather(field_type, data);
+            rest = after;
+        }
+        Ok((fields, rest))
+    }
+
+    fn gather(&mut self, field_type: u8, data: &'a [u8]) {
+        let slot = match field_type {
+            field_type::NAMESPACE => &mut self.namespace,
+            field_type::SET => &mut self.set,
+            field_type::KEY => &mut self.key,
+            field_type::DIGEST => &mut self.digest,
+            field_type::FILTER_EXP => &mut self.filter_expression,
+            field_type::BATCH | field_type::BATCH_WITH_SET => &mut self.batch,
+            field_type::UDF_FILENAME
+            | field_type::UDF_FUNCTION
+            | field_type::UDF_ARGLIST
+            | field_type::UDF_OP => {
+                self.udf = true;
+                return;
+            }
+            _ => {
+                // Cannot overflow: there are at most u16::MAX fields.
+                self.other_field_count += 1;
+                return;
+            }
+        };
+        if slot.is_none() {
+            *slot = Some(data);
+        }
+    }
+}
+
+/// Splits one field off the front of `bytes`: its type, its data and what follows it.
+fn split_field(bytes: &[u8]) -> Result<(u8, &[u8], &[u8]), Malformed> {
+    let (size, rest) = bytes
+        .split_first_chunk::<4>()
+        .ok_or(Malformed::new("field size is truncated"))?;
+    let size_bytes = usize::try_from(u32::from_be_bytes(*size))
+        .map_err(|_| Malformed::new("field size does not fit in memory"))?;
+    if size_bytes > rest.len() {
+        return Err(Malformed::new("field runs past the end of the message"));
+    }
+    let (field, after) = rest.split_at(size_bytes);
+    let (field_type, data) = field.split_first().ok_or(Malformed::new(
+        "field size is 0 (it must count the type byte)",
+    ))?;
+    Ok((*field_type, data, after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(field_type: u8, data: &[u8]) -> Vec<u8> {
+        let mut bytes = (u32::try_from(data.len()).unwrap() + 1)
+            .to_be_bytes()
+            .to_vec();
+        bytes.push(field_type);
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    #[test]
+    fn parse_sorts_fields_into_slots_and_counts_the_rest() {
+        let mut bytes = Vec::new();
+        for (field_type, data) in [
+            (field_type::NAMESPACE, &b"test"[..]),
+            (field_type::SET, b""),
+            (field_type::KEY, b"\x03k"),
+            (field_type::DIGEST, b"d"),
+            (field_type::FILTER_EXP, b"f"),
+            (field_type::UDF_ARGLIST, b""),
+            (field_type::BATCH_WITH_SET, b"b"),
+            (field_type::PID_ARRAY, b"\x00\x00"),
+            (field_type::MAX_RECORDS, b"\x00"),
+        ] {
+            bytes.extend(field(field_type, data));
+        }
+        bytes.extend_from_slice(b"rest");
+        let (fields, rest) = Fields::parse(&bytes, 9).unwrap();
+        let expected = Fields {
+            namespace: Some(b"test"),
+            set: Some(b""),
+            key: Some(b"\x03k"),
+            digest: Some(b"d"),
+            filter_expression: Some(b"f"),
+            udf: true,
+            batch: Some(b"b"),
+            other_field_count: 2,
+        };
+        assert_eq!(fields, expected);
+        assert_eq!(rest, b"rest");
+    }
+
+    #[test]
+    fn parse_keeps_the_first_of_duplicate_fields() {
+        let mut bytes = field(field_type::NAMESPACE, b"first");
+        bytes.extend(field(field_type::NAMESPACE, b"second"));
+        let (fields, rest) = Fields::parse(&bytes, 2).unwrap();
+        assert_eq!(fields.namespace, Some(&b"first"[..]));
+        assert_eq!(fields.other_field_count, 0);
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn parse_rejects_zero_sized_truncated_and_overrunning_fields() {
+        assert!(Fields::parse(&[0, 0, 0, 0], 1).is_err());
+        assert!(Fields::parse(&[0, 0, 0], 1).is_err());
+        assert!(Fields::parse(&[0, 0, 0, 3, 0, b'a'], 1).is_err());
+        assert!(Fields::parse(&[0xff, 0xff, 0xff, 0xff, 0], 1).is_err());
+        assert!(Fields::parse(&field(field_type::SET, b"x"), 2).is_err());
+    }
+}
