@@ -12,7 +12,9 @@ pub trait Clock: Send + Sync {
 
     /// The time as one transaction sees it.
     fn now(&self) -> Now {
-        Now { unix_ms: self.now_unix_ms() }
+        Now {
+            unix_ms: self.now_unix_ms(),
+        }
     }
 }
 
@@ -38,7 +40,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_unix_ms(&self) -> u64 {
-        let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         u64::try_from(since_unix.as_millis()).unwrap_or(u64::MAX)
     }
 }
@@ -52,7 +56,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock stopped at `unix_ms`.
     pub fn new(unix_ms: u64) -> ManualClock {
-        ManualClock { unix_ms: AtomicU64::new(unix_ms) }
+        ManualClock {
+            unix_ms: AtomicU64::new(unix_ms),
+        }
     }
 
     /// Moves the clock forward by `ms`.
@@ -73,7 +79,9 @@ mod tests {
 
     #[test]
     fn epoch_seconds_count_from_2010() {
-        let now = Now { unix_ms: (CITRUSLEAF_EPOCH_UNIX_SECONDS + 42) * 1000 + 999 };
+        let now = Now {
+            unix_ms: (CITRUSLEAF_EPOCH_UNIX_SECONDS + 42) * 1000 + 999,
+        };
         assert_eq!(now.epoch_seconds(), 42);
         assert_eq!(Now { unix_ms: 0 }.epoch_seconds(), 0);
     }

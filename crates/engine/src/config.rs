@@ -41,11 +41,21 @@ impl NamespaceConfig {
                 self.name
             ));
         }
-        if self.name.bytes().any(|b| matches!(b, b';' | b':' | b'/' | b'\t' | b'\n' | b'=')) {
-            return Err(format!("namespace name {:?} contains a reserved character", self.name));
+        if self
+            .name
+            .bytes()
+            .any(|b| matches!(b, b';' | b':' | b'/' | b'\t' | b'\n' | b'='))
+        {
+            return Err(format!(
+                "namespace name {:?} contains a reserved character",
+                self.name
+            ));
         }
         if self.default_ttl_seconds > model::TTL_SECONDS_MAX {
-            return Err(format!("default-ttl must be at most {} seconds", model::TTL_SECONDS_MAX));
+            return Err(format!(
+                "default-ttl must be at most {} seconds",
+                model::TTL_SECONDS_MAX
+            ));
         }
         if self.max_record_size_bytes == 0 {
             return Err("max-record-size must be positive".to_owned());

@@ -37,6 +37,5 @@ pub use record::BinRef;
 pub use sets::SetSummary;
 pub use stats::NamespaceSummary;
 pub use transaction::{
-    DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink,
-    WriteRequest,
+    DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };

@@ -24,7 +24,9 @@ pub struct Namespace {
 
 impl std::fmt::Debug for Namespace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Namespace").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Namespace")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -37,8 +39,15 @@ impl Namespace {
         if let Err(reason) = config.validate() {
             panic!("invalid namespace config: {reason}");
         }
-        let partitions = (0..PARTITION_COUNT).map(|_| PartitionSlot::default()).collect();
-        Namespace { config, clock, partitions, sets: SetRegistry::new() }
+        let partitions = (0..PARTITION_COUNT)
+            .map(|_| PartitionSlot::default())
+            .collect();
+        Namespace {
+            config,
+            clock,
+            partitions,
+            sets: SetRegistry::new(),
+        }
     }
 
     /// The namespace name.

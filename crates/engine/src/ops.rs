@@ -63,7 +63,11 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
             working.remove(op.bin_name);
         }
         OpCode::Write => {
-            working.set(op.bin_name, op.particle_type, WorkingValue::Borrowed(op.value));
+            working.set(
+                op.bin_name,
+                op.particle_type,
+                WorkingValue::Borrowed(op.value),
+            );
         }
         OpCode::Incr => apply_incr(working, op)?,
         OpCode::Append | OpCode::Prepend => apply_concat(working, op)?,
@@ -75,11 +79,16 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
 
 fn apply_incr<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Result<(), ResultCode> {
     let operand: [u8; 8] = op.value.try_into().map_err(|_| ResultCode::Parameter)?;
-    let sum = match (ParticleType::from_u8(op.particle_type), working.get(op.bin_name)) {
+    let sum = match (
+        ParticleType::from_u8(op.particle_type),
+        working.get(op.bin_name),
+    ) {
         (Some(ParticleType::Integer | ParticleType::Float), None) => operand,
         (Some(ParticleType::Integer), Some(bin)) if bin.particle_type == op.particle_type => {
             let current = i64::from_be_bytes(bin.value.try_into().map_err(|_| corrupt())?);
-            current.wrapping_add(i64::from_be_bytes(operand)).to_be_bytes()
+            current
+                .wrapping_add(i64::from_be_bytes(operand))
+                .to_be_bytes()
         }
         (Some(ParticleType::Float), Some(bin)) if bin.particle_type == op.particle_type => {
             let current = f64::from_be_bytes(bin.value.try_into().map_err(|_| corrupt())?);
@@ -91,7 +100,10 @@ fn apply_incr<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Resul
     Ok(())
 }
 
-fn apply_concat<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Result<(), ResultCode> {
+fn apply_concat<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+) -> Result<(), ResultCode> {
     let concat_type = matches!(
         ParticleType::from_u8(op.particle_type),
         Some(ParticleType::String | ParticleType::Blob)
@@ -152,8 +164,18 @@ fn corrupt() -> ResultCode {
 mod tests {
     use super::*;
 
-    fn op<'a>(code: OpCode, particle_type: ParticleType, name: &'a [u8], value: &'a [u8]) -> Op<'a> {
-        Op { code, particle_type: particle_type as u8, bin_name: name, value }
+    fn op<'a>(
+        code: OpCode,
+        particle_type: ParticleType,
+        name: &'a [u8],
+        value: &'a [u8],
+    ) -> Op<'a> {
+        Op {
+            code,
+            particle_type: particle_type as u8,
+            bin_name: name,
+            value,
+        }
     }
 
     #[test]
@@ -170,34 +192,73 @@ mod tests {
     fn incr_of_a_string_bin_is_incompatible_type() {
         let one = 1i64.to_be_bytes();
         let mut working = WorkingRecord::default();
-        working.set(b"s", ParticleType::String as u8, WorkingValue::Borrowed(b"x"));
+        working.set(
+            b"s",
+            ParticleType::String as u8,
+            WorkingValue::Borrowed(b"x"),
+        );
         let incr = op(OpCode::Incr, ParticleType::Integer, b"s", &one);
-        assert_eq!(apply_modify(&mut working, &incr), Err(ResultCode::IncompatibleType));
+        assert_eq!(
+            apply_modify(&mut working, &incr),
+            Err(ResultCode::IncompatibleType)
+        );
         let float_on_int = op(OpCode::Incr, ParticleType::Float, b"s", &one);
-        assert_eq!(apply_modify(&mut working, &float_on_int), Err(ResultCode::IncompatibleType));
+        assert_eq!(
+            apply_modify(&mut working, &float_on_int),
+            Err(ResultCode::IncompatibleType)
+        );
     }
 
     #[test]
     fn append_and_prepend_join_in_the_right_order() {
         let mut working = WorkingRecord::default();
-        apply_modify(&mut working, &op(OpCode::Append, ParticleType::String, b"s", b"mid")).unwrap();
-        apply_modify(&mut working, &op(OpCode::Append, ParticleType::String, b"s", b"-end")).unwrap();
-        apply_modify(&mut working, &op(OpCode::Prepend, ParticleType::String, b"s", b"go-")).unwrap();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Append, ParticleType::String, b"s", b"mid"),
+        )
+        .unwrap();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Append, ParticleType::String, b"s", b"-end"),
+        )
+        .unwrap();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Prepend, ParticleType::String, b"s", b"go-"),
+        )
+        .unwrap();
         assert_eq!(working.get(b"s").unwrap().value, b"go-mid-end");
         let blob = op(OpCode::Append, ParticleType::Blob, b"s", b"x");
-        assert_eq!(apply_modify(&mut working, &blob), Err(ResultCode::IncompatibleType));
+        assert_eq!(
+            apply_modify(&mut working, &blob),
+            Err(ResultCode::IncompatibleType)
+        );
     }
 
     #[test]
     fn summarize_rejects_bad_names_values_and_unsupported_ops() {
         let long_name = [b'a'; 16];
-        let bad = [op(OpCode::Write, ParticleType::Integer, &long_name, &[0; 8])];
+        let bad = [op(
+            OpCode::Write,
+            ParticleType::Integer,
+            &long_name,
+            &[0; 8],
+        )];
         assert_eq!(summarize(bad.into_iter()).unwrap_err(), ResultCode::BinName);
         let short_int = [op(OpCode::Write, ParticleType::Integer, b"a", &[0; 4])];
-        assert_eq!(summarize(short_int.into_iter()).unwrap_err(), ResultCode::Parameter);
+        assert_eq!(
+            summarize(short_int.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
         let cdt = [op(OpCode::CdtModify, ParticleType::Blob, b"a", b"\x91\x01")];
-        assert_eq!(summarize(cdt.into_iter()).unwrap_err(), ResultCode::UnsupportedFeature);
+        assert_eq!(
+            summarize(cdt.into_iter()).unwrap_err(),
+            ResultCode::UnsupportedFeature
+        );
         let bad_bool = [op(OpCode::Write, ParticleType::Bool, b"a", &[2])];
-        assert_eq!(summarize(bad_bool.into_iter()).unwrap_err(), ResultCode::Parameter);
+        assert_eq!(
+            summarize(bad_bool.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
     }
 }

@@ -37,7 +37,12 @@ impl Partition {
     }
 
     /// Stores `record`, replacing whatever was there; returns the replaced record.
-    pub(crate) fn insert(&mut self, digest: Digest, record: Record, sets: &SetRegistry) -> Option<Record> {
+    pub(crate) fn insert(
+        &mut self,
+        digest: Digest,
+        record: Record,
+        sets: &SetRegistry,
+    ) -> Option<Record> {
         self.data_used_bytes += record.data_size_bytes() as u64;
         sets.record_added(record.set_id);
         let replaced = self.index.insert(digest, record);
@@ -59,7 +64,9 @@ impl Partition {
     /// Whether any record is expired at `now` (checked under a read lock before sweeping).
     pub(crate) fn has_expired(&self, now: Now) -> bool {
         let now_seconds = now.epoch_seconds();
-        self.index.iter_after(None).any(|(_, r)| r.void_time.is_expired_at(now_seconds))
+        self.index
+            .iter_after(None)
+            .any(|(_, r)| r.void_time.is_expired_at(now_seconds))
     }
 
     /// Removes every record expired at `now`; returns how many.
@@ -90,7 +97,10 @@ impl Partition {
 
     fn forget(&mut self, old: &Record, sets: &SetRegistry) {
         let size = old.data_size_bytes() as u64;
-        assert!(self.data_used_bytes >= size, "data size accounting underflow");
+        assert!(
+            self.data_used_bytes >= size,
+            "data size accounting underflow"
+        );
         self.data_used_bytes -= size;
         sets.record_removed(old.set_id);
     }

@@ -51,7 +51,10 @@ pub struct BinRef<'a> {
 impl Record {
     /// Builds a record from its metadata and encoded data.
     pub fn new(meta: RecordHeader, data: Box<[u8]>) -> Record {
-        assert!(meta.generation.0 != 0, "a stored record has generation >= 1");
+        assert!(
+            meta.generation.0 != 0,
+            "a stored record has generation >= 1"
+        );
         Record {
             last_update_ms: meta.last_update_ms,
             void_time: meta.void_time,
@@ -110,7 +113,11 @@ impl<'a> Iterator for BinIter<'a> {
         let (value_len, after_len) = read_varint(after_type);
         let (value, rest) = after_len.split_at(value_len);
         self.rest = rest;
-        Some(BinRef { name, particle_type, value })
+        Some(BinRef {
+            name,
+            particle_type,
+            value,
+        })
     }
 }
 
@@ -154,12 +161,18 @@ pub fn encode<'a>(
         write_varint(&mut data, bin.value.len());
         data.extend_from_slice(bin.value);
     }
-    assert_eq!(data.len(), size_bytes, "encoded size matches the computed size");
+    assert_eq!(
+        data.len(),
+        size_bytes,
+        "encoded size matches the computed size"
+    );
     data.into_boxed_slice()
 }
 
 fn split_key(data: &[u8]) -> (Option<(u8, &[u8])>, &[u8]) {
-    let (&key_type, rest) = data.split_first().expect("record data starts with a key byte");
+    let (&key_type, rest) = data
+        .split_first()
+        .expect("record data starts with a key byte");
     if key_type == 0 {
         return (None, rest);
     }
@@ -206,13 +219,21 @@ mod tests {
     use super::*;
 
     fn bin<'a>(name: &'a [u8], particle_type: u8, value: &'a [u8]) -> BinRef<'a> {
-        BinRef { name, particle_type, value }
+        BinRef {
+            name,
+            particle_type,
+            value,
+        }
     }
 
     #[test]
     fn encode_then_iterate_returns_the_same_key_and_bins() {
         let long = vec![7u8; 300];
-        let bins = [bin(b"a", 1, &[0, 0, 0, 0, 0, 0, 0, 42]), bin(b"long", 4, &long), bin(b"e", 3, b"")];
+        let bins = [
+            bin(b"a", 1, &[0, 0, 0, 0, 0, 0, 0, 42]),
+            bin(b"long", 4, &long),
+            bin(b"e", 3, b""),
+        ];
         for key in [None, Some((3u8, &b"user-key"[..]))] {
             let size = encoded_size_bytes(key, bins.iter().copied());
             let header = RecordHeader {
@@ -230,7 +251,16 @@ mod tests {
 
     #[test]
     fn varint_round_trips_boundaries() {
-        for value in [0usize, 1, 127, 128, 16_383, 16_384, 1 << 30, usize::MAX >> 1] {
+        for value in [
+            0usize,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            1 << 30,
+            usize::MAX >> 1,
+        ] {
             let mut out = Vec::new();
             write_varint(&mut out, value);
             assert_eq!(out.len(), varint_size(value));

@@ -39,8 +39,14 @@ pub(crate) struct SetRegistry {
 
 impl SetRegistry {
     pub(crate) fn new() -> SetRegistry {
-        let slots = (0..SETS_PER_NAMESPACE_MAX).map(|_| SetSlot::default()).collect();
-        SetRegistry { slots, count: AtomicUsize::new(0), create_lock: Mutex::new(()) }
+        let slots = (0..SETS_PER_NAMESPACE_MAX)
+            .map(|_| SetSlot::default())
+            .collect();
+        SetRegistry {
+            slots,
+            count: AtomicUsize::new(0),
+            create_lock: Mutex::new(()),
+        }
     }
 
     /// The id of `name`, creating the set if needed; an empty name is "no set" (id 0).
@@ -67,7 +73,10 @@ impl SetRegistry {
             return Err(ResultCode::Parameter);
         }
         let published = self.slots[count].name.set(name.into());
-        assert!(published.is_ok(), "slot {count} is filled only under create_lock");
+        assert!(
+            published.is_ok(),
+            "slot {count} is filled only under create_lock"
+        );
         self.count.store(count + 1, Ordering::Release);
         Ok(set_id_of_slot(count))
     }
@@ -77,7 +86,11 @@ impl SetRegistry {
         let count = self.count.load(Ordering::Acquire);
         self.slots[..count]
             .iter()
-            .position(|slot| slot.name.get().is_some_and(|slot_name| **slot_name == *name))
+            .position(|slot| {
+                slot.name
+                    .get()
+                    .is_some_and(|slot_name| **slot_name == *name)
+            })
             .map(set_id_of_slot)
     }
 
@@ -105,7 +118,9 @@ impl SetRegistry {
     }
 
     fn slot(&self, set_id: SetId) -> Option<&SetSlot> {
-        usize::from(set_id).checked_sub(1).map(|index| &self.slots[index])
+        usize::from(set_id)
+            .checked_sub(1)
+            .map(|index| &self.slots[index])
     }
 }
 
@@ -136,6 +151,9 @@ mod tests {
         for index in 1..SETS_PER_NAMESPACE_MAX {
             assert!(sets.id_or_create(format!("set{index}").as_bytes()).is_ok());
         }
-        assert_eq!(sets.id_or_create(b"one-too-many"), Err(ResultCode::Parameter));
+        assert_eq!(
+            sets.id_or_create(b"one-too-many"),
+            Err(ResultCode::Parameter)
+        );
     }
 }

@@ -37,10 +37,16 @@ pub struct RecordMeta {
 }
 
 impl RecordMeta {
-    const DELETED: RecordMeta = RecordMeta { generation: Generation(0), void_time: VoidTime::NEVER };
+    const DELETED: RecordMeta = RecordMeta {
+        generation: Generation(0),
+        void_time: VoidTime::NEVER,
+    };
 
     fn of(record: &Record) -> RecordMeta {
-        RecordMeta { generation: record.generation, void_time: record.void_time }
+        RecordMeta {
+            generation: record.generation,
+            void_time: record.void_time,
+        }
     }
 }
 
@@ -51,6 +57,8 @@ pub struct ReadRequest<'a> {
     pub digest: Digest,
     /// The set named in the request (empty = not checked).
     pub set_name: &'a [u8],
+    /// The KEY field as sent, if any; checked against a stored key.
+    pub key: Option<&'a [u8]>,
     /// Return every bin (info1 GET_ALL).
     pub read_all_bins: bool,
     /// Return no bins (info1 GET_NO_BINS): exists and get-header.
@@ -160,10 +168,14 @@ impl Namespace {
         if summary.has_write {
             return Err(ResultCode::Parameter);
         }
+        let request_key = request.key.map(parse_key).transpose()?;
         let now = self.clock.now();
         let partition = self.slot(&request.digest).state.read();
-        let record = partition.live(&request.digest, now).ok_or(ResultCode::NotFound)?;
+        let record = partition
+            .live(&request.digest, now)
+            .ok_or(ResultCode::NotFound)?;
         self.check_set(request.set_name, record)?;
+        check_key(request_key, record)?;
         if request.header_only {
             return Ok(RecordMeta::of(record));
         }
@@ -191,7 +203,11 @@ impl Namespace {
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
         let result = self.write_locked(request, ops, sink);
-        let counter = if result.is_ok() { Counter::WriteSuccess } else { Counter::WriteError };
+        let counter = if result.is_ok() {
+            Counter::WriteSuccess
+        } else {
+            Counter::WriteError
+        };
         self.slot(&request.digest).counters.add(counter, 1);
         result
     }
@@ -285,7 +301,9 @@ impl Namespace {
         let request_key = request.key.map(parse_key).transpose()?;
         let now = self.clock.now();
         let mut partition = self.slot(&request.digest).state.write();
-        let record = partition.live(&request.digest, now).ok_or(ResultCode::NotFound)?;
+        let record = partition
+            .live(&request.digest, now)
+            .ok_or(ResultCode::NotFound)?;
         check_generation(request.generation, record)?;
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
@@ -361,7 +379,11 @@ fn apply_ops<'w, 'a: 'w>(
 }
 
 fn empty_result(name: &[u8]) -> BinRef<'_> {
-    BinRef { name, particle_type: ParticleType::Null as u8, value: &[] }
+    BinRef {
+        name,
+        particle_type: ParticleType::Null as u8,
+        value: &[],
+    }
 }
 
 /// Rules on which ops a write may combine, from Aerospike's `write.c`.

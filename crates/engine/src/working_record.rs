@@ -66,7 +66,11 @@ impl<'a> WorkingRecord<'a> {
     /// Sets (creates or overwrites) a bin.
     pub(crate) fn set(&mut self, name: &'a [u8], particle_type: u8, value: WorkingValue<'a>) {
         assert!(particle_type != 0, "NULL removes a bin, it is never stored");
-        let bin = WorkingBin { name, particle_type, value };
+        let bin = WorkingBin {
+            name,
+            particle_type,
+            value,
+        };
         match self.position(name) {
             Some(index) => self.bins[index] = bin,
             None => self.bins.push(bin),
@@ -97,6 +101,10 @@ impl<'a> WorkingRecord<'a> {
 
     fn bin_ref(&self, index: usize) -> BinRef<'_> {
         let bin = &self.bins[index];
-        BinRef { name: bin.name, particle_type: bin.particle_type, value: bin.value.bytes() }
+        BinRef {
+            name: bin.name,
+            particle_type: bin.particle_type,
+            value: bin.value.bytes(),
+        }
     }
 }

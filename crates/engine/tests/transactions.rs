@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
-    NamespaceConfig, ReadRequest, RecordMeta, ReplySink, WriteRequest,
+    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
+    ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Generation, Op, OpCode, ParticleType, ResultCode,
@@ -22,9 +22,17 @@ struct Collect(Vec<(OpCode, Vec<u8>, u8, Vec<u8>)>);
 
 impl ReplySink for Collect {
     fn bin(&mut self, op_code: OpCode, bin: BinRef<'_>) {
-        self.0.push((op_code, bin.name.to_vec(), bin.particle_type, bin.value.to_vec()));
+        self.0.push((
+            op_code,
+            bin.name.to_vec(),
+            bin.particle_type,
+            bin.value.to_vec(),
+        ));
     }
 }
+
+/// A bin as (name, value bytes).
+type NamedValue = (Vec<u8>, Vec<u8>);
 
 struct Fixture {
     clock: Arc<ManualClock>,
@@ -46,13 +54,23 @@ fn digest(key: &str) -> Digest {
 }
 
 fn write_op<'a>(name: &'a str, value: &'a [u8]) -> Op<'a> {
-    Op { code: OpCode::Write, particle_type: 3, bin_name: name.as_bytes(), value }
+    Op {
+        code: OpCode::Write,
+        particle_type: 3,
+        bin_name: name.as_bytes(),
+        value,
+    }
 }
 
 fn int_op(code: OpCode, name: &'static str, value: i64) -> Op<'static> {
     // Leaked so ops can be built inline in tests; a few bytes per test.
     let bytes: &'static [u8] = Box::leak(Box::new(value.to_be_bytes()));
-    Op { code, particle_type: ParticleType::Integer as u8, bin_name: name.as_bytes(), value: bytes }
+    Op {
+        code,
+        particle_type: ParticleType::Integer as u8,
+        bin_name: name.as_bytes(),
+        value: bytes,
+    }
 }
 
 fn put_request(key: &str) -> WriteRequest<'static> {
@@ -69,56 +87,110 @@ fn put_request(key: &str) -> WriteRequest<'static> {
 
 impl Fixture {
     fn write(&self, request: WriteRequest<'_>, ops: &[Op<'_>]) -> Result<RecordMeta, ResultCode> {
-        self.namespace.write(&request, ops.iter().copied(), &mut Collect::default())
+        self.namespace
+            .write(&request, ops.iter().copied(), &mut Collect::default())
     }
 
     fn operate(&self, request: WriteRequest<'_>, ops: &[Op<'_>]) -> Result<Collect, ResultCode> {
         let mut sink = Collect::default();
-        self.namespace.write(&request, ops.iter().copied(), &mut sink)?;
+        self.namespace
+            .write(&request, ops.iter().copied(), &mut sink)?;
         Ok(sink)
     }
 
-    fn get_all(&self, key: &str) -> Result<(RecordMeta, Vec<(Vec<u8>, Vec<u8>)>), ResultCode> {
-        let request =
-            ReadRequest { digest: digest(key), set_name: b"", read_all_bins: true, header_only: false };
+    fn get_all(&self, key: &str) -> Result<(RecordMeta, Vec<NamedValue>), ResultCode> {
+        let request = ReadRequest {
+            digest: digest(key),
+            set_name: b"",
+            key: None,
+            read_all_bins: true,
+            header_only: false,
+        };
         let mut sink = Collect::default();
-        let meta = self.namespace.read(&request, std::iter::empty(), &mut sink)?;
-        Ok((meta, sink.0.into_iter().map(|(_, name, _, value)| (name, value)).collect()))
+        let meta = self
+            .namespace
+            .read(&request, std::iter::empty(), &mut sink)?;
+        Ok((
+            meta,
+            sink.0
+                .into_iter()
+                .map(|(_, name, _, value)| (name, value))
+                .collect(),
+        ))
     }
 }
 
 #[test]
 fn put_then_get_returns_the_bins_with_generation_one() {
     let f = fixture();
-    let meta = f.write(put_request("k"), &[write_op("a", b"x"), write_op("b", b"y")]).unwrap();
+    let meta = f
+        .write(
+            put_request("k"),
+            &[write_op("a", b"x"), write_op("b", b"y")],
+        )
+        .unwrap();
     assert_eq!(meta.generation, Generation(1));
     let (meta, bins) = f.get_all("k").unwrap();
     assert_eq!(meta.generation, Generation(1));
-    assert_eq!(bins, vec![(b"a".to_vec(), b"x".to_vec()), (b"b".to_vec(), b"y".to_vec())]);
+    assert_eq!(
+        bins,
+        vec![
+            (b"a".to_vec(), b"x".to_vec()),
+            (b"b".to_vec(), b"y".to_vec())
+        ]
+    );
 }
 
 #[test]
 fn update_merges_bins_and_replace_drops_the_others() {
     let f = fixture();
-    f.write(put_request("k"), &[write_op("a", b"1"), write_op("b", b"2")]).unwrap();
+    f.write(
+        put_request("k"),
+        &[write_op("a", b"1"), write_op("b", b"2")],
+    )
+    .unwrap();
     f.write(put_request("k"), &[write_op("b", b"3")]).unwrap();
     let (meta, bins) = f.get_all("k").unwrap();
     assert_eq!(meta.generation, Generation(2));
-    assert_eq!(bins, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"3".to_vec())]);
-    let replace = WriteRequest { exists: ExistsPolicy::Replace, ..put_request("k") };
+    assert_eq!(
+        bins,
+        vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"3".to_vec())
+        ]
+    );
+    let replace = WriteRequest {
+        exists: ExistsPolicy::Replace,
+        ..put_request("k")
+    };
     f.write(replace, &[write_op("c", b"4")]).unwrap();
-    assert_eq!(f.get_all("k").unwrap().1, vec![(b"c".to_vec(), b"4".to_vec())]);
+    assert_eq!(
+        f.get_all("k").unwrap().1,
+        vec![(b"c".to_vec(), b"4".to_vec())]
+    );
 }
 
 #[test]
 fn exists_policies_return_aerospike_result_codes() {
     let f = fixture();
-    let only = |exists| WriteRequest { exists, ..put_request("k") };
+    let only = |exists| WriteRequest {
+        exists,
+        ..put_request("k")
+    };
     let ops = [write_op("a", b"1")];
-    assert_eq!(f.write(only(ExistsPolicy::UpdateOnly), &ops), Err(ResultCode::NotFound));
-    assert_eq!(f.write(only(ExistsPolicy::ReplaceOnly), &ops), Err(ResultCode::NotFound));
+    assert_eq!(
+        f.write(only(ExistsPolicy::UpdateOnly), &ops),
+        Err(ResultCode::NotFound)
+    );
+    assert_eq!(
+        f.write(only(ExistsPolicy::ReplaceOnly), &ops),
+        Err(ResultCode::NotFound)
+    );
     assert!(f.write(only(ExistsPolicy::CreateOnly), &ops).is_ok());
-    assert_eq!(f.write(only(ExistsPolicy::CreateOnly), &ops), Err(ResultCode::RecordExists));
+    assert_eq!(
+        f.write(only(ExistsPolicy::CreateOnly), &ops),
+        Err(ResultCode::RecordExists)
+    );
     assert!(f.write(only(ExistsPolicy::UpdateOnly), &ops).is_ok());
     assert!(f.write(only(ExistsPolicy::ReplaceOnly), &ops).is_ok());
 }
@@ -127,10 +199,18 @@ fn exists_policies_return_aerospike_result_codes() {
 fn replace_policies_reject_modify_ops_and_bin_deletes() {
     let f = fixture();
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let replace = WriteRequest { exists: ExistsPolicy::Replace, ..put_request("k") };
+    let replace = WriteRequest {
+        exists: ExistsPolicy::Replace,
+        ..put_request("k")
+    };
     let incr = int_op(OpCode::Incr, "n", 1);
     assert_eq!(f.write(replace, &[incr]), Err(ResultCode::Parameter));
-    let delete_bin = Op { code: OpCode::Write, particle_type: 0, bin_name: b"a", value: b"" };
+    let delete_bin = Op {
+        code: OpCode::Write,
+        particle_type: 0,
+        bin_name: b"a",
+        value: b"",
+    };
     assert_eq!(f.write(replace, &[delete_bin]), Err(ResultCode::Parameter));
 }
 
@@ -138,11 +218,20 @@ fn replace_policies_reject_modify_ops_and_bin_deletes() {
 fn generation_policies_compare_with_the_stored_generation() {
     let f = fixture();
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let with = |generation| WriteRequest { generation, ..put_request("k") };
+    let with = |generation| WriteRequest {
+        generation,
+        ..put_request("k")
+    };
     let ops = [write_op("a", b"2")];
-    assert_eq!(f.write(with(GenerationPolicy::Equal(2)), &ops), Err(ResultCode::Generation));
+    assert_eq!(
+        f.write(with(GenerationPolicy::Equal(2)), &ops),
+        Err(ResultCode::Generation)
+    );
     assert!(f.write(with(GenerationPolicy::Equal(1)), &ops).is_ok());
-    assert_eq!(f.write(with(GenerationPolicy::Greater(2)), &ops), Err(ResultCode::Generation));
+    assert_eq!(
+        f.write(with(GenerationPolicy::Greater(2)), &ops),
+        Err(ResultCode::Generation)
+    );
     assert!(f.write(with(GenerationPolicy::Greater(3)), &ops).is_ok());
     assert_eq!(f.get_all("k").unwrap().0.generation, Generation(3));
 }
@@ -161,30 +250,87 @@ fn generation_wraps_from_65535_to_1() {
 #[test]
 fn a_different_stored_key_is_key_mismatch() {
     let f = fixture();
-    let with_key = |key| WriteRequest { key: Some(key), ..put_request("k") };
-    f.write(with_key(b"\x03alpha"), &[write_op("a", b"1")]).unwrap();
-    assert!(f.write(with_key(b"\x03alpha"), &[write_op("a", b"2")]).is_ok());
-    assert_eq!(f.write(with_key(b"\x03beta"), &[write_op("a", b"3")]), Err(ResultCode::KeyMismatch));
-    assert_eq!(f.write(with_key(b"\x01abc"), &[write_op("a", b"3")]), Err(ResultCode::Parameter));
+    let with_key = |key| WriteRequest {
+        key: Some(key),
+        ..put_request("k")
+    };
+    f.write(with_key(b"\x03alpha"), &[write_op("a", b"1")])
+        .unwrap();
+    assert!(
+        f.write(with_key(b"\x03alpha"), &[write_op("a", b"2")])
+            .is_ok()
+    );
+    assert_eq!(
+        f.write(with_key(b"\x03beta"), &[write_op("a", b"3")]),
+        Err(ResultCode::KeyMismatch)
+    );
+    assert_eq!(
+        f.write(with_key(b"\x01abc"), &[write_op("a", b"3")]),
+        Err(ResultCode::Parameter)
+    );
+    // Reads check a sent key too (Aerospike's read.c `check_msg_key`).
+    let read = |key| ReadRequest {
+        digest: digest("k"),
+        set_name: b"",
+        key: Some(key),
+        read_all_bins: true,
+        header_only: false,
+    };
+    let result = f.namespace.read(
+        &read(b"\x03beta"),
+        std::iter::empty(),
+        &mut Collect::default(),
+    );
+    assert_eq!(result, Err(ResultCode::KeyMismatch));
+    assert!(
+        f.namespace
+            .read(
+                &read(b"\x03alpha"),
+                std::iter::empty(),
+                &mut Collect::default()
+            )
+            .is_ok()
+    );
 }
 
 #[test]
 fn a_request_naming_another_set_is_a_parameter_error() {
     let f = fixture();
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let other = WriteRequest { set_name: b"other", ..put_request("k") };
-    assert_eq!(f.write(other, &[write_op("a", b"2")]), Err(ResultCode::Parameter));
-    let read = ReadRequest { digest: digest("k"), set_name: b"other", read_all_bins: true, header_only: false };
-    let result = f.namespace.read(&read, std::iter::empty(), &mut Collect::default());
+    let other = WriteRequest {
+        set_name: b"other",
+        ..put_request("k")
+    };
+    assert_eq!(
+        f.write(other, &[write_op("a", b"2")]),
+        Err(ResultCode::Parameter)
+    );
+    let read = ReadRequest {
+        digest: digest("k"),
+        set_name: b"other",
+        key: None,
+        read_all_bins: true,
+        header_only: false,
+    };
+    let result = f
+        .namespace
+        .read(&read, std::iter::empty(), &mut Collect::default());
     assert_eq!(result, Err(ResultCode::Parameter));
 }
 
 #[test]
 fn operate_is_atomic_when_a_later_op_fails() {
     let f = fixture();
-    f.write(put_request("k"), &[write_op("s", b"text"), write_op("a", b"1")]).unwrap();
+    f.write(
+        put_request("k"),
+        &[write_op("s", b"text"), write_op("a", b"1")],
+    )
+    .unwrap();
     let ops = [write_op("a", b"changed"), int_op(OpCode::Incr, "s", 1)];
-    assert_eq!(f.write(put_request("k"), &ops), Err(ResultCode::IncompatibleType));
+    assert_eq!(
+        f.write(put_request("k"), &ops),
+        Err(ResultCode::IncompatibleType)
+    );
     let (meta, bins) = f.get_all("k").unwrap();
     assert_eq!(meta.generation, Generation(1));
     assert_eq!(bins[1], (b"a".to_vec(), b"1".to_vec()));
@@ -193,27 +339,58 @@ fn operate_is_atomic_when_a_later_op_fails() {
 #[test]
 fn reads_inside_operate_see_earlier_ops_and_respond_all_ops_answers_each_op() {
     let f = fixture();
-    let request = WriteRequest { respond_all_ops: true, ..put_request("k") };
-    let read = Op { code: OpCode::Read, particle_type: 0, bin_name: b"n", value: b"" };
-    let ops = [read, int_op(OpCode::Incr, "n", 5), read, int_op(OpCode::Incr, "n", 2), read];
+    let request = WriteRequest {
+        respond_all_ops: true,
+        ..put_request("k")
+    };
+    let read = Op {
+        code: OpCode::Read,
+        particle_type: 0,
+        bin_name: b"n",
+        value: b"",
+    };
+    let ops = [
+        read,
+        int_op(OpCode::Incr, "n", 5),
+        read,
+        int_op(OpCode::Incr, "n", 2),
+        read,
+    ];
     let results = f.operate(request, &ops).unwrap().0;
-    let values: Vec<_> = results.iter().map(|(code, _, kind, value)| (*code, *kind, value.clone())).collect();
-    assert_eq!(values, vec![
-        (OpCode::Read, 0, vec![]),
-        (OpCode::Incr, 0, vec![]),
-        (OpCode::Read, 1, 5i64.to_be_bytes().to_vec()),
-        (OpCode::Incr, 0, vec![]),
-        (OpCode::Read, 1, 7i64.to_be_bytes().to_vec()),
-    ]);
+    let values: Vec<_> = results
+        .iter()
+        .map(|(code, _, kind, value)| (*code, *kind, value.clone()))
+        .collect();
+    assert_eq!(
+        values,
+        vec![
+            (OpCode::Read, 0, vec![]),
+            (OpCode::Incr, 0, vec![]),
+            (OpCode::Read, 1, 5i64.to_be_bytes().to_vec()),
+            (OpCode::Incr, 0, vec![]),
+            (OpCode::Read, 1, 7i64.to_be_bytes().to_vec()),
+        ]
+    );
 }
 
 #[test]
 fn touch_needs_an_existing_record_and_bumps_generation() {
     let f = fixture();
-    let touch = Op { code: OpCode::Touch, particle_type: 0, bin_name: b"", value: b"" };
-    assert_eq!(f.write(put_request("k"), &[touch]), Err(ResultCode::NotFound));
+    let touch = Op {
+        code: OpCode::Touch,
+        particle_type: 0,
+        bin_name: b"",
+        value: b"",
+    };
+    assert_eq!(
+        f.write(put_request("k"), &[touch]),
+        Err(ResultCode::NotFound)
+    );
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let request = WriteRequest { ttl: TtlRequest::Seconds(100), ..put_request("k") };
+    let request = WriteRequest {
+        ttl: TtlRequest::Seconds(100),
+        ..put_request("k")
+    };
     let meta = f.write(request, &[touch]).unwrap();
     assert_eq!(meta.generation, Generation(2));
     assert_eq!(meta.void_time, VoidTime(START_EPOCH_SECONDS + 100));
@@ -222,8 +399,16 @@ fn touch_needs_an_existing_record_and_bumps_generation() {
 #[test]
 fn removing_the_last_bin_deletes_the_record() {
     let f = fixture();
-    let delete_bin = Op { code: OpCode::Write, particle_type: 0, bin_name: b"a", value: b"" };
-    assert_eq!(f.write(put_request("k"), &[delete_bin]), Err(ResultCode::NotFound));
+    let delete_bin = Op {
+        code: OpCode::Write,
+        particle_type: 0,
+        bin_name: b"a",
+        value: b"",
+    };
+    assert_eq!(
+        f.write(put_request("k"), &[delete_bin]),
+        Err(ResultCode::NotFound)
+    );
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
     assert!(f.write(put_request("k"), &[delete_bin]).is_ok());
     assert_eq!(f.get_all("k").unwrap_err(), ResultCode::NotFound);
@@ -233,31 +418,69 @@ fn removing_the_last_bin_deletes_the_record() {
 #[test]
 fn delete_checks_generation_and_reports_missing_records() {
     let f = fixture();
-    let delete = |generation| DeleteRequest { digest: digest("k"), set_name: b"", key: None, generation };
-    assert_eq!(f.namespace.delete(&delete(GenerationPolicy::None)), Err(ResultCode::NotFound));
+    let delete = |generation| DeleteRequest {
+        digest: digest("k"),
+        set_name: b"",
+        key: None,
+        generation,
+    };
+    assert_eq!(
+        f.namespace.delete(&delete(GenerationPolicy::None)),
+        Err(ResultCode::NotFound)
+    );
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    assert_eq!(f.namespace.delete(&delete(GenerationPolicy::Equal(5))), Err(ResultCode::Generation));
-    assert!(f.namespace.delete(&delete(GenerationPolicy::Equal(1))).is_ok());
+    assert_eq!(
+        f.namespace.delete(&delete(GenerationPolicy::Equal(5))),
+        Err(ResultCode::Generation)
+    );
+    assert!(
+        f.namespace
+            .delete(&delete(GenerationPolicy::Equal(1)))
+            .is_ok()
+    );
     assert_eq!(f.get_all("k").unwrap_err(), ResultCode::NotFound);
     let summary = f.namespace.summary();
-    assert_eq!((summary.client_delete_success, summary.client_delete_not_found), (1, 1));
+    assert_eq!(
+        (
+            summary.client_delete_success,
+            summary.client_delete_not_found
+        ),
+        (1, 1)
+    );
 }
 
 #[test]
 fn record_size_limit_is_record_too_big() {
-    let config = NamespaceConfig { max_record_size_bytes: 100, ..NamespaceConfig::with_defaults("t") };
+    let config = NamespaceConfig {
+        max_record_size_bytes: 100,
+        ..NamespaceConfig::with_defaults("t")
+    };
     let f = fixture_with(config);
-    assert!(f.write(put_request("k"), &[write_op("a", &[b'x'; 80])]).is_ok());
-    assert_eq!(f.write(put_request("k"), &[write_op("a", &[b'x'; 100])]), Err(ResultCode::RecordTooBig));
+    assert!(
+        f.write(put_request("k"), &[write_op("a", &[b'x'; 80])])
+            .is_ok()
+    );
+    assert_eq!(
+        f.write(put_request("k"), &[write_op("a", &[b'x'; 100])]),
+        Err(ResultCode::RecordTooBig)
+    );
 }
 
 #[test]
 fn ttl_special_values_and_default_ttl() {
-    let config = NamespaceConfig { default_ttl_seconds: 50, ..NamespaceConfig::with_defaults("t") };
+    let config = NamespaceConfig {
+        default_ttl_seconds: 50,
+        ..NamespaceConfig::with_defaults("t")
+    };
     let f = fixture_with(config);
-    let with_ttl = |ttl| WriteRequest { ttl, ..put_request("k") };
+    let with_ttl = |ttl| WriteRequest {
+        ttl,
+        ..put_request("k")
+    };
     let ops = [write_op("a", b"1")];
-    let default = f.write(with_ttl(TtlRequest::NamespaceDefault), &ops).unwrap();
+    let default = f
+        .write(with_ttl(TtlRequest::NamespaceDefault), &ops)
+        .unwrap();
     assert_eq!(default.void_time, VoidTime(START_EPOCH_SECONDS + 50));
     f.clock.advance_ms(10_000);
     let unchanged = f.write(with_ttl(TtlRequest::Unchanged), &ops).unwrap();
@@ -270,24 +493,44 @@ fn ttl_special_values_and_default_ttl() {
 
 #[test]
 fn ttl_without_a_sweeper_is_forbidden_unless_allowed() {
-    let config = NamespaceConfig { nsup_period_seconds: 0, ..NamespaceConfig::with_defaults("t") };
+    let config = NamespaceConfig {
+        nsup_period_seconds: 0,
+        ..NamespaceConfig::with_defaults("t")
+    };
     let f = fixture_with(config);
-    let with_ttl = |ttl| WriteRequest { ttl, ..put_request("k") };
+    let with_ttl = |ttl| WriteRequest {
+        ttl,
+        ..put_request("k")
+    };
     let ops = [write_op("a", b"1")];
-    assert_eq!(f.write(with_ttl(TtlRequest::Seconds(5)), &ops), Err(ResultCode::Forbidden));
+    assert_eq!(
+        f.write(with_ttl(TtlRequest::Seconds(5)), &ops),
+        Err(ResultCode::Forbidden)
+    );
     assert!(f.write(with_ttl(TtlRequest::NeverExpire), &ops).is_ok());
-    assert!(f.write(with_ttl(TtlRequest::NamespaceDefault), &ops).is_ok());
+    assert!(
+        f.write(with_ttl(TtlRequest::NamespaceDefault), &ops)
+            .is_ok()
+    );
 }
 
 #[test]
 fn expired_records_are_invisible_at_once_and_swept_later() {
     let f = fixture();
-    let request = WriteRequest { ttl: TtlRequest::Seconds(2), ..put_request("k") };
+    let request = WriteRequest {
+        ttl: TtlRequest::Seconds(2),
+        ..put_request("k")
+    };
     f.write(request, &[write_op("a", b"1")]).unwrap();
-    f.write(put_request("keep"), &[write_op("a", b"1")]).unwrap();
+    f.write(put_request("keep"), &[write_op("a", b"1")])
+        .unwrap();
     f.clock.advance_ms(2_000);
     assert_eq!(f.get_all("k").unwrap_err(), ResultCode::NotFound);
-    assert_eq!(f.namespace.summary().objects, 2, "not reclaimed before the sweeper runs");
+    assert_eq!(
+        f.namespace.summary().objects,
+        2,
+        "not reclaimed before the sweeper runs"
+    );
     assert_eq!(f.namespace.sweep_expired(), 1);
     let summary = f.namespace.summary();
     assert_eq!((summary.objects, summary.expired_objects), (1, 1));
@@ -297,13 +540,22 @@ fn expired_records_are_invisible_at_once_and_swept_later() {
 #[test]
 fn writing_over_an_expired_record_creates_a_fresh_one() {
     let f = fixture();
-    let request = WriteRequest { ttl: TtlRequest::Seconds(1), ..put_request("k") };
+    let request = WriteRequest {
+        ttl: TtlRequest::Seconds(1),
+        ..put_request("k")
+    };
     f.write(request, &[write_op("old", b"1")]).unwrap();
     f.clock.advance_ms(1_000);
-    let create = WriteRequest { exists: ExistsPolicy::CreateOnly, ..put_request("k") };
+    let create = WriteRequest {
+        exists: ExistsPolicy::CreateOnly,
+        ..put_request("k")
+    };
     let meta = f.write(create, &[write_op("new", b"2")]).unwrap();
     assert_eq!(meta.generation, Generation(1));
-    assert_eq!(f.get_all("k").unwrap().1, vec![(b"new".to_vec(), b"2".to_vec())]);
+    assert_eq!(
+        f.get_all("k").unwrap().1,
+        vec![(b"new".to_vec(), b"2".to_vec())]
+    );
     assert_eq!(f.namespace.summary().expired_objects, 1);
 }
 
@@ -311,8 +563,16 @@ fn writing_over_an_expired_record_creates_a_fresh_one() {
 fn unsupported_ops_answer_unsupported_feature_and_change_nothing() {
     let f = fixture();
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let cdt = Op { code: OpCode::CdtModify, particle_type: 4, bin_name: b"l", value: b"\x92\x01\x01" };
-    assert_eq!(f.write(put_request("k"), &[cdt]), Err(ResultCode::UnsupportedFeature));
+    let cdt = Op {
+        code: OpCode::CdtModify,
+        particle_type: 4,
+        bin_name: b"l",
+        value: b"\x92\x01\x01",
+    };
+    assert_eq!(
+        f.write(put_request("k"), &[cdt]),
+        Err(ResultCode::UnsupportedFeature)
+    );
     assert_eq!(f.get_all("k").unwrap().0.generation, Generation(1));
 }
 
@@ -322,7 +582,12 @@ fn set_counts_follow_creates_and_deletes() {
     for key in ["a", "b", "c"] {
         f.write(put_request(key), &[write_op("x", b"1")]).unwrap();
     }
-    let delete = DeleteRequest { digest: digest("b"), set_name: b"demo", key: None, generation: GenerationPolicy::None };
+    let delete = DeleteRequest {
+        digest: digest("b"),
+        set_name: b"demo",
+        key: None,
+        generation: GenerationPolicy::None,
+    };
     f.namespace.delete(&delete).unwrap();
     let sets = f.namespace.sets();
     assert_eq!((sets[0].name.as_str(), sets[0].objects), ("demo", 2));

@@ -17,7 +17,9 @@ pub struct PrimaryIndex<E> {
 
 impl<E> Default for PrimaryIndex<E> {
     fn default() -> Self {
-        PrimaryIndex { entries: BTreeMap::new() }
+        PrimaryIndex {
+            entries: BTreeMap::new(),
+        }
     }
 }
 
@@ -91,9 +93,15 @@ mod tests {
         }
         let all: Vec<u8> = index.iter_after(None).map(|(_, e)| *e).collect();
         assert_eq!(all, vec![1, 3, 5, 9]);
-        let rest: Vec<u8> = index.iter_after(Some(&digest(3))).map(|(_, e)| *e).collect();
+        let rest: Vec<u8> = index
+            .iter_after(Some(&digest(3)))
+            .map(|(_, e)| *e)
+            .collect();
         assert_eq!(rest, vec![5, 9]);
-        let rest: Vec<u8> = index.iter_after(Some(&digest(4))).map(|(_, e)| *e).collect();
+        let rest: Vec<u8> = index
+            .iter_after(Some(&digest(4)))
+            .map(|(_, e)| *e)
+            .collect();
         assert_eq!(rest, vec![5, 9]);
     }
 

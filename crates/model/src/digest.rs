@@ -79,14 +79,38 @@ mod tests {
     #[test]
     fn digest_matches_aerospike_client_vectors() {
         let cases: [(UserKey<'_>, &str); 8] = [
-            (UserKey::Integer(0), "93d943aae37b017ad7e011b0c1d2e2143c2fb37d"),
-            (UserKey::Integer(-1), "22116d253745e29fc63fdf760b6e26f7e197e01d"),
-            (UserKey::Integer(i64::MIN), "7185c2a47fb02c996daed26b4e01b83240aee9d4"),
-            (UserKey::Integer(i64::MAX), "1698328974afa62c8e069860c1516f780d63dbb8"),
-            (UserKey::String(b""), "2819b1ff6e346a43b4f5f6b77a88bc3eaac22a83"),
-            (UserKey::String(b"aaaaaaaaaa"), "5979fb32a80da070ff356f7695455592272e36c2"),
-            (UserKey::Blob(b""), "327e2877b8815c7aeede0d5a8620d4ef8df4a4b4"),
-            (UserKey::Blob(b"aaaaaaaaaa"), "d10982327b2b04c7360579f252e164a75f83cd99"),
+            (
+                UserKey::Integer(0),
+                "93d943aae37b017ad7e011b0c1d2e2143c2fb37d",
+            ),
+            (
+                UserKey::Integer(-1),
+                "22116d253745e29fc63fdf760b6e26f7e197e01d",
+            ),
+            (
+                UserKey::Integer(i64::MIN),
+                "7185c2a47fb02c996daed26b4e01b83240aee9d4",
+            ),
+            (
+                UserKey::Integer(i64::MAX),
+                "1698328974afa62c8e069860c1516f780d63dbb8",
+            ),
+            (
+                UserKey::String(b""),
+                "2819b1ff6e346a43b4f5f6b77a88bc3eaac22a83",
+            ),
+            (
+                UserKey::String(b"aaaaaaaaaa"),
+                "5979fb32a80da070ff356f7695455592272e36c2",
+            ),
+            (
+                UserKey::Blob(b""),
+                "327e2877b8815c7aeede0d5a8620d4ef8df4a4b4",
+            ),
+            (
+                UserKey::Blob(b"aaaaaaaaaa"),
+                "d10982327b2b04c7360579f252e164a75f83cd99",
+            ),
         ];
         for (key, expected) in cases {
             assert_eq!(hex(Digest::compute(b"set", &key)), expected, "key {key:?}");

@@ -89,9 +89,18 @@ mod tests {
     fn ttl_special_values_decode() {
         assert_eq!(TtlRequest::from_wire(0), Ok(TtlRequest::NamespaceDefault));
         assert_eq!(TtlRequest::from_wire(u32::MAX), Ok(TtlRequest::NeverExpire));
-        assert_eq!(TtlRequest::from_wire(u32::MAX - 1), Ok(TtlRequest::Unchanged));
-        assert_eq!(TtlRequest::from_wire(TTL_SECONDS_MAX), Ok(TtlRequest::Seconds(TTL_SECONDS_MAX)));
-        assert_eq!(TtlRequest::from_wire(TTL_SECONDS_MAX + 1), Err(ResultCode::Parameter));
+        assert_eq!(
+            TtlRequest::from_wire(u32::MAX - 1),
+            Ok(TtlRequest::Unchanged)
+        );
+        assert_eq!(
+            TtlRequest::from_wire(TTL_SECONDS_MAX),
+            Ok(TtlRequest::Seconds(TTL_SECONDS_MAX))
+        );
+        assert_eq!(
+            TtlRequest::from_wire(TTL_SECONDS_MAX + 1),
+            Err(ResultCode::Parameter)
+        );
     }
 
     #[test]

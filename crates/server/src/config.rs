@@ -120,7 +120,10 @@ impl Default for NamespaceSection {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { service: ServiceConfig::default(), namespaces: vec![NamespaceSection::default()] }
+        Config {
+            service: ServiceConfig::default(),
+            namespaces: vec![NamespaceSection::default()],
+        }
     }
 }
 
@@ -149,10 +152,14 @@ impl Config {
             return Ok(config);
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        let config = Config::parse(&text)
-            .map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let config = Config::parse(&text).map_err(|message| ConfigError::Parse {
+            path: shown.clone(),
+            message,
+        })?;
         config.validate(&shown)?;
         Ok(config)
     }
@@ -171,18 +178,28 @@ impl Config {
     }
 
     fn validate(&self, origin: &str) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { origin: origin.to_owned(), message };
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.to_owned(),
+            message,
+        };
         if self.namespaces.is_empty() {
-            return Err(invalid("at least one [[namespaces]] entry is required".to_owned()));
+            return Err(invalid(
+                "at least one [[namespaces]] entry is required".to_owned(),
+            ));
         }
         for (position, section) in self.namespaces.iter().enumerate() {
             section
                 .to_engine()
                 .validate()
                 .map_err(|reason| invalid(format!("namespaces[{position}]: {reason}")))?;
-            let duplicate = self.namespaces[..position].iter().any(|n| n.name == section.name);
+            let duplicate = self.namespaces[..position]
+                .iter()
+                .any(|n| n.name == section.name);
             if duplicate {
-                return Err(invalid(format!("namespace {:?} is listed twice", section.name)));
+                return Err(invalid(format!(
+                    "namespace {:?} is listed twice",
+                    section.name
+                )));
             }
         }
         let service = &self.service;
@@ -196,19 +213,28 @@ impl Config {
             )));
         }
         if service.connections_max == 0 {
-            return Err(invalid("service.connections-max must be positive".to_owned()));
+            return Err(invalid(
+                "service.connections-max must be positive".to_owned(),
+            ));
         }
         if service.frame_read_timeout_ms == 0 {
-            return Err(invalid("service.frame-read-timeout-ms must be positive".to_owned()));
+            return Err(invalid(
+                "service.frame-read-timeout-ms must be positive".to_owned(),
+            ));
         }
         let bad_name = |s: &str| s.is_empty() || s.bytes().any(|b| b"\t\n;:,".contains(&b));
         if bad_name(&service.cluster_name) {
-            return Err(invalid("service.cluster-name must be a non-empty token".to_owned()));
+            return Err(invalid(
+                "service.cluster-name must be a non-empty token".to_owned(),
+            ));
         }
         let node_id_ok = service.node_id.is_empty()
-            || (service.node_id.len() <= 16 && service.node_id.bytes().all(|b| b.is_ascii_hexdigit()));
+            || (service.node_id.len() <= 16
+                && service.node_id.bytes().all(|b| b.is_ascii_hexdigit()));
         if !node_id_ok {
-            return Err(invalid("service.node-id must be up to 16 hex digits".to_owned()));
+            return Err(invalid(
+                "service.node-id must be up to 16 hex digits".to_owned(),
+            ));
         }
         Ok(())
     }

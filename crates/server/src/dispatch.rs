@@ -61,7 +61,9 @@ fn execute(
         return Err(ResultCode::UnsupportedFeature);
     }
     let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
-    let namespace = state.namespace(namespace_name).ok_or(ResultCode::Namespace)?;
+    let namespace = state
+        .namespace(namespace_name)
+        .ok_or(ResultCode::Namespace)?;
     let digest_field = fields.digest.ok_or(ResultCode::UnsupportedFeature)?;
     let digest = Digest::from_slice(digest_field).ok_or(ResultCode::Parameter)?;
     if fields.udf || fields.filter_expression.is_some() {
@@ -72,7 +74,12 @@ fn execute(
     }
     let set_name = fields.set.unwrap_or_default();
     let reply_size_bytes_max = reply_size_bytes_max(namespace.config().max_record_size_bytes);
-    let mut sink = OpSink { out, op_count: 0, reply_size_bytes_max, overflowed: false };
+    let mut sink = OpSink {
+        out,
+        op_count: 0,
+        reply_size_bytes_max,
+        overflowed: false,
+    };
     let meta = if header.info2 & info2::WRITE != 0 {
         if header.info2 & info2::DELETE != 0 {
             namespace.delete(&delete_request(header, digest, set_name, fields.key)?)?
@@ -85,6 +92,7 @@ fn execute(
         let request = ReadRequest {
             digest,
             set_name,
+            key: fields.key,
             read_all_bins: header.info1 & info1::GET_ALL != 0,
             header_only: header.info1 & info1::GET_NO_BINS != 0,
         };
@@ -145,7 +153,12 @@ fn delete_request<'a>(
     if header.info2 & info2::DURABLE_DELETE != 0 {
         return Err(ResultCode::EnterpriseOnly);
     }
-    Ok(DeleteRequest { digest, set_name, key, generation: generation_policy(header) })
+    Ok(DeleteRequest {
+        digest,
+        set_name,
+        key,
+        generation: generation_policy(header),
+    })
 }
 
 fn generation_policy(header: &MessageHeader) -> GenerationPolicy {
@@ -187,7 +200,13 @@ impl ReplySink for OpSink<'_> {
             self.overflowed = true;
             return;
         }
-        wire_aerospike::write_op(self.out, op_code as u8, bin.particle_type, bin.name, bin.value);
+        wire_aerospike::write_op(
+            self.out,
+            op_code as u8,
+            bin.particle_type,
+            bin.name,
+            bin.value,
+        );
         self.op_count += 1;
     }
 }

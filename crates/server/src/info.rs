@@ -29,6 +29,10 @@ pub const EDITION: &str = "Aerospike Community Edition";
 pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;query-show;\
 replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
 
+/// The default port in `peers-*` replies: Aerospike always prints 3000 and writes an explicit
+/// port on every peer address that differs from it (`service_list.c` `build_peers`).
+const PEERS_DEFAULT_PORT: u16 = 3000;
+
 /// Partition map and peer list never change on a single node.
 const PARTITION_GENERATION: u32 = 1;
 const PEERS_GENERATION: u32 = 1;
@@ -51,7 +55,10 @@ pub fn handle_info(state: &ServerState, session: &mut InfoSession, body: &[u8], 
         out.push(b'\t');
         let mut value = String::new();
         answer(state, session, line, &mut value);
-        debug_assert!(!value.contains(['\t', '\n']), "info values never contain tab or newline");
+        debug_assert!(
+            !value.contains(['\t', '\n']),
+            "info values never contain tab or newline"
+        );
         out.extend_from_slice(value.as_bytes());
         out.push(b'\n');
     }
@@ -60,21 +67,26 @@ pub fn handle_info(state: &ServerState, session: &mut InfoSession, body: &[u8], 
 
 fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &mut String) {
     let (name, rest) = info_command_name(line);
-    let port = state.service_address.port();
     match name {
         b"node" => value.push_str(&state.node_id),
         b"build" => value.push_str(BUILD_VERSION),
-        b"version" => { let _ = write!(value, "{EDITION} build {BUILD_VERSION}"); }
+        b"version" => {
+            let _ = write!(value, "{EDITION} build {BUILD_VERSION}");
+        }
         b"edition" => value.push_str(EDITION),
         b"features" => value.push_str(FEATURES),
         b"status" => value.push_str("ok"),
-        b"partition-generation" => { let _ = write!(value, "{PARTITION_GENERATION}"); }
-        b"peers-generation" => { let _ = write!(value, "{PEERS_GENERATION}"); }
+        b"partition-generation" => {
+            let _ = write!(value, "{PARTITION_GENERATION}");
+        }
+        b"peers-generation" => {
+            let _ = write!(value, "{PEERS_GENERATION}");
+        }
         b"rebalance-generation" => value.push('1'),
         b"cluster-name" => value.push_str(&state.config.service.cluster_name),
         b"peers-clear-std" | b"peers-clear-alt" | b"peers-tls-std" | b"peers-tls-alt" => {
             // A single node has no peers; the local node is never listed.
-            let _ = write!(value, "{PEERS_GENERATION},{port},[]");
+            let _ = write!(value, "{PEERS_GENERATION},{PEERS_DEFAULT_PORT},[]");
         }
         b"service-clear-std" | b"service-clear-alt" | b"services" | b"service" => {
             let _ = write!(value, "{}", state.service_address);
@@ -230,8 +242,11 @@ fn user_agent_set(session: &mut InfoSession, params: &[u8], value: &mut String) 
         value.push_str("ERROR:4:already set");
         return;
     }
-    let decoded = info_param(params, b"value")
-        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded).ok());
+    let decoded = info_param(params, b"value").and_then(|encoded| {
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+    });
     match decoded {
         Some(agent) => {
             session.user_agent = Some(String::from_utf8_lossy(&agent).into_owned());
@@ -245,6 +260,9 @@ fn user_agent_set(session: &mut InfoSession, params: &[u8], value: &mut String) 
 pub fn resident_set_bytes() -> u64 {
     const PAGE_SIZE_BYTES: u64 = 4096;
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let resident_pages = statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok());
+    let resident_pages = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok());
     resident_pages.unwrap_or(0) * PAGE_SIZE_BYTES
 }

@@ -22,7 +22,11 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
-#[command(name = "osprey", version, about = "Osprey: an Aerospike-compatible key-value database")]
+#[command(
+    name = "osprey",
+    version,
+    about = "Osprey: an Aerospike-compatible key-value database"
+)]
 struct Args {
     /// TOML file overriding the built-in configuration.
     #[arg(long, value_name = "FILE")]

@@ -57,7 +57,10 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     drop(listener);
     let _ = shutdown_sender.send(true);
     let all = u32::try_from(connections_max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all)).await.is_err() {
+    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
         warn!("connections still open after the shutdown grace period");
     }
     sweepers.stop();
@@ -117,7 +120,10 @@ struct Sweepers {
 
 impl Sweepers {
     fn start(namespaces: &[Arc<Namespace>]) -> Sweepers {
-        let mut sweepers = Sweepers { stop: Vec::new(), threads: Vec::new() };
+        let mut sweepers = Sweepers {
+            stop: Vec::new(),
+            threads: Vec::new(),
+        };
         for namespace in namespaces {
             let period_seconds = namespace.config().nsup_period_seconds;
             if period_seconds == 0 {

@@ -48,7 +48,10 @@ impl ConnectionCounters {
 impl ServerState {
     /// The namespace called `name`.
     pub fn namespace(&self, name: &[u8]) -> Option<&Namespace> {
-        self.namespaces.iter().map(Arc::as_ref).find(|ns| ns.name().as_bytes() == name)
+        self.namespaces
+            .iter()
+            .map(Arc::as_ref)
+            .find(|ns| ns.name().as_bytes() == name)
     }
 }
 

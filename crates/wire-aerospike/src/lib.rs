@@ -51,8 +51,8 @@ pub use malformed::Malformed;
 pub use message::Message;
 pub use ops::OpIter;
 pub use request::encode_message;
-pub use security::{SECURITY_HEADER_SIZE_BYTES, write_security_response};
 pub use response::{
     begin_message, begin_response, finish_message, finish_response, write_bare_response,
     write_field, write_op,
 };
+pub use security::{SECURITY_HEADER_SIZE_BYTES, write_security_response};

@@ -1,0 +1,314 @@
+"""Start, stop and talk to a real `osprey` process for the black-box suite.
+
+The contract with the server (fixed by the project lead):
+
+* `osprey --config FILE.toml`; unknown keys are an error.
+* With `port = 0` the server picks a free port and logs (stderr, tracing format) one line
+  containing `osprey ready` and `service=127.0.0.1:PORT` with the real port.
+* SIGTERM shuts it down gracefully with exit code 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aerospike
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_BIN = REPO_ROOT / "target" / "debug" / "osprey"
+
+READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SERVICE_RE = re.compile(r'service="?([0-9.]+):(\d+)')
+
+# Defaults of the [service] section, written out in full so that every server the suite starts
+# has a known configuration.
+SERVICE_DEFAULTS: dict[str, Any] = {
+    "address": "127.0.0.1",
+    "port": 0,
+    "cluster-name": "bbtest",
+    "idle-timeout-ms": 60000,
+    "frame-read-timeout-ms": 10000,
+    "frame-size-max-bytes": 134217728,
+    "connections-max": 10000,
+}
+
+NAMESPACE_DEFAULTS: dict[str, Any] = {
+    "default-ttl": 0,
+    "nsup-period": 120,
+    "allow-ttl-without-nsup": False,
+    "max-record-size": 1048576,
+}
+
+
+def osprey_bin() -> Path:
+    return Path(os.environ.get("OSPREY_BIN", str(DEFAULT_BIN)))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"unsupported TOML value {v!r}")
+
+
+def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]]) -> str:
+    lines = ["[service]"]
+    for k, v in service.items():
+        lines.append(f"{k} = {_toml_value(v)}")
+    for ns in namespaces:
+        lines.append("")
+        lines.append("[[namespaces]]")
+        for k, v in ns.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def namespace(name: str, **overrides: Any) -> dict[str, Any]:
+    """A namespace table: defaults plus overrides given with underscores (nsup_period=1)."""
+    ns: dict[str, Any] = {"name": name}
+    ns.update(NAMESPACE_DEFAULTS)
+    for k, v in overrides.items():
+        ns[k.replace("_", "-")] = v
+    return ns
+
+
+def client_config(port: int, **extra: Any) -> dict[str, Any]:
+    """Client config with no hidden retries, so that a server error shows as the error."""
+    policy = {"total_timeout": 5000, "max_retries": 0}
+    cfg: dict[str, Any] = {
+        "hosts": [("127.0.0.1", port)],
+        "policies": {
+            "read": dict(policy),
+            "write": dict(policy),
+            "operate": dict(policy),
+            "apply": dict(policy),
+            "remove": dict(policy),
+            "info": {"timeout": 5000},
+        },
+        "connect_timeout": 5000,
+    }
+    cfg.update(extra)
+    return cfg
+
+
+class OspreyServer:
+    """One running `osprey` process."""
+
+    def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey"):
+        self.service = dict(SERVICE_DEFAULTS)
+        self.service.update(service)
+        self.namespaces = namespaces
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{tag}-"))
+        self.config_path = self.dir / "osprey.toml"
+        self.config_path.write_text(render_config(self.service, self.namespaces))
+        self.log_path = self.dir / "stderr.log"
+        self.stdout_path = self.dir / "stdout.log"
+        self.proc: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.clients: list[Any] = []
+        self.returncode: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> "OspreyServer":
+        binary = osprey_bin()
+        if not binary.exists():
+            raise FileNotFoundError(
+                f"osprey binary not found at {binary}: build it with `cargo build -p server` "
+                "or point OSPREY_BIN at it"
+            )
+        env = dict(os.environ)
+        env.setdefault("NO_COLOR", "1")
+        self._stderr = open(self.log_path, "wb")
+        self._stdout = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(binary), "--config", str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            env=env,
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            text = self.log_text()
+            for line in text.splitlines():
+                if "osprey ready" in line:
+                    m = SERVICE_RE.search(line)
+                    if m:
+                        self.host = m.group(1)
+                        self.port = int(m.group(2))
+                        return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"osprey exited with {self.proc.returncode} before it was ready; "
+                    f"config:\n{self.config_path.read_text()}\nlog:\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(
+                    f"osprey did not log 'osprey ready' within {READY_TIMEOUT_S}s; log:\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def log_text(self) -> str:
+        try:
+            raw = self.log_path.read_bytes()
+        except FileNotFoundError:
+            return ""
+        return ANSI_RE.sub("", raw.decode("utf-8", "replace"))
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def close_clients(self) -> None:
+        for c in self.clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        self.clients.clear()
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM and wait; returns the exit code (kills and raises if it does not exit)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(
+                    f"osprey did not exit within {timeout}s of SIGTERM; log:\n{self.log_tail()}"
+                )
+        self.returncode = self.proc.returncode
+        for f in (self._stderr, self._stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
+        return self.returncode
+
+    def stop(self) -> None:
+        """Close clients, SIGTERM, and assert a graceful exit (code 0)."""
+        self.close_clients()
+        code = self.terminate()
+        assert code == 0, f"osprey exited with {code} after SIGTERM; log:\n{self.log_tail()}"
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def client(self, **extra: Any):
+        """A connected aerospike client; closed when the server is stopped."""
+        c = aerospike.client(client_config(self.port, **extra))
+        c.connect()
+        self.clients.append(c)
+        return c
+
+    def raw(self, timeout: float = 5.0) -> socket.socket:
+        s = socket.create_connection((self.host, self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+
+def start_server(
+    service: dict[str, Any] | None = None,
+    namespaces: list[dict[str, Any]] | None = None,
+    tag: str = "osprey",
+) -> OspreyServer:
+    if namespaces is None:
+        namespaces = [namespace("test", nsup_period=1)]
+    return OspreyServer(service or {}, namespaces, tag=tag).start()
+
+
+# -- info helpers -------------------------------------------------------------------------------
+
+
+def info(client, command: str) -> str:
+    """Value of one info command on the single node (the client strips `command\\t`)."""
+    res = client.info_all(command)
+    assert len(res) == 1, f"expected one node, got {list(res)}"
+    (err, value), = res.values()
+    assert err is None, f"info {command!r} failed: {err}"
+    assert value is not None
+    return value.rstrip("\n")
+
+
+def node_name(client) -> str:
+    res = client.info_all("node")
+    assert len(res) == 1
+    return next(iter(res))
+
+
+def parse_kv(text: str, sep: str = ";") -> dict[str, str]:
+    """`k=v;k=v` into a dict; every entry must have an '='."""
+    out: dict[str, str] = {}
+    for item in text.split(sep):
+        if not item:
+            continue
+        assert "=" in item, f"entry without '=': {item!r} in {text[:200]!r}"
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def parse_sets(text: str) -> list[dict[str, str]]:
+    """`sets` answer: `ns=..:set=..:objects=..:...;` entries."""
+    entries = []
+    for item in text.split(";"):
+        if item:
+            entries.append(parse_kv(item, sep=":"))
+    return entries
+
+
+def ns_stats(client, ns: str) -> dict[str, str]:
+    return parse_kv(info(client, f"namespace/{ns}"))
+
+
+def ns_objects(client, ns: str) -> int:
+    return int(ns_stats(client, ns)["objects"])
+
+
+def set_objects(client, ns: str, set_name: str) -> int | None:
+    for e in parse_sets(info(client, "sets")):
+        if e.get("ns") == ns and e.get("set") == set_name:
+            return int(e["objects"])
+    return None
+
+
+def unique(prefix: str = "k") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def wait_until(pred, timeout: float, interval: float = 0.05):
+    """Poll pred() until it returns a truthy value or timeout; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
