@@ -177,6 +177,14 @@ def test_select_of_a_missing_bin_omits_it(client, uset):
     assert bins == {"a": 1}
 
 
+def test_select_of_only_missing_bins_returns_the_record_without_bins(client, uset):
+    # read.c: requested bins that do not exist are omitted; the record itself is found (0).
+    client.put(key(uset), {"a": 1})
+    _, meta, bins = client.select(key(uset), ["zz"])
+    assert not bins
+    assert meta["gen"] == 1
+
+
 def test_select_on_a_missing_record_is_not_found(client, uset):
     with pytest.raises(ex.RecordNotFound) as e:
         client.select(key(uset, "missing"), ["a"])

@@ -87,6 +87,24 @@ def test_float_increment_on_an_integer_bin_is_bin_incompatible_type_12(client, u
     assert client.get(key(uset))[2] == {"n": 1}
 
 
+def test_integer_increment_on_a_float_bin_is_bin_incompatible_type_12(client, uset):
+    # particle_float.c float_incr_from_wire: "won't allow adding integers to floats".
+    client.put(key(uset), {"f": 1.5})
+    with pytest.raises(ex.BinIncompatibleType):
+        client.operate(key(uset), [ops.increment("f", 1)])
+    assert client.get(key(uset))[2] == {"f": 1.5}
+
+
+def test_operate_checks_the_generation_policy(client, uset):
+    client.put(key(uset), {"n": 1})
+    eq = {"gen": aerospike.POLICY_GEN_EQ}
+    with pytest.raises(ex.RecordGenerationError):
+        client.operate(key(uset), [ops.increment("n", 1)], meta={"gen": 5}, policy=eq)
+    _, meta, bins = client.operate(key(uset), [ops.increment("n", 1), ops.read("n")], meta={"gen": 1}, policy=eq)
+    assert bins == {"n": 2}
+    assert meta["gen"] == 2
+
+
 def test_append_and_prepend_on_a_string_bin(client, uset):
     client.put(key(uset), {"s": "mid"})
     client.operate(key(uset), [ops.append("s", "-end"), ops.prepend("s", "start-")])

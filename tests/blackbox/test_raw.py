@@ -184,6 +184,28 @@ def test_a_request_arriving_one_byte_at_a_time_is_answered(server, uset):
         assert aswire.request_msg(s, get_frame(uset, "k")).bins() == {"s": "slow"}
 
 
+def test_generation_wraps_from_65535_to_1(server, uset):
+    # record_ce.c as_record_increment_generation: 16-bit, 0 reserved, so 65535 + 1 -> 1.
+    # Pipelined raw writes keep this fast.
+    frame = put_frame(uset, "k", [aswire.write_int("n", 1)])
+    with server.raw(timeout=30) as s:
+        done = 0
+        while done < 65535:
+            n = min(2000, 65535 - done)
+            s.sendall(frame * n)
+            for _ in range(n):
+                _, _, body = aswire.recv_frame(s)
+            done += n
+        last = aswire.parse_msg(body)
+        assert last.result_code == 0
+        assert last.generation == 65535
+        r = aswire.request_msg(s, frame)
+        assert r.result_code == 0
+        assert r.generation == 1
+        r = aswire.request_msg(s, get_frame(uset, "k"))
+        assert r.generation == 1
+
+
 def test_key_mismatch_when_a_different_key_is_sent_with_the_same_digest(server, uset):
     # The server never hashes keys: it compares a sent KEY with the stored one (section 3.3);
     # write: rw_utils.c check_msg_key, read: read.c, delete: delete.c -> KEY_MISMATCH (19).
@@ -351,6 +373,13 @@ def test_a_bin_name_of_16_bytes_is_bin_name_error_21(server, uset, healthy):
         r = aswire.request_msg(s, put_frame(uset, "k", [aswire.write_int("x" * 16, 1)]))
         assert r.result_code == aswire.BIN_NAME
         assert aswire.request_msg(s, get_frame(uset, "k")).result_code == aswire.NOT_FOUND
+
+
+def test_a_bin_name_containing_a_nul_byte_is_bin_name_error_21(server, uset, healthy):
+    # datamodel.h as_bin_name_check: NUL bytes are not allowed in bin names.
+    with server.raw() as s:
+        r = aswire.request_msg(s, put_frame(uset, "k", [aswire.write_int("a\x00b", 1)]))
+        assert r.result_code == aswire.BIN_NAME
 
 
 def test_header_sz_other_than_22_is_refused(server, uset, healthy):

@@ -171,6 +171,14 @@ def test_touch_bumps_the_generation_and_sets_the_ttl(client, uset):
     assert 990 <= meta["ttl"] <= 1000
 
 
+def test_touch_with_never_expire_clears_the_ttl(client, uset):
+    client.put(key(uset), {"a": 1}, meta={"ttl": 1000})
+    client.touch(key(uset), aerospike.TTL_NEVER_EXPIRE)
+    _, meta = client.exists(key(uset))
+    assert meta["gen"] == 2
+    assert meta["ttl"] in (0xFFFFFFFF, -1)
+
+
 def test_touch_of_a_missing_record_is_not_found_2(client, uset):
     with pytest.raises(ex.RecordNotFound) as e:
         client.touch(key(uset, "missing"), 100)

@@ -59,6 +59,8 @@ pub struct ReadRequest<'a> {
     pub set_name: &'a [u8],
     /// The KEY field as sent, if any; checked against a stored key.
     pub key: Option<&'a [u8]>,
+    /// Answer every READ op, with an empty entry for a missing bin (info2 RESPOND_ALL_OPS).
+    pub respond_all_ops: bool,
     /// Return every bin (info1 GET_ALL).
     pub read_all_bins: bool,
     /// Return no bins (info1 GET_NO_BINS): exists and get-header.
@@ -183,8 +185,10 @@ impl Namespace {
             record.bins().for_each(|bin| sink.bin(OpCode::Read, bin));
         } else {
             for op in ops {
-                if let Some(bin) = record.bins().find(|bin| bin.name == op.bin_name) {
-                    sink.bin(OpCode::Read, bin);
+                match record.bins().find(|bin| bin.name == op.bin_name) {
+                    Some(bin) => sink.bin(OpCode::Read, bin),
+                    None if request.respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
+                    None => {}
                 }
             }
         }

@@ -360,6 +360,7 @@ fn check_read(namespace: &Namespace, model: &Model, key: u64, context: &str) {
         digest: digest(key),
         set_name: b"fuzz",
         key: None,
+        respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
     };

@@ -103,6 +103,7 @@ impl Fixture {
             digest: digest(key),
             set_name: b"",
             key: None,
+            respond_all_ops: false,
             read_all_bins: true,
             header_only: false,
         };
@@ -273,6 +274,7 @@ fn a_different_stored_key_is_key_mismatch() {
         digest: digest("k"),
         set_name: b"",
         key: Some(key),
+        respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
     };
@@ -309,6 +311,7 @@ fn a_request_naming_another_set_is_a_parameter_error() {
         digest: digest("k"),
         set_name: b"other",
         key: None,
+        respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
     };

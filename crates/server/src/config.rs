@@ -27,6 +27,9 @@ pub struct ServiceConfig {
     pub address: String,
     /// Aerospike service port; 0 picks a free port (logged at start-up).
     pub port: u16,
+    /// Address clients should use to reach this node (Aerospike's `access-address`); empty
+    /// means the bound address. Set it when `address` is a wildcard such as 0.0.0.0.
+    pub access_address: String,
     /// Name reported by the `cluster-name` info command.
     pub cluster_name: String,
     /// Node id reported by `node` (hex); empty derives a stable one from host name and port.
@@ -93,6 +96,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             address: "127.0.0.1".to_owned(),
             port: 3000,
+            access_address: String::new(),
             cluster_name: "osprey".to_owned(),
             node_id: String::new(),
             threads: 0,

@@ -2,7 +2,8 @@
 //!
 //! Classification follows the Aerospike server (`service.c`, `thr_tsvc.c`): batch flag, then
 //! namespace, then "no digest means scan/query", then write (delete or operate) or read.
-//! Anything Osprey does not implement yet answers UNSUPPORTED_FEATURE; nothing is ignored.
+//! Anything Osprey does not implement yet answers UNSUPPORTED_FEATURE rather than being skipped.
+//! Field types it has no use for are ignored, as the Aerospike server ignores them.
 //!
 //! Invariants:
 //! - Exactly one reply frame is appended to `out` per request.
@@ -74,8 +75,10 @@ fn execute(
     }
     let set_name = fields.set.unwrap_or_default();
     let reply_size_bytes_max = reply_size_bytes_max(namespace.config().max_record_size_bytes);
+    let reply_start = out.len();
     let mut sink = OpSink {
         out,
+        reply_start,
         op_count: 0,
         reply_size_bytes_max,
         overflowed: false,
@@ -93,6 +96,7 @@ fn execute(
             digest,
             set_name,
             key: fields.key,
+            respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
             read_all_bins: header.info1 & info1::GET_ALL != 0,
             header_only: header.info1 & info1::GET_NO_BINS != 0,
         };
@@ -188,6 +192,8 @@ fn check_read_touch(record_ttl: u32) -> Result<(), ResultCode> {
 /// PARAMETER instead of sending the partial reply.
 struct OpSink<'o> {
     out: &'o mut Vec<u8>,
+    /// Where this reply's ops begin: replies to earlier pipelined requests do not count.
+    reply_start: usize,
     op_count: u16,
     reply_size_bytes_max: usize,
     overflowed: bool,
@@ -195,7 +201,8 @@ struct OpSink<'o> {
 
 impl ReplySink for OpSink<'_> {
     fn bin(&mut self, op_code: OpCode, bin: BinRef<'_>) {
-        let too_big = self.out.len() + bin.value.len() > self.reply_size_bytes_max;
+        let reply_size_bytes = self.out.len() - self.reply_start + bin.value.len();
+        let too_big = reply_size_bytes > self.reply_size_bytes_max;
         if self.overflowed || too_big || self.op_count == u16::MAX {
             self.overflowed = true;
             return;

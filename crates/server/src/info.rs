@@ -23,11 +23,13 @@ use crate::state::ServerState;
 pub const BUILD_VERSION: &str = "8.0.0.0";
 /// The edition string clients compare against.
 pub const EDITION: &str = "Aerospike Community Edition";
-/// Feature tokens. `pscans` is required by the Go and Java clients; `pquery`, `batch-any` and
-/// `query-show` select the modern protocol paths. Features Osprey does not implement yet
-/// (CDT, UDF, geo, bit ops) are not advertised.
-pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;query-show;\
-replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
+/// Feature tokens. `pscans` is required by the Go and Java clients (they reject the node
+/// without it); `pquery`, `batch-any` and `batch-index` select the modern protocol paths for
+/// scans, queries and batches, which answer UNSUPPORTED_FEATURE until they land. Features whose
+/// info commands or ops Osprey lacks (CDT, UDF, geo, bit ops, `query-show`, `sindex-exists`,
+/// `truncate-namespace`) are not advertised.
+pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;\
+replicas;replicas-all;replicas-master;replicas-max";
 
 /// The default port in `peers-*` replies: Aerospike always prints 3000 and writes an explicit
 /// port on every peer address that differs from it (`service_list.c` `build_peers`).
@@ -88,10 +90,11 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
             // A single node has no peers; the local node is never listed.
             let _ = write!(value, "{PEERS_GENERATION},{PEERS_DEFAULT_PORT},[]");
         }
-        b"service-clear-std" | b"service-clear-alt" | b"services" | b"service" => {
-            let _ = write!(value, "{}", state.service_address);
+        b"service-clear-std" | b"service-clear-alt" | b"service" => {
+            value.push_str(&state.access_address);
         }
-        b"services-alumni" | b"services-alternate" => {}
+        // Legacy peer lists: a single node has none.
+        b"services" | b"services-alumni" | b"services-alternate" => {}
         b"replicas" => write_replicas(state, value, Replicas::WithRegime),
         b"replicas-all" => write_replicas(state, value, Replicas::All),
         b"replicas-master" => write_replicas(state, value, Replicas::Master),

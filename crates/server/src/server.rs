@@ -37,10 +37,11 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         .iter()
         .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
         .collect();
+    let access_address = access_address(&config.service.access_address, service_address);
     let state = Arc::new(ServerState {
+        access_address,
         node_id: node_id(&config.service.node_id, service_address.port()),
         namespaces,
-        service_address,
         started: Instant::now(),
         connections: ConnectionCounters::default(),
         config,
@@ -66,6 +67,19 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     sweepers.stop();
     info!("osprey stopped");
     Ok(())
+}
+
+/// The address clients are told to connect to: the configured `access-address`, else the bound
+/// address. A wildcard bind without an access address is advertised as it is, with a warning,
+/// because no single interface address is right for every client.
+fn access_address(configured: &str, bound: SocketAddr) -> String {
+    if !configured.is_empty() {
+        return format!("{configured}:{}", bound.port());
+    }
+    if bound.ip().is_unspecified() {
+        warn!(%bound, "bound to a wildcard address: set service.access-address for clients");
+    }
+    bound.to_string()
 }
 
 fn log_ready(state: &ServerState, service_address: SocketAddr) {

@@ -1,6 +1,5 @@
 //! State shared by every connection: configuration, namespaces, identity and counters.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -18,8 +17,8 @@ pub struct ServerState {
     pub namespaces: Vec<Arc<Namespace>>,
     /// This node's id, upper-case hex without leading zeros.
     pub node_id: String,
-    /// The address the service listener is bound to.
-    pub service_address: SocketAddr,
+    /// `ip:port` clients are told to use (`service-clear-std`).
+    pub access_address: String,
     /// When the server started.
     pub started: Instant,
     /// Connection counters.
