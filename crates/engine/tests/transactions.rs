@@ -73,6 +73,16 @@ fn int_op(code: OpCode, name: &'static str, value: i64) -> Op<'static> {
     }
 }
 
+/// An op that carries no value: a read, a touch, or a write of NULL (bin delete).
+fn no_value_op(code: OpCode, name: &'static [u8]) -> Op<'static> {
+    Op {
+        code,
+        particle_type: 0,
+        bin_name: name,
+        value: b"",
+    }
+}
+
 fn put_request(key: &str) -> WriteRequest<'static> {
     WriteRequest {
         digest: digest(key),
@@ -206,12 +216,7 @@ fn replace_policies_reject_modify_ops_and_bin_deletes() {
     };
     let incr = int_op(OpCode::Incr, "n", 1);
     assert_eq!(f.write(replace, &[incr]), Err(ResultCode::Parameter));
-    let delete_bin = Op {
-        code: OpCode::Write,
-        particle_type: 0,
-        bin_name: b"a",
-        value: b"",
-    };
+    let delete_bin = no_value_op(OpCode::Write, b"a");
     assert_eq!(f.write(replace, &[delete_bin]), Err(ResultCode::Parameter));
 }
 
@@ -346,12 +351,7 @@ fn reads_inside_operate_see_earlier_ops_and_respond_all_ops_answers_each_op() {
         respond_all_ops: true,
         ..put_request("k")
     };
-    let read = Op {
-        code: OpCode::Read,
-        particle_type: 0,
-        bin_name: b"n",
-        value: b"",
-    };
+    let read = no_value_op(OpCode::Read, b"n");
     let ops = [
         read,
         int_op(OpCode::Incr, "n", 5),
@@ -379,12 +379,7 @@ fn reads_inside_operate_see_earlier_ops_and_respond_all_ops_answers_each_op() {
 #[test]
 fn touch_needs_an_existing_record_and_bumps_generation() {
     let f = fixture();
-    let touch = Op {
-        code: OpCode::Touch,
-        particle_type: 0,
-        bin_name: b"",
-        value: b"",
-    };
+    let touch = no_value_op(OpCode::Touch, b"");
     assert_eq!(
         f.write(put_request("k"), &[touch]),
         Err(ResultCode::NotFound)
@@ -402,12 +397,7 @@ fn touch_needs_an_existing_record_and_bumps_generation() {
 #[test]
 fn removing_the_last_bin_deletes_the_record() {
     let f = fixture();
-    let delete_bin = Op {
-        code: OpCode::Write,
-        particle_type: 0,
-        bin_name: b"a",
-        value: b"",
-    };
+    let delete_bin = no_value_op(OpCode::Write, b"a");
     assert_eq!(
         f.write(put_request("k"), &[delete_bin]),
         Err(ResultCode::NotFound)
