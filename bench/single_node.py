@@ -177,8 +177,9 @@ def raw_connect(port: int) -> socket.socket:
 
 
 class Server:
-    def __init__(self, binary: Path):
+    def __init__(self, binary: Path, cpus: set[int] | None):
         self.binary = binary
+        self.cpus = cpus
         self.dir = Path(tempfile.mkdtemp(prefix="osprey-bench-"))
         self.config_path = self.dir / "osprey.toml"
         # Port 0 and one namespace `test`; everything else is the built-in default.
@@ -198,6 +199,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             env=env,
+            preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None,
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -228,12 +230,12 @@ class Server:
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS line")
 
-    def cpu_ticks(self) -> int:
-        """utime + stime of the whole process (all threads), in clock ticks."""
+    def cpu_ticks(self) -> tuple[int, int]:
+        """(utime, stime) of the whole process (all threads), in clock ticks."""
         text = Path(f"/proc/{self.pid}/stat").read_text()
         fields = text[text.rindex(")") + 2 :].split()
         # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-        return int(fields[11]) + int(fields[12])
+        return int(fields[11]), int(fields[12])
 
     def cpu_ns(self) -> int:
         """Sum of on-CPU nanoseconds over the server's threads (/proc/<pid>/task/*/schedstat)."""
@@ -388,12 +390,18 @@ def timed_phase(server: Server, name: str, ops: int, call) -> dict[str, float]:
     finally:
         gc.enable()
     result = summarize_latencies(samples, (phase_end - phase_start) / 1e9)
-    result["server_cpu_us_per_op"] = (ticks_after - ticks_before) / CLOCK_TICKS_PER_S * 1e6 / ops
+    user_ticks = ticks_after[0] - ticks_before[0]
+    system_ticks = ticks_after[1] - ticks_before[1]
+    per_op_us = 1e6 / CLOCK_TICKS_PER_S / ops
+    result["server_cpu_us_per_op"] = (user_ticks + system_ticks) * per_op_us
+    result["server_user_us_per_op"] = user_ticks * per_op_us
+    result["server_system_us_per_op"] = system_ticks * per_op_us
     result["server_cpu_schedstat_us_per_op"] = (ns_after - ns_before) / 1000 / ops
     log(
         f"  {name}: p50 {result['p50_us']:.1f} us, p99 {result['p99_us']:.1f} us, "
         f"{result['ops_per_s']:,.0f} ops/s, server CPU {result['server_cpu_us_per_op']:.1f} us/op "
-        f"(schedstat {result['server_cpu_schedstat_us_per_op']:.1f})"
+        f"(user {result['server_user_us_per_op']:.1f}, system {result['server_system_us_per_op']:.1f}; "
+        f"schedstat {result['server_cpu_schedstat_us_per_op']:.1f})"
     )
     return result
 
@@ -430,16 +438,26 @@ def latency_phases(server: Server, client, ops: int) -> dict[str, dict[str, floa
             read_replies(sock, 1, pending)
         codes = [0] * ops
 
+        # Blocking mode: with a timeout set, Python polls before every send and recv, which
+        # would add two system calls per request to the client side.
+        sock.settimeout(None)
+        buf = bytearray(1 << 16)
+        view = memoryview(buf)
+        recv_into = sock.recv_into
+        unpack_from = PROTO_WORD.unpack_from
+
         def raw_call(frames: list[bytes]):
             def call(i: int) -> None:
                 sock.sendall(frames[i])
-                # One reply: header, then exactly the body it declares.
-                buf = sock.recv(65536)
-                while len(buf) < 8:
-                    buf += sock.recv(65536)
-                total = 8 + (PROTO_WORD.unpack_from(buf)[0] & 0xFFFFFFFFFFFF)
-                while len(buf) < total:
-                    buf += sock.recv(65536)
+                # One reply: the 8-byte header, then exactly the body it declares.
+                got = recv_into(view)
+                while got < 8:
+                    got += recv_into(view[got:])
+                total = 8 + (unpack_from(buf)[0] & 0xFFFFFFFFFFFF)
+                while got < total:
+                    got += recv_into(view[got:])
+                if got != total:
+                    raise AssertionError(f"{got - total} unexpected bytes after a reply")
                 codes[i] = buf[RESULT_CODE_OFFSET]
 
             return call
@@ -455,7 +473,7 @@ def latency_phases(server: Server, client, ops: int) -> dict[str, dict[str, floa
 
 def one_run(args: argparse.Namespace, run_index: int) -> dict[str, float]:
     rng = random.Random(run_index)
-    server = Server(args.binary)
+    server = Server(args.binary, args.server_cpus)
     server.start()
     log(f"run {run_index + 1}/{args.runs}: osprey pid {server.pid} on port {server.port}")
     metrics: dict[str, float] = {}
@@ -533,6 +551,8 @@ PHASE_ROWS = [
     ("mean_us", "mean (µs)", "{:.1f}"),
     ("ops_per_s", "ops/s", "{:,.0f}"),
     ("server_cpu_us_per_op", "server CPU, utime+stime (µs/op)", "{:.1f}"),
+    ("server_user_us_per_op", "server CPU, of which user (µs/op)", "{:.1f}"),
+    ("server_system_us_per_op", "server CPU, of which system (µs/op)", "{:.1f}"),
     ("server_cpu_schedstat_us_per_op", "server CPU, schedstat (µs/op)", "{:.2f}"),
 ]
 PHASES = ["client put", "client get", "raw put", "raw get"]
@@ -578,7 +598,7 @@ def machine_facts() -> dict[str, str]:
     except importlib.metadata.PackageNotFoundError:
         client_version = "unknown"
     return {
-        "nproc": str(len(os.sched_getaffinity(0))),
+        "nproc": str(os.cpu_count()),
         "cpu_model": cpu_model,
         "memory": mem_total,
         "kernel": f"{platform.system()} {platform.release()}",
@@ -597,6 +617,13 @@ def main() -> int:
     parser.add_argument("--load-connections", type=int, default=2, help="sockets (threads) for the load")
     parser.add_argument("--pipeline-depth", type=int, default=256, help="requests in flight per load socket")
     parser.add_argument("--verify-sample", type=int, default=2000, help="random records read back per run")
+    parser.add_argument(
+        "--pin",
+        choices=["none", "same", "split"],
+        default="none",
+        help="CPU affinity: none (default, the scheduler decides), same (server and this script on "
+        "CPU 0), split (server on CPU 0, this script on CPU 1)",
+    )
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--json", type=Path, help="write every run's metrics as JSON")
     args = parser.parse_args()
@@ -606,6 +633,14 @@ def main() -> int:
         parser.error(f"{args.binary} not found; build it: cargo build --release -p server --bin osprey")
     if args.runs < 1 or args.records < 1 or args.latency_ops < 1:
         parser.error("--runs, --records and --latency-ops must be positive")
+
+    args.server_cpus = None
+    if args.pin != "none":
+        if len(os.sched_getaffinity(0)) < 2 and args.pin == "split":
+            parser.error("--pin split needs two CPUs")
+        # Threads inherit the affinity: pin before the client or any loader thread exists.
+        args.server_cpus = {0}
+        os.sched_setaffinity(0, {0} if args.pin == "same" else {1})
 
     command = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.executable, Path.cwd()), *sys.argv])
     facts = machine_facts()
@@ -625,7 +660,10 @@ def main() -> int:
             f"- Date: {date}; commit {facts['commit']}; total run time {total_s:.0f} s",
             f"- Machine: {facts['nproc']} CPUs ({facts['cpu_model']}), {facts['memory']} RAM, "
             f"{facts['kernel']}",
-            f"- Python {facts['python']}, aerospike client {facts['aerospike_client']}",
+            f"- Python {facts['python']}, aerospike client {facts['aerospike_client']}; CPU pinning: "
+            + {"none": "none", "same": "server and client on CPU 0", "split": "server on CPU 0, client on CPU 1"}[
+                args.pin
+            ],
             f"- {args.runs} runs, each on a fresh server; {args.records:,} records of one 100-byte string "
             f"bin; {args.latency_ops:,} ops per latency phase; objects == N and "
             f"{args.verify_sample}+2 sampled read-backs checked every run; SIGTERM exit code 0 every run",

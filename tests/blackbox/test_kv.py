@@ -220,6 +220,14 @@ def test_generation_starts_at_1_and_increments_on_every_write(client, uset):
         assert bins == {"n": expected}
 
 
+def test_put_with_no_bins_is_parameter_error_4(client, uset):
+    # write.c write_master_policies: "bin op(s) expected, none present" -> AS_ERR_PARAMETER.
+    with pytest.raises(ex.InvalidRequest) as e:
+        client.put(key(uset), {})
+    assert e.value.code == 4
+    assert client.exists(key(uset))[1] is None
+
+
 def test_put_merges_bins_into_an_existing_record(client, uset):
     client.put(key(uset), {"a": 1, "b": 2})
     client.put(key(uset), {"b": 20, "c": 30})

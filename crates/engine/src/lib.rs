@@ -21,6 +21,7 @@
 
 mod clock;
 mod config;
+mod msgpack;
 mod namespace;
 mod ops;
 mod partition;

@@ -7,6 +7,7 @@
 
 use model::{BIN_NAME_BYTES_MAX, Op, OpCode, ParticleType, ResultCode};
 
+use crate::msgpack::{Container, is_valid_container};
 use crate::working_record::{WorkingRecord, WorkingValue};
 
 /// What a pre-pass over a command's ops found.
@@ -62,12 +63,14 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
         OpCode::Write if op.particle_type == ParticleType::Null as u8 => {
             working.remove(op.bin_name);
         }
+        OpCode::Write if op.particle_type == ParticleType::Integer as u8 => {
+            let value = integer_from_wire(op.value).ok_or(ResultCode::Parameter)?;
+            let widened = WorkingValue::Inline(value.to_be_bytes());
+            working.set(op.bin_name, op.particle_type, widened);
+        }
         OpCode::Write => {
-            working.set(
-                op.bin_name,
-                op.particle_type,
-                WorkingValue::Borrowed(op.value),
-            );
+            let value = WorkingValue::Borrowed(op.value);
+            working.set(op.bin_name, op.particle_type, value);
         }
         OpCode::Incr => apply_incr(working, op)?,
         OpCode::Append | OpCode::Prepend => apply_concat(working, op)?,
@@ -78,7 +81,12 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
 }
 
 fn apply_incr<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Result<(), ResultCode> {
-    let operand: [u8; 8] = op.value.try_into().map_err(|_| ResultCode::Parameter)?;
+    let operand: [u8; 8] = match ParticleType::from_u8(op.particle_type) {
+        Some(ParticleType::Integer) => integer_from_wire(op.value)
+            .ok_or(ResultCode::Parameter)?
+            .to_be_bytes(),
+        _ => op.value.try_into().map_err(|_| ResultCode::Parameter)?,
+    };
     let sum = match (
         ParticleType::from_u8(op.particle_type),
         working.get(op.bin_name),
@@ -131,18 +139,42 @@ fn apply_concat<'w, 'a: 'w>(
     Ok(())
 }
 
+/// Aerospike's `as_bin_name_check`: 1..=15 bytes and no NUL (names are C strings there).
 fn check_bin_name(name: &[u8]) -> Result<(), ResultCode> {
-    if name.is_empty() || name.len() > BIN_NAME_BYTES_MAX {
+    if name.is_empty() || name.len() > BIN_NAME_BYTES_MAX || name.contains(&0) {
         return Err(ResultCode::BinName);
     }
     Ok(())
 }
 
+/// An integer particle as Aerospike's `integer_from_wire` reads it: 1, 2, 4 or 8 bytes,
+/// big-endian, zero-extended. The official clients always send 8.
+fn integer_from_wire(value: &[u8]) -> Option<i64> {
+    if !matches!(value.len(), 1 | 2 | 4 | 8) {
+        return None;
+    }
+    let mut buffer = [0u8; 8];
+    buffer[8 - value.len()..].copy_from_slice(value);
+    Some(i64::from_be_bytes(buffer))
+}
+
 fn check_value(particle_type: u8, value: &[u8]) -> Result<(), ResultCode> {
     let particle_type = ParticleType::from_u8(particle_type).ok_or(ResultCode::Parameter)?;
-    if let Some(size) = particle_type.fixed_size_bytes()
-        && value.len() != size
-    {
+    let size_ok = match particle_type {
+        ParticleType::Integer => integer_from_wire(value).is_some(),
+        other => other
+            .fixed_size_bytes()
+            .is_none_or(|size| value.len() == size),
+    };
+    if !size_ok {
+        return Err(ResultCode::Parameter);
+    }
+    let container = match particle_type {
+        ParticleType::List => Some(Container::Array),
+        ParticleType::Map => Some(Container::Map),
+        _ => None,
+    };
+    if container.is_some_and(|container| !is_valid_container(value, container)) {
         return Err(ResultCode::Parameter);
     }
     if particle_type == ParticleType::Bool && value[0] > 1 {
@@ -210,6 +242,24 @@ mod tests {
     }
 
     #[test]
+    fn short_integers_are_widened_to_eight_bytes_zero_extended() {
+        let mut working = WorkingRecord::default();
+        let write = op(OpCode::Write, ParticleType::Integer, b"n", &[0xff, 0xfe]);
+        apply_modify(&mut working, &write).unwrap();
+        assert_eq!(working.get(b"n").unwrap().value, 0xfffei64.to_be_bytes());
+        let bad_list = [op(OpCode::Write, ParticleType::List, b"l", &[0x92, 0x01])];
+        assert_eq!(
+            summarize(bad_list.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
+        let nul_name = [op(OpCode::Write, ParticleType::Integer, b"a\0b", &[1])];
+        assert_eq!(
+            summarize(nul_name.into_iter()).unwrap_err(),
+            ResultCode::BinName
+        );
+    }
+
+    #[test]
     fn append_and_prepend_join_in_the_right_order() {
         let mut working = WorkingRecord::default();
         apply_modify(
@@ -245,7 +295,7 @@ mod tests {
             &[0; 8],
         )];
         assert_eq!(summarize(bad.into_iter()).unwrap_err(), ResultCode::BinName);
-        let short_int = [op(OpCode::Write, ParticleType::Integer, b"a", &[0; 4])];
+        let short_int = [op(OpCode::Write, ParticleType::Integer, b"a", &[0; 3])];
         assert_eq!(
             summarize(short_int.into_iter()).unwrap_err(),
             ResultCode::Parameter

@@ -25,9 +25,9 @@ const INFO4_TRANSACTION_MASK: u8 = 0x1f;
 /// Handles one AS_MSG body and appends exactly one reply frame to `out`.
 pub fn handle_message(state: &ServerState, body: &[u8], out: &mut Vec<u8>) {
     let start = wire_aerospike::begin_response(out);
-    let result = match Message::parse(body) {
-        Ok(message) => execute(state, &message, out),
-        Err(_) => Err(ResultCode::Parameter),
+    let (result, streamed) = match Message::parse(body) {
+        Ok(message) => (execute(state, &message, out), is_multi_record(&message)),
+        Err(_) => (Err(ResultCode::Parameter), false),
     };
     match result {
         Ok((meta, op_count)) => {
@@ -41,7 +41,19 @@ pub fn handle_message(state: &ServerState, body: &[u8], out: &mut Vec<u8>) {
         }
         Err(code) => {
             out.truncate(start);
-            wire_aerospike::write_bare_response(out, code.code(), 0, 0);
+            if streamed {
+                // Batch and scan replies are streams that end at a LAST message; a refusal
+                // must carry LAST or the client waits for rows until its own timeout.
+                let start = wire_aerospike::begin_response(out);
+                let header = MessageHeader {
+                    info3: info3::LAST,
+                    result_code: code.code(),
+                    ..MessageHeader::default()
+                };
+                wire_aerospike::finish_response(out, start, &header);
+            } else {
+                wire_aerospike::write_bare_response(out, code.code(), 0, 0);
+            }
         }
     }
 }
@@ -49,6 +61,11 @@ pub fn handle_message(state: &ServerState, body: &[u8], out: &mut Vec<u8>) {
 /// Appends a bare reply with `code`, for requests that never reach the engine.
 pub fn reply_error(out: &mut Vec<u8>, code: ResultCode) {
     wire_aerospike::write_bare_response(out, code.code(), 0, 0);
+}
+
+/// Batch (info1 BATCH) and scan/query (no digest) requests are answered with a stream.
+fn is_multi_record(message: &Message<'_>) -> bool {
+    message.header.info1 & info1::BATCH != 0 || message.fields.digest.is_none()
 }
 
 fn execute(
