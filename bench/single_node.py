@@ -26,6 +26,10 @@ default) and measures, in order:
    and after each latency phase, divided by the operations. The tick is 10 ms, so the script
    also sums the nanosecond run time of every server thread (/proc/<pid>/task/*/schedstat).
 
+`--pin same|split` fixes the CPU affinity of server and client (one CPU for both, or one
+each); the default leaves placement to the scheduler, which on a small VM changes the
+round-trip time several-fold.
+
 The server is then stopped with SIGTERM and must exit 0; its stderr must hold no ERROR,
 WARN or panic line. Across runs the script prints the median, min and max of every metric as
 a markdown table, with machine facts and the exact command. Progress goes to stderr, the
@@ -44,6 +48,7 @@ import platform
 import random
 import re
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -531,6 +536,8 @@ def one_run(args: argparse.Namespace, run_index: int) -> dict[str, float]:
     if bad_lines:
         raise RuntimeError("osprey logged problems:\n" + "\n".join(bad_lines[:20]))
     metrics["exit_code"] = code
+    # A clean run leaves nothing behind; a failed one keeps its config and stderr for a look.
+    shutil.rmtree(server.dir, ignore_errors=True)
     return metrics
 
 
@@ -556,6 +563,11 @@ PHASE_ROWS = [
     ("server_cpu_schedstat_us_per_op", "server CPU, schedstat (µs/op)", "{:.2f}"),
 ]
 PHASES = ["client put", "client get", "raw put", "raw get"]
+PIN_DESCRIPTIONS = {
+    "none": "none (the scheduler places server and client threads)",
+    "same": "server and client on one CPU",
+    "split": "server on one CPU, client on the other",
+}
 
 
 def all_rows() -> list[tuple[str, str, str]]:
@@ -567,12 +579,13 @@ def all_rows() -> list[tuple[str, str, str]]:
 
 
 def markdown_table(runs: list[dict[str, float]]) -> str:
-    lines = ["| Metric | Median | Min | Max |", "|---|---:|---:|---:|"]
+    lines = ["| Metric | Median | Min | Max | Each run |", "|---|---:|---:|---:|---:|"]
     for key, label, fmt in all_rows():
         values = [r[key] for r in runs]
         lines.append(
             f"| {label} | {fmt.format(statistics.median(values))} | "
-            f"{fmt.format(min(values))} | {fmt.format(max(values))} |"
+            f"{fmt.format(min(values))} | {fmt.format(max(values))} | "
+            f"{' / '.join(fmt.format(v) for v in values)} |"
         )
     return "\n".join(lines)
 
@@ -622,7 +635,7 @@ def main() -> int:
         choices=["none", "same", "split"],
         default="none",
         help="CPU affinity: none (default, the scheduler decides), same (server and this script on "
-        "CPU 0), split (server on CPU 0, this script on CPU 1)",
+        "the first allowed CPU), split (server on the first, this script on the second)",
     )
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--json", type=Path, help="write every run's metrics as JSON")
@@ -639,8 +652,9 @@ def main() -> int:
         if len(os.sched_getaffinity(0)) < 2 and args.pin == "split":
             parser.error("--pin split needs two CPUs")
         # Threads inherit the affinity: pin before the client or any loader thread exists.
-        args.server_cpus = {0}
-        os.sched_setaffinity(0, {0} if args.pin == "same" else {1})
+        first, *rest = sorted(os.sched_getaffinity(0))
+        args.server_cpus = {first}
+        os.sched_setaffinity(0, {first} if args.pin == "same" else {rest[0]})
 
     command = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.executable, Path.cwd()), *sys.argv])
     facts = machine_facts()
@@ -660,13 +674,11 @@ def main() -> int:
             f"- Date: {date}; commit {facts['commit']}; total run time {total_s:.0f} s",
             f"- Machine: {facts['nproc']} CPUs ({facts['cpu_model']}), {facts['memory']} RAM, "
             f"{facts['kernel']}",
-            f"- Python {facts['python']}, aerospike client {facts['aerospike_client']}; CPU pinning: "
-            + {"none": "none", "same": "server and client on CPU 0", "split": "server on CPU 0, client on CPU 1"}[
-                args.pin
-            ],
+            f"- Python {facts['python']}, aerospike client {facts['aerospike_client']}; "
+            f"CPU pinning: {PIN_DESCRIPTIONS[args.pin]}",
             f"- {args.runs} runs, each on a fresh server; {args.records:,} records of one 100-byte string "
-            f"bin; {args.latency_ops:,} ops per latency phase; objects == N and "
-            f"{args.verify_sample}+2 sampled read-backs checked every run; SIGTERM exit code 0 every run",
+            f"bin; {args.latency_ops:,} ops per latency phase. Every run checked objects == N, read back "
+            f"{args.verify_sample:,} random records plus the first and last, and got exit code 0 on SIGTERM",
             "",
             markdown_table(runs),
             "",
