@@ -50,11 +50,7 @@ pub fn begin_info_response(out: &mut Vec<u8>) -> usize {
 /// # Panics
 ///
 /// If no header was reserved at `start`.
-#[expect(
-    clippy::ptr_arg,
-    reason = "the agreed API takes the Vec its begin_ call appended to"
-)]
-pub fn finish_info_response(out: &mut Vec<u8>, start: usize) {
+pub fn finish_info_response(out: &mut [u8], start: usize) {
     finish_proto(out, start, ProtoType::Info);
 }
 

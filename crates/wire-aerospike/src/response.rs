@@ -69,11 +69,7 @@ pub fn write_field(out: &mut Vec<u8>, field_type: u8, data: &[u8]) {
 /// # Panics
 ///
 /// If no message was begun at `start` (fewer than 30 bytes after it).
-#[expect(
-    clippy::ptr_arg,
-    reason = "the agreed API takes the Vec its begin_ call appended to"
-)]
-pub fn finish_response(out: &mut Vec<u8>, start: usize, header: &MessageHeader) {
+pub fn finish_response(out: &mut [u8], start: usize, header: &MessageHeader) {
     finish_message(out, start + PROTO_HEADER_SIZE_BYTES, header);
     finish_proto(out, start, ProtoType::Message);
 }
