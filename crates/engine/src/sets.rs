@@ -94,6 +94,13 @@ impl SetRegistry {
             .map(set_id_of_slot)
     }
 
+    /// The name of set `set_id`, or `None` for 0 ("no set") and ids never handed out.
+    pub(crate) fn name_of(&self, set_id: SetId) -> Option<&[u8]> {
+        self.slot(set_id)
+            .and_then(|slot| slot.name.get())
+            .map(|name| &**name)
+    }
+
     pub(crate) fn record_added(&self, set_id: SetId) {
         if let Some(slot) = self.slot(set_id) {
             slot.objects.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +148,8 @@ mod tests {
         assert_eq!(sets.id_or_create(b"a"), Ok(1));
         assert_eq!(sets.id_of(b"b"), Some(2));
         assert_eq!(sets.id_of(b"c"), None);
+        assert_eq!(sets.name_of(2), Some(&b"b"[..]));
+        assert_eq!(sets.name_of(0), None);
     }
 
     #[test]

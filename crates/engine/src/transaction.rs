@@ -320,8 +320,9 @@ impl Namespace {
         if set_name.is_empty() {
             return Ok(());
         }
-        match self.sets.id_of(set_name) {
-            Some(set_id) if set_id == record.set_id => Ok(()),
+        // Compares with the record's own set by id: O(1), however many sets exist.
+        match self.sets.name_of(record.set_id) {
+            Some(record_set) if record_set == set_name => Ok(()),
             _ => Err(ResultCode::Parameter),
         }
     }
