@@ -1,19 +1,25 @@
 //! Project automation. `cargo xtask ci` is the one test command: the same locally and in CI.
 //!
 //! It runs, stopping at the first failure: formatting check, clippy with warnings denied, every
-//! Rust test, a build of the `osprey` binary, then the black-box suite (official Python clients
-//! against the real binary), installing the Python packages it needs into `.venv` first.
+//! Rust test, a build of the `osprey` and `osprey-bench` binaries, then the black-box suite
+//! (official Python clients against the real binaries), installing what it needs first: the
+//! Python packages into `.venv`, and Debian's `redis-server` and `redis-tools` when missing.
+//!
+//! `cargo xtask compare-redis [ARGS]` builds release binaries and runs the Osprey versus
+//! redis-server comparison (`scripts/compare-redis`), passing `ARGS` through.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
+    let rest: Vec<String> = std::env::args().skip(2).collect();
     let result = match task.as_str() {
         "ci" => ci(),
         "blackbox" => blackbox(&[]),
+        "compare-redis" => compare_redis(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <ci|blackbox>");
+            eprintln!("usage: cargo xtask <ci|blackbox|compare-redis [ARGS]>");
             return ExitCode::from(2);
         }
     };
@@ -43,14 +49,15 @@ fn ci() -> Result<(), String> {
     blackbox(&[])
 }
 
-/// Builds `osprey` and runs the Python black-box suite against it.
+/// Builds `osprey` and `osprey-bench` and runs the Python black-box suite against them.
 fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     run(
         "cargo",
-        &["build", "--package", "server", "--bin", "osprey"],
+        &["build", "--package", "server", "--package", "bench"],
     )?;
+    ensure_redis()?;
     let root = workspace_root();
-    let python = ensure_venv(&root)?;
+    let python = ensure_venv(&root, &["tests/requirements.txt"])?;
     let binary = root.join("target/debug/osprey");
     let mut args = vec!["-m", "pytest", "tests/blackbox", "-q", "-ra"];
     args.extend_from_slice(extra_pytest_args);
@@ -58,6 +65,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         .args(&args)
         .current_dir(&root)
         .env("OSPREY_BIN", &binary)
+        .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
         .status()
         .map_err(|error| format!("cannot run pytest: {error}"))?;
     if !status.success() {
@@ -66,23 +74,94 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// Creates `.venv` and installs `tests/requirements.txt` into it when missing or changed.
-fn ensure_venv(root: &Path) -> Result<PathBuf, String> {
+/// Builds release binaries and runs `scripts/compare-redis` with `args`.
+fn compare_redis(args: &[String]) -> Result<(), String> {
+    run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "--package",
+            "server",
+            "--package",
+            "bench",
+        ],
+    )?;
+    ensure_redis()?;
+    let root = workspace_root();
+    let python = ensure_venv(&root, &["tests/requirements.txt", "bench/requirements.txt"])?;
+    let status = Command::new(&python)
+        .arg("scripts/compare-redis")
+        .args(args)
+        .current_dir(&root)
+        .status()
+        .map_err(|error| format!("cannot run scripts/compare-redis: {error}"))?;
+    if !status.success() {
+        return Err(format!("scripts/compare-redis failed ({status})"));
+    }
+    Ok(())
+}
+
+/// Installs Debian's `redis-server` and `redis-tools` when `redis-server` or
+/// `redis-benchmark` is missing (tests and comparisons run them beside `osprey`).
+fn ensure_redis() -> Result<(), String> {
+    let installed = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    if installed("redis-server") && installed("redis-benchmark") {
+        return Ok(());
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.trim_ascii() == b"0");
+    let apt_get = |args: &[&str]| {
+        let mut command = if is_root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.arg("apt-get");
+            sudo
+        };
+        eprintln!("$ apt-get {}", args.join(" "));
+        command
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let packages = ["install", "-y", "-qq", "redis-server", "redis-tools"];
+    if apt_get(&packages) || (apt_get(&["update", "-qq"]) && apt_get(&packages)) {
+        Ok(())
+    } else {
+        Err("cannot install redis-server and redis-tools with apt-get".to_owned())
+    }
+}
+
+/// Creates `.venv` and installs the `requirements` files (relative to the root) into it when
+/// missing or changed.
+fn ensure_venv(root: &Path, requirements: &[&str]) -> Result<PathBuf, String> {
     let venv = root.join(".venv");
     let python = venv.join("bin/python");
     if !python.exists() {
         run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
     }
-    let requirements = root.join("tests/requirements.txt");
-    let stamp = venv.join("requirements.installed");
-    let wanted = std::fs::read_to_string(&requirements)
-        .map_err(|error| format!("cannot read {}: {error}", requirements.display()))?;
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+    for file in requirements {
+        let path = root.join(file);
+        let stamp = venv.join(format!("{}.installed", file.replace('/', "_")));
+        let wanted = std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+            continue;
+        }
         let python_path = python.to_string_lossy().into_owned();
-        let requirements_path = requirements.to_string_lossy().into_owned();
+        let path = path.to_string_lossy().into_owned();
         run(
             &python_path,
-            &["-m", "pip", "install", "--quiet", "-r", &requirements_path],
+            &["-m", "pip", "install", "--quiet", "-r", &path],
         )?;
         std::fs::write(&stamp, wanted).map_err(|error| format!("cannot write stamp: {error}"))?;
     }

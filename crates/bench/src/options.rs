@@ -1,0 +1,367 @@
+//! Command-line options, spelled as aerospike-benchmark spells them, and their validation into
+//! a [`Plan`].
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+
+use crate::protocol::Protocol;
+use crate::report::OutputFormat;
+use crate::runner::{Plan, Target};
+use crate::source::KeyRange;
+use crate::spec::{KeyDistribution, ObjectSpec, Workload};
+
+/// How long a timed workload runs when `-t` is not given.
+pub const DEFAULT_DURATION_S: u64 = 10;
+
+/// Benchmark Osprey through the Aerospike protocol, or any Redis server through RESP, with the
+/// same workloads. With no options: 16 threads of 50% reads and 50% updates of integer records
+/// over 100,000 keys on 127.0.0.1:3000 for 10 seconds.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "osprey-bench", version, disable_help_flag = true)]
+pub struct Options {
+    /// Print help (`-h` is the host, as in aerospike-benchmark).
+    #[arg(long, action = ArgAction::Help)]
+    help: Option<bool>,
+
+    /// Server hosts, comma-separated `host[:port]`; a single node uses the first.
+    #[arg(short = 'h', long, default_value = "127.0.0.1")]
+    pub hosts: String,
+
+    /// Port of hosts given without one [default: 3000 for aerospike, 6379 for redis].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+
+    /// Wire protocol.
+    #[arg(long, value_enum, default_value_t = Protocol::Aerospike)]
+    pub protocol: Protocol,
+
+    /// RESP version for `--protocol redis`: 3 sends `HELLO 3` on each connection.
+    #[arg(long = "resp", default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
+    pub resp_version: u8,
+
+    /// Aerospike namespace.
+    #[arg(short = 'n', long, default_value = "test")]
+    pub namespace: String,
+
+    /// Aerospike set.
+    #[arg(short = 's', long, default_value = "testset")]
+    pub set: String,
+
+    /// Number of keys.
+    #[arg(short = 'k', long, default_value_t = 100_000)]
+    pub keys: u64,
+
+    /// First key.
+    #[arg(short = 'K', long = "start-key", default_value_t = 0)]
+    pub start_key: u64,
+
+    /// Bins of each record: `I` integer, `S:<size>` string, `B:<size>` bytes, comma-separated.
+    #[arg(short = 'o', long = "object-spec", default_value = "I")]
+    pub object_spec: ObjectSpec,
+
+    /// `I` insert every key in order, `RU,<read%>` reads and updates, `RR,<read%>` reads and
+    /// replaces, `DB` delete every key in order.
+    #[arg(short = 'w', long, default_value = "RU,50")]
+    pub workload: Workload,
+
+    /// Worker threads (synchronous mode: one connection each).
+    #[arg(short = 'z', long, default_value_t = 16)]
+    pub threads: usize,
+
+    /// Seconds to run [default: 10 for RU/RR; I and DB run until every key is done].
+    #[arg(short = 't', long = "duration")]
+    pub duration_s: Option<u64>,
+
+    /// Target commands per second over all connections (0: as fast as possible).
+    #[arg(short = 'g', long = "throughput", default_value_t = 0)]
+    pub throughput_ops_per_s: u64,
+
+    /// Keep `--max-inflight` commands in flight instead of one per thread.
+    #[arg(long = "async")]
+    pub async_mode: bool,
+
+    /// With `--async`: commands in flight over all connections.
+    #[arg(long = "max-inflight", default_value_t = 128)]
+    pub max_inflight: usize,
+
+    /// Commands each connection sends before reading their replies.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
+
+    /// Connections [default: threads, or max-inflight / pipeline with --async].
+    #[arg(long)]
+    pub connections: Option<usize>,
+
+    /// Per-command timeout in milliseconds (0: none).
+    #[arg(short = 'T', long = "timeout", default_value_t = 1000)]
+    pub timeout_ms: u64,
+
+    /// Key choice of RU and RR: `uniform`, `zipf` (exponent 0.99) or `zipf:<exponent>`.
+    #[arg(long = "key-distribution", default_value = "uniform")]
+    pub key_distribution: KeyDistribution,
+
+    /// Output for people (text) or machines (json lines, csv).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+
+    /// Seed of all random choices [default: from the clock; printed at the start].
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// The scaling test: for T = 1 to --threads, write the keys over T threads, read them
+    /// back, and report write and read throughput per T.
+    #[arg(long, conflicts_with = "per_connection")]
+    pub scaling: bool,
+
+    /// The per-connection test: run the workload over each connection count of
+    /// --connection-counts and report throughput per connection.
+    #[arg(long = "per-connection")]
+    pub per_connection: bool,
+
+    /// Connection counts of --per-connection.
+    #[arg(
+        long = "connection-counts",
+        value_delimiter = ',',
+        default_value = "1,2,4,8"
+    )]
+    pub connection_counts: Vec<usize>,
+}
+
+impl Options {
+    /// Checks the options and resolves the host into a [`Plan`] for the main run.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the option that is wrong.
+    pub fn plan(&self, seed: u64) -> Result<Plan, String> {
+        if self.keys == 0 {
+            return Err("-k/--keys must be at least 1".to_owned());
+        }
+        if self
+            .start_key
+            .checked_add(self.keys)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return Err("-K/--start-key plus -k/--keys must fit in a 64-bit signed key".to_owned());
+        }
+        if self.threads == 0 || self.pipeline == 0 || self.max_inflight == 0 {
+            return Err(
+                "-z/--threads, --pipeline and --max-inflight must be at least 1".to_owned(),
+            );
+        }
+        if self.connections == Some(0) || self.connection_counts.contains(&0) {
+            return Err("connection counts must be at least 1".to_owned());
+        }
+        let connections = self.connections.unwrap_or(if self.async_mode {
+            self.max_inflight.div_ceil(self.pipeline)
+        } else {
+            self.threads
+        });
+        let duration_s = match self.duration_s {
+            Some(seconds) => Some(seconds),
+            None if self.workload.is_count_based() => None,
+            None => Some(DEFAULT_DURATION_S),
+        };
+        Ok(Plan {
+            target: Target {
+                address: self.address()?,
+                protocol: self.protocol,
+                resp3: self.resp_version == 3,
+            },
+            namespace: self.namespace.clone(),
+            set: self.set.clone(),
+            object: self.object_spec.clone(),
+            workload: self.workload,
+            keys: KeyRange {
+                start: self.start_key,
+                count: self.keys,
+            },
+            distribution: self.key_distribution,
+            threads: self.threads.min(connections),
+            connections,
+            pipeline: self.pipeline,
+            duration: duration_s.map(Duration::from_secs),
+            throughput_ops_per_s: self.throughput_ops_per_s,
+            timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
+            seed,
+        })
+    }
+
+    /// The first host, with `-p` or the protocol's port where it names none.
+    fn address(&self) -> Result<SocketAddr, String> {
+        let first = self.hosts.split(',').next().unwrap_or_default().trim();
+        let port = self.port.unwrap_or(self.protocol.default_port());
+        let with_port =
+            if first.contains(':') && !first.starts_with('[') && first.matches(':').count() > 1 {
+                // A bare IPv6 address.
+                format!("[{first}]:{port}")
+            } else if first
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            {
+                first.to_owned()
+            } else {
+                format!("{first}:{port}")
+            };
+        with_port
+            .to_socket_addrs()
+            .map_err(|error| format!("-h/--hosts `{first}`: {error}"))?
+            .next()
+            .ok_or(format!("-h/--hosts `{first}` resolves to no address"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Options {
+        let mut all = vec!["osprey-bench"];
+        all.extend_from_slice(args);
+        Options::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn no_flags_gives_sensible_defaults() {
+        let plan = parse(&[]).plan(1).unwrap();
+        assert_eq!(plan.target.address, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(plan.target.protocol, Protocol::Aerospike);
+        assert_eq!(
+            (plan.namespace.as_str(), plan.set.as_str()),
+            ("test", "testset")
+        );
+        assert_eq!(
+            plan.keys,
+            KeyRange {
+                start: 0,
+                count: 100_000
+            }
+        );
+        assert_eq!(plan.workload, Workload::ReadUpdate { read_percent: 50 });
+        assert_eq!((plan.threads, plan.connections, plan.pipeline), (16, 16, 1));
+        assert_eq!(plan.duration, Some(Duration::from_secs(10)));
+        assert_eq!(plan.timeout, Some(Duration::from_secs(1)));
+        assert_eq!(plan.throughput_ops_per_s, 0);
+        assert_eq!(plan.distribution, KeyDistribution::Uniform);
+    }
+
+    #[test]
+    fn aerospike_benchmark_short_flags_parse() {
+        let options = parse(&[
+            "-h",
+            "localhost",
+            "-p",
+            "3100",
+            "-n",
+            "bar",
+            "-s",
+            "demo",
+            "-k",
+            "500",
+            "-K",
+            "10",
+            "-o",
+            "S:100,I",
+            "-w",
+            "RR,80",
+            "-z",
+            "4",
+            "-t",
+            "3",
+            "-g",
+            "1000",
+            "-T",
+            "50",
+        ]);
+        let plan = options.plan(1).unwrap();
+        assert_eq!(plan.target.address.port(), 3100);
+        assert_eq!(
+            (plan.namespace.as_str(), plan.set.as_str()),
+            ("bar", "demo")
+        );
+        assert_eq!(
+            plan.keys,
+            KeyRange {
+                start: 10,
+                count: 500
+            }
+        );
+        assert_eq!(plan.object.to_string(), "S:100,I");
+        assert_eq!(plan.workload, Workload::ReadReplace { read_percent: 80 });
+        assert_eq!((plan.threads, plan.connections), (4, 4));
+        assert_eq!(plan.duration, Some(Duration::from_secs(3)));
+        assert_eq!(plan.throughput_ops_per_s, 1000);
+        assert_eq!(plan.timeout, Some(Duration::from_millis(50)));
+    }
+
+    #[test]
+    fn async_mode_opens_max_inflight_over_pipeline_connections() {
+        let plan = parse(&[
+            "--async",
+            "--max-inflight",
+            "100",
+            "--pipeline",
+            "16",
+            "-z",
+            "2",
+        ])
+        .plan(1)
+        .unwrap();
+        assert_eq!((plan.threads, plan.connections, plan.pipeline), (2, 7, 16));
+        let plan = parse(&["--connections", "3", "-z", "8"]).plan(1).unwrap();
+        assert_eq!((plan.threads, plan.connections), (3, 3));
+    }
+
+    #[test]
+    fn count_based_workloads_have_no_default_duration() {
+        assert_eq!(parse(&["-w", "I"]).plan(1).unwrap().duration, None);
+        assert_eq!(
+            parse(&["-w", "DB", "-t", "2"]).plan(1).unwrap().duration,
+            Some(Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn redis_protocol_defaults_to_port_6379_and_hosts_may_carry_ports() {
+        let plan = parse(&["--protocol", "redis", "--resp", "3"])
+            .plan(1)
+            .unwrap();
+        assert_eq!(plan.target.address.port(), 6379);
+        assert!(plan.target.resp3);
+        let plan = parse(&["-h", "127.0.0.1:4000,10.0.0.1"]).plan(1).unwrap();
+        assert_eq!(plan.target.address.port(), 4000);
+        let plan = parse(&["-h", "::1"]).plan(1).unwrap();
+        assert_eq!(plan.target.address, "[::1]:3000".parse().unwrap());
+        let options = parse(&["--per-connection", "--connection-counts", "1,3"]);
+        assert_eq!(options.connection_counts, vec![1, 3]);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_option_named() {
+        for args in [
+            &["-w", "XX"][..],
+            &["-o", "S"],
+            &["--protocol", "memcached"],
+            &["--resp", "4"],
+            &["--key-distribution", "zipf:-1"],
+            &["--output", "xml"],
+            &["--scaling", "--per-connection"],
+        ] {
+            let mut all = vec!["osprey-bench"];
+            all.extend_from_slice(args);
+            assert!(Options::try_parse_from(all).is_err(), "{args:?}");
+        }
+        for (args, needle) in [
+            (&["-k", "0"][..], "--keys"),
+            (&["-z", "0"], "--threads"),
+            (&["--connections", "0"], "connection counts"),
+            (&["-K", "9223372036854775807", "-k", "2"], "--start-key"),
+            (&["-h", "no.such.host.invalid"], "--hosts"),
+        ] {
+            let error = parse(args).plan(1).unwrap_err();
+            assert!(error.contains(needle), "{args:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! Runs one workload: worker threads, each a single-threaded tokio runtime driving its share of
+//! the connections, and the calling thread collecting an interval of statistics every second.
+//!
+//! Each connection keeps up to `pipeline` commands in flight: it sends a batch, then reads
+//! every reply of the batch before sending the next. Synchronous mode is one connection per
+//! thread with a pipeline of 1; `--async` opens `max-inflight / pipeline` connections.
+//!
+//! Latency: unthrottled, from the moment a batch is handed to the socket to its reply.
+//! Throttled (`-g`), every command has an intended start on a fixed schedule. A command that
+//! leaves late because the connection was still waiting for earlier replies is timed from its
+//! intended start, so a stalled server shows up as latency instead of hiding in a lower send
+//! rate (coordinated omission). A command that left on time, after the pacer slept, is timed
+//! from when it left, so the pacer's 1 ms timer resolution is not charged to the server.
+//!
+//! Invariants:
+//! - Every command that was encoded is recorded exactly once ([`Completion`]): a reply, a
+//!   timeout, or a connection error when the connection failed before its reply.
+//! - After a timeout or a bad reply the connection is dropped (its reply stream can no longer
+//!   be matched to requests) and reopened.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::protocol::{Encoder, ErrorLabel, Outcome, Protocol, decode_reply};
+use crate::source::{KeyRange, OpKind, OpSource};
+use crate::spec::{KeyDistribution, ObjectSpec, Workload};
+use crate::stats::{Completion, Stats};
+
+/// How often the reporter collects an interval.
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A connection whose unread replies exceed this is dropped (no reply is that large).
+const READ_BUFFER_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// How much free space a read asks the socket to fill.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// The last stretch of a pacing wait that is timed precisely instead of by tokio's 1 ms timer.
+const PRECISE_WAIT: Duration = Duration::from_millis(2);
+
+/// How long a stopped run waits for outstanding replies when there is no timeout.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Pause before reopening a failed connection.
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+/// Where to connect and how to talk.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The server's address.
+    pub address: SocketAddr,
+    /// The protocol it speaks.
+    pub protocol: Protocol,
+    /// Redis only: switch the connection to RESP3 with `HELLO 3`.
+    pub resp3: bool,
+}
+
+/// Everything one run needs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The server.
+    pub target: Target,
+    /// Aerospike namespace.
+    pub namespace: String,
+    /// Aerospike set.
+    pub set: String,
+    /// The bins of each write.
+    pub object: ObjectSpec,
+    /// What to do.
+    pub workload: Workload,
+    /// Which keys.
+    pub keys: KeyRange,
+    /// How random workloads pick keys.
+    pub distribution: KeyDistribution,
+    /// Worker threads (each a single-threaded runtime).
+    pub threads: usize,
+    /// Connections, spread over the threads.
+    pub connections: usize,
+    /// Commands in flight per connection.
+    pub pipeline: usize,
+    /// Stop after this long (count-based workloads also stop when every key was visited).
+    pub duration: Option<Duration>,
+    /// Target rate over all connections; 0 is unthrottled.
+    pub throughput_ops_per_s: u64,
+    /// Per-command timeout; `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+/// One collected interval, handed to the caller's reporter.
+#[derive(Debug)]
+pub struct Interval<'a> {
+    /// Time since the run started, at the end of this interval.
+    pub elapsed: Duration,
+    /// Length of this interval.
+    pub length: Duration,
+    /// Commands finished in this interval.
+    pub stats: &'a Stats,
+    /// Commands finished since the start.
+    pub totals: &'a Stats,
+}
+
+/// The outcome of a whole run.
+#[derive(Debug)]
+pub struct RunResult {
+    /// From the first command to the last reply (or the stop).
+    pub elapsed: Duration,
+    /// Every finished command.
+    pub totals: Stats,
+}
+
+/// State shared by all connections of a run.
+#[derive(Debug)]
+struct Shared {
+    plan: Plan,
+    stop: AtomicBool,
+    next_offset: Arc<AtomicU64>,
+    started: Instant,
+}
+
+/// Runs `plan` to its end (count, duration, or `stop` set by the caller, e.g. on Ctrl-C),
+/// calling `on_interval` about once per second and once at the end.
+///
+/// # Errors
+///
+/// When the server cannot be reached before the run starts, or a worker thread cannot start.
+pub fn run(
+    plan: &Plan,
+    stop: &Arc<AtomicBool>,
+    mut on_interval: impl FnMut(&Interval<'_>),
+) -> Result<RunResult, String> {
+    check_reachable(&plan.target)?;
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        stop: AtomicBool::new(false),
+        next_offset: Arc::default(),
+        started: Instant::now(),
+    });
+    let thread_stats: Vec<Arc<Mutex<Stats>>> = (0..plan.threads)
+        .map(|_| Arc::new(Mutex::new(Stats::default())))
+        .collect();
+    let (done_sender, done) = mpsc::channel::<()>();
+    let mut workers = Vec::with_capacity(plan.threads);
+    for (thread_index, stats) in thread_stats.iter().enumerate() {
+        let (shared, stats, done_sender) = (shared.clone(), stats.clone(), done_sender.clone());
+        let worker = std::thread::Builder::new()
+            .name(format!("bench-{thread_index}"))
+            .spawn(move || {
+                run_thread(&shared, thread_index, &stats);
+                // The reporter may have returned already; nobody to tell then.
+                let _ = done_sender.send(());
+            })
+            .map_err(|error| format!("cannot start a worker thread: {error}"))?;
+        workers.push(worker);
+    }
+    drop(done_sender);
+
+    let mut totals = Stats::default();
+    let mut interval = Stats::default();
+    let mut running = plan.threads;
+    let mut last_report = shared.started;
+    while running > 0 {
+        let next_report = last_report + REPORT_INTERVAL;
+        let wait = next_report.saturating_duration_since(Instant::now());
+        match done.recv_timeout(wait) {
+            Ok(()) => running -= 1,
+            Err(mpsc::RecvTimeoutError::Disconnected) => running = 0,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let now = Instant::now();
+        let duration_over = plan.duration.is_some_and(|d| now - shared.started >= d);
+        if duration_over || stop.load(Ordering::Relaxed) {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        if now >= next_report || running == 0 {
+            collect(&thread_stats, &mut interval);
+            totals.merge(&interval);
+            on_interval(&Interval {
+                elapsed: now - shared.started,
+                length: now - last_report,
+                stats: &interval,
+                totals: &totals,
+            });
+            interval.reset();
+            last_report = now;
+        }
+    }
+    let elapsed = last_report - shared.started;
+    for worker in workers {
+        worker
+            .join()
+            .map_err(|_| "a worker thread panicked".to_owned())?;
+    }
+    Ok(RunResult { elapsed, totals })
+}
+
+/// Moves every thread's counters into `interval`.
+fn collect(thread_stats: &[Arc<Mutex<Stats>>], interval: &mut Stats) {
+    for stats in thread_stats {
+        let mut stats = stats.lock();
+        interval.merge(&stats);
+        stats.reset();
+    }
+}
+
+/// Fails fast with a clear message when nothing listens at the target.
+fn check_reachable(target: &Target) -> Result<(), String> {
+    std::net::TcpStream::connect_timeout(&target.address, Duration::from_secs(5))
+        .map(drop)
+        .map_err(|error| format!("cannot connect to {}: {error}", target.address))
+}
+
+/// One worker thread: a single-threaded runtime driving connections `thread_index`,
+/// `thread_index + threads`, ...
+fn run_thread(shared: &Arc<Shared>, thread_index: usize, stats: &Arc<Mutex<Stats>>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("osprey-bench: cannot start a runtime: {error}");
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let mut connections = tokio::task::JoinSet::new();
+        let plan = &shared.plan;
+        let indexes: Vec<usize> = (thread_index..plan.connections)
+            .step_by(plan.threads)
+            .collect();
+        let alone_on_thread = indexes.len() == 1;
+        for index in indexes {
+            let mut driver =
+                ConnectionDriver::new(shared.clone(), index, stats.clone(), alone_on_thread);
+            connections.spawn(async move { driver.run().await });
+        }
+        while connections.join_next().await.is_some() {}
+    });
+}
+
+/// A command sent and not yet answered.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    kind: OpKind,
+    /// Where its latency is measured from.
+    start: Instant,
+}
+
+/// Why a batch's exchange ended early; the connection is dropped either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExchangeFailure {
+    /// No reply before the timeout.
+    TimedOut,
+    /// The connection failed or carried bytes that are not a reply.
+    Broken,
+}
+
+/// Paces one connection's commands on a fixed schedule (`-g`).
+#[derive(Debug)]
+struct Pacer {
+    interval: Duration,
+    next_start: Instant,
+}
+
+/// One connection's loop: batch, send, read replies, record.
+struct ConnectionDriver {
+    shared: Arc<Shared>,
+    stats: Arc<Mutex<Stats>>,
+    source: OpSource,
+    encoder: Encoder,
+    pacer: Option<Pacer>,
+    stream: Option<TcpStream>,
+    request: Vec<u8>,
+    replies: Vec<u8>,
+    in_flight: Vec<InFlight>,
+    /// Whether no other connection shares this worker thread (blocking waits are harmless).
+    alone_on_thread: bool,
+}
+
+impl ConnectionDriver {
+    fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        stats: Arc<Mutex<Stats>>,
+        alone_on_thread: bool,
+    ) -> ConnectionDriver {
+        let plan = &shared.plan;
+        let seed = plan.seed.wrapping_add(index as u64);
+        let source = OpSource::new(
+            plan.workload,
+            plan.keys,
+            plan.distribution,
+            shared.next_offset.clone(),
+            seed,
+        );
+        let timeout_ms = plan.timeout.map_or(0, |timeout| {
+            u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX)
+        });
+        let encoder = Encoder::new(
+            plan.target.protocol,
+            &plan.namespace,
+            &plan.set,
+            &plan.object,
+            timeout_ms,
+            seed,
+        );
+        let pacer = (plan.throughput_ops_per_s > 0).then(|| {
+            let per_connection_ops_per_s =
+                plan.throughput_ops_per_s as f64 / plan.connections as f64;
+            let interval = Duration::from_secs_f64(1.0 / per_connection_ops_per_s);
+            // Stagger the connections across one interval so they do not fire together.
+            let offset = interval.mul_f64(index as f64 / plan.connections as f64);
+            Pacer {
+                interval,
+                next_start: shared.started + offset,
+            }
+        });
+        ConnectionDriver {
+            shared,
+            stats,
+            source,
+            encoder,
+            pacer,
+            stream: None,
+            request: Vec::new(),
+            replies: Vec::with_capacity(READ_CHUNK_BYTES),
+            in_flight: Vec::new(),
+            alone_on_thread,
+        }
+    }
+
+    async fn run(&mut self) {
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let intended_starts = self.fill_batch();
+            if self.in_flight.is_empty() {
+                return;
+            }
+            let slept = self.wait_for_schedule(&intended_starts).await;
+            if self.ensure_connected().await.is_err() {
+                self.fail_from(0);
+                tokio::time::sleep(RECONNECT_DELAY).await;
+                continue;
+            }
+            let sent_at = Instant::now();
+            for (in_flight, intended) in self.in_flight.iter_mut().zip(&intended_starts) {
+                in_flight.start = match intended {
+                    Some(intended) if !slept => *intended,
+                    _ => sent_at,
+                };
+            }
+            if let Err(failure) = self.exchange(sent_at).await {
+                self.stream = None;
+                if failure == ExchangeFailure::Broken {
+                    tokio::time::sleep(RECONNECT_DELAY).await;
+                }
+            }
+        }
+    }
+
+    /// Takes up to `pipeline` ops, encodes them into `request`, and returns their intended
+    /// start times when throttled.
+    fn fill_batch(&mut self) -> Vec<Option<Instant>> {
+        self.request.clear();
+        self.in_flight.clear();
+        let mut intended_starts = Vec::with_capacity(self.shared.plan.pipeline);
+        for _ in 0..self.shared.plan.pipeline {
+            let Some(op) = self.source.next_op() else {
+                break;
+            };
+            self.encoder.encode(&op, &mut self.request);
+            let now = Instant::now();
+            self.in_flight.push(InFlight {
+                kind: op.kind,
+                start: now,
+            });
+            intended_starts.push(self.pacer.as_mut().map(|pacer| {
+                let intended = pacer.next_start;
+                pacer.next_start += pacer.interval;
+                intended
+            }));
+        }
+        intended_starts
+    }
+
+    /// Waits until the last command of the batch is due; returns whether it waited.
+    ///
+    /// tokio's timer has 1 ms resolution, too coarse for sub-millisecond intervals, so the
+    /// last millisecond is waited precisely: with `std::thread::sleep` when this connection has
+    /// its thread to itself (synchronous mode), else by yielding to the thread's other
+    /// connections until the time comes.
+    async fn wait_for_schedule(&self, intended_starts: &[Option<Instant>]) -> bool {
+        let Some(Some(due)) = intended_starts.last().copied() else {
+            return false;
+        };
+        if due <= Instant::now() {
+            return false;
+        }
+        if due - Instant::now() > PRECISE_WAIT {
+            tokio::time::sleep_until((due - PRECISE_WAIT).into()).await;
+        }
+        loop {
+            let remaining = due.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return true;
+            }
+            if self.alone_on_thread {
+                std::thread::sleep(remaining);
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    async fn ensure_connected(&mut self) -> std::io::Result<()> {
+        if self.stream.is_none() {
+            let stream = open_connection(&self.shared.plan.target).await?;
+            self.replies.clear();
+            self.stream = Some(stream);
+        }
+        Ok(())
+    }
+
+    /// Sends the batch and reads its replies, recording each command.
+    async fn exchange(&mut self, sent_at: Instant) -> Result<(), ExchangeFailure> {
+        // Taken for the exchange and put back only if it ends cleanly.
+        let Some(mut stream) = self.stream.take() else {
+            return Err(self.fail_from(0));
+        };
+        if stream.write_all(&self.request).await.is_err() {
+            return Err(self.fail_from(0));
+        }
+        let deadline = self.shared.plan.timeout.map(|timeout| sent_at + timeout);
+        let protocol = self.shared.plan.target.protocol;
+        let mut answered = 0;
+        let mut consumed = 0;
+        while answered < self.in_flight.len() {
+            let kind = self.in_flight[answered].kind;
+            match decode_reply(protocol, kind, &self.replies[consumed..]) {
+                Ok(Some((outcome, size))) => {
+                    consumed += size;
+                    self.record_reply(answered, outcome);
+                    answered += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(_) => return Err(self.fail_from(answered)),
+            }
+            self.replies.drain(..consumed);
+            consumed = 0;
+            if self.replies.len() > READ_BUFFER_BYTES_MAX {
+                return Err(self.fail_from(answered));
+            }
+            self.replies.reserve(READ_CHUNK_BYTES);
+            let read = match self.read_more(&mut stream, deadline).await {
+                Some(read) => read,
+                None => return Err(self.time_out_from(answered)),
+            };
+            if !matches!(read, Ok(count) if count > 0) {
+                return Err(self.fail_from(answered));
+            }
+        }
+        self.replies.drain(..consumed);
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    /// Reads more reply bytes. `None` when the timeout passed, or when the run was stopped and
+    /// the server stayed silent for another [`STOP_GRACE`] (so that a run without a timeout
+    /// still ends).
+    async fn read_more(
+        &mut self,
+        stream: &mut TcpStream,
+        deadline: Option<Instant>,
+    ) -> Option<std::io::Result<usize>> {
+        loop {
+            let check_at = Instant::now() + STOP_GRACE;
+            let wake_at = deadline.map_or(check_at, |deadline| deadline.min(check_at));
+            let read = stream.read_buf(&mut self.replies);
+            if let Ok(read) = tokio::time::timeout_at(wake_at.into(), read).await {
+                return Some(read);
+            }
+            let timed_out = deadline.is_some_and(|deadline| Instant::now() >= deadline);
+            if timed_out || self.shared.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+        }
+    }
+
+    fn record_reply(&self, index: usize, outcome: Outcome) {
+        let in_flight = self.in_flight[index];
+        let latency_ns = u64::try_from(in_flight.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let completion = Completion::Replied {
+            outcome,
+            latency_ns,
+        };
+        self.stats.lock().record(in_flight.kind, completion);
+    }
+
+    /// Records every unanswered command from `index` on as a connection error.
+    fn fail_from(&self, index: usize) -> ExchangeFailure {
+        let mut stats = self.stats.lock();
+        for in_flight in &self.in_flight[index..] {
+            let completion = Completion::Replied {
+                outcome: Outcome::Error(ErrorLabel::Connection),
+                latency_ns: u64::try_from(in_flight.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            };
+            stats.record(in_flight.kind, completion);
+        }
+        ExchangeFailure::Broken
+    }
+
+    /// Records every unanswered command from `index` on as timed out.
+    fn time_out_from(&self, index: usize) -> ExchangeFailure {
+        let mut stats = self.stats.lock();
+        for in_flight in &self.in_flight[index..] {
+            stats.record(in_flight.kind, Completion::TimedOut);
+        }
+        ExchangeFailure::TimedOut
+    }
+}
+
+/// Opens a connection: no Nagle delay, and `HELLO 3` first when RESP3 is asked for.
+async fn open_connection(target: &Target) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(target.address).await?;
+    stream.set_nodelay(true)?;
+    if target.protocol == Protocol::Redis && target.resp3 {
+        let mut hello = Vec::new();
+        wire_resp::encode_command(&mut hello, &[b"HELLO", b"3"]);
+        stream.write_all(&hello).await?;
+        let mut reply = Vec::with_capacity(4096);
+        loop {
+            if stream.read_buf(&mut reply).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            match wire_resp::decode_reply(&reply) {
+                Ok(Some((wire_resp::Reply::Error(_), _))) | Err(_) => {
+                    return Err(std::io::Error::other("the server refused HELLO 3"));
+                }
+                Ok(Some(_)) => return Ok(stream),
+                Ok(None) => reply.reserve(4096),
+            }
+        }
+    }
+    Ok(stream)
+}
