@@ -354,14 +354,16 @@ pub fn per_connection(options: &Options, seed: u64, stop: &Arc<AtomicBool>) -> R
     let base = options.plan(seed)?;
     if options.output == OutputFormat::Text {
         out!(
-            "osprey-bench per-connection: {} of {} on {} ({:?}), pipeline {}, {} keys",
-            base.workload,
+            "osprey-bench per-connection: {} of workload {} per connection count on {} ({:?}), \
+             pipeline {}, {} keys, seed {}",
             base.duration
                 .map_or("every key".to_owned(), |d| format!("{} s", d.as_secs())),
+            base.workload,
             base.target.address,
             base.target.protocol,
             base.pipeline,
-            base.distribution
+            base.distribution,
+            base.seed
         );
         out!(
             "{:>11} {:>12} {:>16} {:>9} {:>9} {:>9}  errors",
