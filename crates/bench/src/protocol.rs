@@ -185,35 +185,38 @@ impl Encoder {
 
     fn encode_redis(&mut self, op: &Op, out: &mut Vec<u8>) {
         let key = op.key.to_string();
+        let key = key.as_bytes();
         let single_bin = self.bins.len() == 1;
         match (op.kind, single_bin) {
-            (OpKind::Read, true) => wire_resp::encode_command(out, &[b"GET", key.as_bytes()]),
-            (OpKind::Read, false) => {
-                wire_resp::encode_command(out, &[b"HGETALL", key.as_bytes()]);
+            (OpKind::Read, true) => wire_resp::encode_command(out, &[b"GET", key]),
+            (OpKind::Read, false) => wire_resp::encode_command(out, &[b"HGETALL", key]),
+            (OpKind::Delete, _) => wire_resp::encode_command(out, &[b"DEL", key]),
+            (OpKind::Write, true) => {
+                wire_resp::begin_command(out, 3);
+                wire_resp::push_argument(out, b"SET");
+                wire_resp::push_argument(out, key);
+                self.push_value(out, 0, key);
             }
-            (OpKind::Delete, _) => wire_resp::encode_command(out, &[b"DEL", key.as_bytes()]),
-            (OpKind::Write, _) => {
-                let integer = key.clone();
-                let mut values: Vec<Vec<u8>> = Vec::with_capacity(self.bins.len());
-                for (_, bin) in &self.bins {
-                    values.push(match bin {
-                        BinSpec::Integer => integer.as_bytes().to_vec(),
-                        BinSpec::String(size) => self.values.text(*size).to_vec(),
-                        BinSpec::Bytes(size) => self.values.bytes(*size).to_vec(),
-                    });
+            (OpKind::Write, false) => {
+                wire_resp::begin_command(out, 2 + 2 * self.bins.len());
+                wire_resp::push_argument(out, b"HSET");
+                wire_resp::push_argument(out, key);
+                for index in 0..self.bins.len() {
+                    wire_resp::push_argument(out, &self.bins[index].0);
+                    self.push_value(out, index, key);
                 }
-                let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * self.bins.len());
-                if single_bin {
-                    args.extend([&b"SET"[..], key.as_bytes(), &values[0]]);
-                } else {
-                    args.extend([&b"HSET"[..], key.as_bytes()]);
-                    for ((name, _), value) in self.bins.iter().zip(&values) {
-                        args.extend([&name[..], &value[..]]);
-                    }
-                }
-                wire_resp::encode_command(out, &args);
             }
         }
+    }
+
+    /// Appends the value of bin `index` as a RESP argument: integers as the key's decimal text.
+    fn push_value(&mut self, out: &mut Vec<u8>, index: usize, key: &[u8]) {
+        let value = match self.bins[index].1 {
+            BinSpec::Integer => key,
+            BinSpec::String(size) => self.values.text(size),
+            BinSpec::Bytes(size) => self.values.bytes(size),
+        };
+        wire_resp::push_argument(out, value);
     }
 }
 

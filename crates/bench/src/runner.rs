@@ -282,6 +282,8 @@ struct ConnectionDriver {
     request: Vec<u8>,
     replies: Vec<u8>,
     in_flight: Vec<InFlight>,
+    /// With `-g`: when each command of the batch was due (kept to reuse its allocation).
+    intended_starts: Vec<Option<Instant>>,
     /// Whether no other connection shares this worker thread (blocking waits are harmless).
     alone_on_thread: bool,
 }
@@ -334,24 +336,25 @@ impl ConnectionDriver {
             request: Vec::new(),
             replies: Vec::with_capacity(READ_CHUNK_BYTES),
             in_flight: Vec::new(),
+            intended_starts: Vec::new(),
             alone_on_thread,
         }
     }
 
     async fn run(&mut self) {
         while !self.shared.stop.load(Ordering::Relaxed) {
-            let intended_starts = self.fill_batch();
+            self.fill_batch();
             if self.in_flight.is_empty() {
                 return;
             }
-            let slept = self.wait_for_schedule(&intended_starts).await;
+            let slept = self.wait_for_schedule().await;
             if self.ensure_connected().await.is_err() {
                 self.fail_from(0);
                 tokio::time::sleep(RECONNECT_DELAY).await;
                 continue;
             }
             let sent_at = Instant::now();
-            for (in_flight, intended) in self.in_flight.iter_mut().zip(&intended_starts) {
+            for (in_flight, intended) in self.in_flight.iter_mut().zip(&self.intended_starts) {
                 in_flight.start = match intended {
                     Some(intended) if !slept => *intended,
                     _ => sent_at,
@@ -366,12 +369,12 @@ impl ConnectionDriver {
         }
     }
 
-    /// Takes up to `pipeline` ops, encodes them into `request`, and returns their intended
+    /// Takes up to `pipeline` ops, encodes them into `request`, and notes their intended
     /// start times when throttled.
-    fn fill_batch(&mut self) -> Vec<Option<Instant>> {
+    fn fill_batch(&mut self) {
         self.request.clear();
         self.in_flight.clear();
-        let mut intended_starts = Vec::with_capacity(self.shared.plan.pipeline);
+        self.intended_starts.clear();
         for _ in 0..self.shared.plan.pipeline {
             let Some(op) = self.source.next_op() else {
                 break;
@@ -382,13 +385,12 @@ impl ConnectionDriver {
                 kind: op.kind,
                 start: now,
             });
-            intended_starts.push(self.pacer.as_mut().map(|pacer| {
+            self.intended_starts.push(self.pacer.as_mut().map(|pacer| {
                 let intended = pacer.next_start;
                 pacer.next_start += pacer.interval;
                 intended
             }));
         }
-        intended_starts
     }
 
     /// Waits until the last command of the batch is due; returns whether it waited.
@@ -397,8 +399,8 @@ impl ConnectionDriver {
     /// last millisecond is waited precisely: with `std::thread::sleep` when this connection has
     /// its thread to itself (synchronous mode), else by yielding to the thread's other
     /// connections until the time comes.
-    async fn wait_for_schedule(&self, intended_starts: &[Option<Instant>]) -> bool {
-        let Some(Some(due)) = intended_starts.last().copied() else {
+    async fn wait_for_schedule(&self) -> bool {
+        let Some(Some(due)) = self.intended_starts.last().copied() else {
             return false;
         };
         if due <= Instant::now() {

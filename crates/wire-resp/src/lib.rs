@@ -23,12 +23,24 @@ pub use reply::{Malformed, Reply, decode_reply};
 
 /// Appends `args` as one RESP command: `*<n>\r\n` then `$<len>\r\n<arg>\r\n` per argument.
 pub fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    write_length_line(out, b'*', args.len());
+    begin_command(out, args.len());
     for arg in args {
-        write_length_line(out, b'$', arg.len());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
+        push_argument(out, arg);
     }
+}
+
+/// Appends the header of a command of `argument_count` arguments; exactly that many
+/// [`push_argument`] calls must follow. Lets a caller write arguments from different places
+/// without collecting them first.
+pub fn begin_command(out: &mut Vec<u8>, argument_count: usize) {
+    write_length_line(out, b'*', argument_count);
+}
+
+/// Appends one argument of a command begun with [`begin_command`], as a bulk string.
+pub fn push_argument(out: &mut Vec<u8>, argument: &[u8]) {
+    write_length_line(out, b'$', argument.len());
+    out.extend_from_slice(argument);
+    out.extend_from_slice(b"\r\n");
 }
 
 fn write_length_line(out: &mut Vec<u8>, prefix: u8, length: usize) {
@@ -46,5 +58,11 @@ mod tests {
         let mut out = Vec::new();
         encode_command(&mut out, &[b"SET", b"key", b""]);
         assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$0\r\n\r\n");
+        let mut piecewise = Vec::new();
+        begin_command(&mut piecewise, 3);
+        for argument in [&b"SET"[..], b"key", b""] {
+            push_argument(&mut piecewise, argument);
+        }
+        assert_eq!(piecewise, out);
     }
 }
