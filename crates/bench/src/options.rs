@@ -38,7 +38,7 @@ pub struct Options {
     pub protocol: Protocol,
 
     /// RESP version for `--protocol redis`: 3 sends `HELLO 3` on each connection.
-    #[arg(long = "resp", default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
+    #[arg(long = "resp", value_name = "VERSION", default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
     pub resp_version: u8,
 
     /// Aerospike namespace.
@@ -71,11 +71,16 @@ pub struct Options {
     pub threads: usize,
 
     /// Seconds to run [default: 10 for RU/RR; I and DB run until every key is done].
-    #[arg(short = 't', long = "duration")]
+    #[arg(short = 't', long = "duration", value_name = "SECONDS")]
     pub duration_s: Option<u64>,
 
     /// Target commands per second over all connections (0: as fast as possible).
-    #[arg(short = 'g', long = "throughput", default_value_t = 0)]
+    #[arg(
+        short = 'g',
+        long = "throughput",
+        value_name = "OPS_PER_S",
+        default_value_t = 0
+    )]
     pub throughput_ops_per_s: u64,
 
     /// Keep `--max-inflight` commands in flight instead of one per thread.
@@ -95,7 +100,12 @@ pub struct Options {
     pub connections: Option<usize>,
 
     /// Per-command timeout in milliseconds (0: none).
-    #[arg(short = 'T', long = "timeout", default_value_t = 1000)]
+    #[arg(
+        short = 'T',
+        long = "timeout",
+        value_name = "MS",
+        default_value_t = 1000
+    )]
     pub timeout_ms: u64,
 
     /// Key choice of RU and RR: `uniform`, `zipf` (exponent 0.99) or `zipf:<exponent>`.
