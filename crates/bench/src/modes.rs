@@ -139,7 +139,7 @@ fn progress_bar(plan: &Plan) -> Option<ProgressBar> {
         return None;
     }
     let bar = ProgressBar::new(plan.keys.count);
-    let style = ProgressStyle::with_template("{bar:40} {pos}/{len} keys, {per_sec}, eta {eta}")
+    let style = ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} keys, eta {eta}")
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     Some(bar)
