@@ -499,10 +499,9 @@ impl ConnectionDriver {
 
     fn record_reply(&self, index: usize, outcome: Outcome) {
         let in_flight = self.in_flight[index];
-        let latency_ns = u64::try_from(in_flight.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let completion = Completion::Replied {
             outcome,
-            latency_ns,
+            latency_ns: nanos_since(in_flight.start),
         };
         self.stats.lock().record(in_flight.kind, completion);
     }
@@ -513,7 +512,7 @@ impl ConnectionDriver {
         for in_flight in &self.in_flight[index..] {
             let completion = Completion::Replied {
                 outcome: Outcome::Error(ErrorLabel::Connection),
-                latency_ns: u64::try_from(in_flight.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+                latency_ns: nanos_since(in_flight.start),
             };
             stats.record(in_flight.kind, completion);
         }
@@ -528,6 +527,11 @@ impl ConnectionDriver {
         }
         ExchangeFailure::TimedOut
     }
+}
+
+/// Nanoseconds from `start` to now, saturating at `u64::MAX` (584 years).
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Opens a connection: no Nagle delay, and `HELLO 3` first when RESP3 is asked for.
