@@ -36,7 +36,7 @@ pub use config::NamespaceConfig;
 pub use namespace::Namespace;
 pub use record::BinRef;
 pub use sets::SetSummary;
-pub use stats::NamespaceSummary;
+pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{
     DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };

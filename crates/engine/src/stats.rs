@@ -16,10 +16,47 @@ pub(crate) enum Counter {
     DeleteSuccess,
     DeleteNotFound,
     DeleteError,
+    BatchReadSuccess,
+    BatchReadNotFound,
+    BatchReadError,
+    BatchWriteSuccess,
+    BatchWriteError,
+    BatchDeleteSuccess,
+    BatchDeleteNotFound,
+    BatchDeleteError,
     ExpiredObjects,
+    TruncatedObjects,
 }
 
-const COUNTER_COUNT: usize = Counter::ExpiredObjects as usize + 1;
+const COUNTER_COUNT: usize = Counter::TruncatedObjects as usize + 1;
+
+/// Who asked for a single-record transaction: it decides which statistics count it, as
+/// Aerospike counts batch sub-transactions apart from single-record commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A single-record command from a client.
+    Client,
+    /// One row of a batch.
+    Batch,
+}
+
+impl Origin {
+    /// The counter for `outcome` (a client counter) as this origin counts it.
+    pub(crate) fn counter(self, outcome: Counter) -> Counter {
+        match (self, outcome) {
+            (Origin::Client, outcome) => outcome,
+            (Origin::Batch, Counter::ReadSuccess) => Counter::BatchReadSuccess,
+            (Origin::Batch, Counter::ReadNotFound) => Counter::BatchReadNotFound,
+            (Origin::Batch, Counter::ReadError) => Counter::BatchReadError,
+            (Origin::Batch, Counter::WriteSuccess) => Counter::BatchWriteSuccess,
+            (Origin::Batch, Counter::WriteError) => Counter::BatchWriteError,
+            (Origin::Batch, Counter::DeleteSuccess) => Counter::BatchDeleteSuccess,
+            (Origin::Batch, Counter::DeleteNotFound) => Counter::BatchDeleteNotFound,
+            (Origin::Batch, Counter::DeleteError) => Counter::BatchDeleteError,
+            (Origin::Batch, other) => other,
+        }
+    }
+}
 
 /// One partition's counters.
 #[derive(Debug, Default)]
@@ -40,12 +77,18 @@ impl Counters {
 /// A namespace's statistics at one moment, for the info protocol.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NamespaceSummary {
-    /// Records in the index, including expired ones the sweeper has not reclaimed yet.
+    /// Records in the index, including expired or truncated ones not reclaimed yet.
     pub objects: u64,
     /// Bytes of key and bin data held by those records.
     pub data_used_bytes: u64,
+    /// Estimated bytes of primary index entries.
+    pub index_used_bytes: u64,
+    /// Estimated bytes of set index entries.
+    pub set_index_used_bytes: u64,
     /// Records reclaimed because they expired.
     pub expired_objects: u64,
+    /// Records removed by truncate.
+    pub truncated_objects: u64,
     /// Reads that found their record.
     pub client_read_success: u64,
     /// Reads of a missing or expired record.
@@ -62,11 +105,28 @@ pub struct NamespaceSummary {
     pub client_delete_not_found: u64,
     /// Deletes that failed for another reason.
     pub client_delete_error: u64,
+    /// Batch rows that read their record.
+    pub batch_sub_read_success: u64,
+    /// Batch rows that read a missing record.
+    pub batch_sub_read_not_found: u64,
+    /// Batch read rows that failed otherwise.
+    pub batch_sub_read_error: u64,
+    /// Batch write rows that succeeded.
+    pub batch_sub_write_success: u64,
+    /// Batch write rows that failed.
+    pub batch_sub_write_error: u64,
+    /// Batch delete rows that removed a record.
+    pub batch_sub_delete_success: u64,
+    /// Batch delete rows of a missing record.
+    pub batch_sub_delete_not_found: u64,
+    /// Batch delete rows that failed otherwise.
+    pub batch_sub_delete_error: u64,
 }
 
 impl NamespaceSummary {
     pub(crate) fn add_counters(&mut self, counters: &Counters) {
         self.expired_objects += counters.get(Counter::ExpiredObjects);
+        self.truncated_objects += counters.get(Counter::TruncatedObjects);
         self.client_read_success += counters.get(Counter::ReadSuccess);
         self.client_read_not_found += counters.get(Counter::ReadNotFound);
         self.client_read_error += counters.get(Counter::ReadError);
@@ -75,5 +135,13 @@ impl NamespaceSummary {
         self.client_delete_success += counters.get(Counter::DeleteSuccess);
         self.client_delete_not_found += counters.get(Counter::DeleteNotFound);
         self.client_delete_error += counters.get(Counter::DeleteError);
+        self.batch_sub_read_success += counters.get(Counter::BatchReadSuccess);
+        self.batch_sub_read_not_found += counters.get(Counter::BatchReadNotFound);
+        self.batch_sub_read_error += counters.get(Counter::BatchReadError);
+        self.batch_sub_write_success += counters.get(Counter::BatchWriteSuccess);
+        self.batch_sub_write_error += counters.get(Counter::BatchWriteError);
+        self.batch_sub_delete_success += counters.get(Counter::BatchDeleteSuccess);
+        self.batch_sub_delete_not_found += counters.get(Counter::BatchDeleteNotFound);
+        self.batch_sub_delete_error += counters.get(Counter::BatchDeleteError);
     }
 }

@@ -17,7 +17,7 @@ use crate::clock::Now;
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
 use crate::record::{self, BinRef, Record, RecordHeader};
-use crate::stats::Counter;
+use crate::stats::{Counter, Origin};
 use crate::working_record::WorkingRecord;
 
 /// Receives result bins, in op order, while a transaction runs.
@@ -147,16 +147,28 @@ impl Namespace {
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
+        self.read_as(Origin::Client, request, ops, sink)
+    }
+
+    /// [`Namespace::read`], counted in `origin`'s statistics (a batch row's own counters).
+    ///
+    /// # Errors
+    /// As [`Namespace::read`].
+    pub fn read_as<'a>(
+        &self,
+        origin: Origin,
+        request: &ReadRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
         let slot = self.slot(&request.digest);
         let result = self.read_locked(request, ops, sink);
-        slot.counters.add(
-            match result {
-                Ok(_) => Counter::ReadSuccess,
-                Err(ResultCode::NotFound) => Counter::ReadNotFound,
-                Err(_) => Counter::ReadError,
-            },
-            1,
-        );
+        let outcome = match result {
+            Ok(_) => Counter::ReadSuccess,
+            Err(ResultCode::NotFound) => Counter::ReadNotFound,
+            Err(_) => Counter::ReadError,
+        };
+        slot.counters.add(origin.counter(outcome), 1);
         result
     }
 
@@ -206,13 +218,29 @@ impl Namespace {
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
+        self.write_as(Origin::Client, request, ops, sink)
+    }
+
+    /// [`Namespace::write`], counted in `origin`'s statistics.
+    ///
+    /// # Errors
+    /// As [`Namespace::write`].
+    pub fn write_as<'a>(
+        &self,
+        origin: Origin,
+        request: &WriteRequest<'a>,
+        ops: impl Iterator<Item = Op<'a>> + Clone,
+        sink: &mut impl ReplySink,
+    ) -> Result<RecordMeta, ResultCode> {
         let result = self.write_locked(request, ops, sink);
-        let counter = if result.is_ok() {
+        let outcome = if result.is_ok() {
             Counter::WriteSuccess
         } else {
             Counter::WriteError
         };
-        self.slot(&request.digest).counters.add(counter, 1);
+        self.slot(&request.digest)
+            .counters
+            .add(origin.counter(outcome), 1);
         result
     }
 
@@ -291,13 +319,27 @@ impl Namespace {
     /// NOT_FOUND if it does not exist or has expired; GENERATION, PARAMETER (set mismatch) or
     /// KEY_MISMATCH when a condition fails.
     pub fn delete(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
+        self.delete_as(Origin::Client, request)
+    }
+
+    /// [`Namespace::delete`], counted in `origin`'s statistics.
+    ///
+    /// # Errors
+    /// As [`Namespace::delete`].
+    pub fn delete_as(
+        &self,
+        origin: Origin,
+        request: &DeleteRequest<'_>,
+    ) -> Result<RecordMeta, ResultCode> {
         let result = self.delete_locked(request);
-        let counter = match result {
+        let outcome = match result {
             Ok(_) => Counter::DeleteSuccess,
             Err(ResultCode::NotFound) => Counter::DeleteNotFound,
             Err(_) => Counter::DeleteError,
         };
-        self.slot(&request.digest).counters.add(counter, 1);
+        self.slot(&request.digest)
+            .counters
+            .add(origin.counter(outcome), 1);
         result
     }
 

@@ -22,7 +22,7 @@ use tokio::time::{Instant, timeout_at};
 use tracing::debug;
 use wire_aerospike::{Frame, ProtoType, decode_frame};
 
-use crate::dispatch;
+use crate::dispatch::{self, Streamed};
 use crate::info::{InfoSession, handle_info};
 use crate::state::ServerState;
 
@@ -81,17 +81,22 @@ impl Connection {
         let frame_timeout = Duration::from_millis(service.frame_read_timeout_ms);
         let mut frame_started: Option<Instant> = None;
         loop {
-            let progressed = match self.answer_buffered_frames() {
-                Ok(progressed) => progressed,
+            let (progressed, streamed) = match self.answer_buffered_frames() {
+                Ok(answered) => answered,
                 Err(close) => return close,
             };
-            if !self.output.is_empty() {
-                let write = self.stream.write_all(&self.output);
-                match timeout_at(Instant::now() + frame_timeout, write).await {
-                    Ok(Ok(())) => self.output.clear(),
-                    Ok(Err(error)) => return Close::Io(error),
-                    Err(_) => return Close::Timeout("reply not drained"),
+            if let Err(close) = self.flush_output(frame_timeout).await {
+                return close;
+            }
+            if let Some(streamed) = streamed {
+                if let Err(close) = self
+                    .send_stream(streamed, frame_timeout, &mut shutdown)
+                    .await
+                {
+                    return close;
                 }
+                // Frames that arrived behind the streamed request are answered next.
+                continue;
             }
             frame_started = match (self.input.is_empty(), progressed) {
                 (true, _) => None,
@@ -122,33 +127,94 @@ impl Connection {
         }
     }
 
-    /// Answers every complete frame in the input; returns whether any was consumed.
-    fn answer_buffered_frames(&mut self) -> Result<bool, Close> {
+    /// Answers the complete frames in the input, up to and including the first one answered by
+    /// a stream; returns whether any frame was consumed, and that stream.
+    fn answer_buffered_frames(&mut self) -> Result<(bool, Option<Streamed>), Close> {
         let body_size_bytes_max = self.state.config.service.frame_size_max_bytes;
         let mut consumed = 0;
-        loop {
+        let mut streamed = None;
+        while streamed.is_none() {
             let frame = match decode_frame(&self.input[consumed..], body_size_bytes_max) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(malformed) => return Err(Close::Malformed(malformed.reason)),
             };
             consumed += frame.size_bytes();
-            answer_frame(&self.state, &mut self.info, frame, &mut self.output)?;
+            streamed = answer_frame(&self.state, &mut self.info, frame, &mut self.output)?;
         }
         self.input.advance(consumed);
-        Ok(consumed > 0)
+        Ok((consumed > 0, streamed))
+    }
+
+    async fn flush_output(&mut self, write_timeout: Duration) -> Result<(), Close> {
+        if self.output.is_empty() {
+            return Ok(());
+        }
+        let write = self.stream.write_all(&self.output);
+        match timeout_at(Instant::now() + write_timeout, write).await {
+            Ok(Ok(())) => {
+                self.output.clear();
+                Ok(())
+            }
+            Ok(Err(error)) => Err(Close::Io(error)),
+            Err(_) => Err(Close::Timeout("reply not drained")),
+        }
+    }
+
+    /// Sends a streamed reply to its end. No request is read meanwhile: clients wait for a
+    /// batch or scan to finish before reusing the connection.
+    async fn send_stream(
+        &mut self,
+        streamed: Streamed,
+        write_timeout: Duration,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        match streamed {
+            Streamed::Batch(mut job) => loop {
+                let complete = job.next_chunk(&mut self.output);
+                self.flush_output(write_timeout).await?;
+                if complete {
+                    return Ok(());
+                }
+            },
+            Streamed::Scan(mut scan) => {
+                let write_timeout = write_timeout.max(scan.write_timeout);
+                loop {
+                    let chunk = tokio::select! {
+                        chunk = scan.next_chunk() => chunk,
+                        _ = shutdown.changed() => {
+                            scan.abandon();
+                            return Err(Close::Shutdown);
+                        }
+                    };
+                    let Some(chunk) = chunk else { break };
+                    let write = self.stream.write_all(&chunk);
+                    let written = match timeout_at(Instant::now() + write_timeout, write).await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(error)) => Err(Close::Io(error)),
+                        Err(_) => Err(Close::Timeout("scan reply not drained")),
+                    };
+                    if let Err(close) = written {
+                        scan.abandon();
+                        return Err(close);
+                    }
+                }
+                scan.finish(&mut self.output);
+                self.flush_output(write_timeout).await
+            }
+        }
     }
 }
 
 fn answer_frame(
-    state: &ServerState,
+    state: &Arc<ServerState>,
     info: &mut InfoSession,
     frame: Frame<'_>,
     out: &mut Vec<u8>,
-) -> Result<(), Close> {
+) -> Result<Option<Streamed>, Close> {
     match frame.proto_type {
         ProtoType::Info => handle_info(state, info, frame.body, out),
-        ProtoType::Message => dispatch::handle_message(state, frame.body, out),
+        ProtoType::Message => return Ok(dispatch::handle_message(state, frame.body, out)),
         ProtoType::Security => {
             wire_aerospike::write_security_response(out, ResultCode::SecurityNotSupported.code());
         }
@@ -156,7 +222,7 @@ fn answer_frame(
         ProtoType::Compressed => dispatch::reply_error(out, ResultCode::EnterpriseOnly),
         ProtoType::InternalXdr => return Err(Close::Malformed("XDR frames are not for clients")),
     }
-    Ok(())
+    Ok(None)
 }
 
 async fn read_until<F: Future>(read: F, deadline: Option<Instant>) -> Result<F::Output, ()> {

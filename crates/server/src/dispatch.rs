@@ -17,15 +17,47 @@ use engine::{
 use model::{Digest, OpCode, ResultCode, TtlRequest};
 use wire_aerospike::{Message, MessageHeader, info1, info2, info3};
 
+use std::sync::Arc;
+
+use crate::batch::BatchJob;
+use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
 
 /// Info4 bits that start or take part in a multi-record transaction (Enterprise only).
 const INFO4_TRANSACTION_MASK: u8 = 0x1f;
 
-/// Handles one AS_MSG body and appends exactly one reply frame to `out`.
-pub fn handle_message(state: &ServerState, body: &[u8], out: &mut Vec<u8>) {
+/// A request answered by a stream of frames, after the replies before it have been sent.
+pub enum Streamed {
+    /// A batch, answered chunk by chunk on the connection's task.
+    Batch(BatchJob),
+    /// A scan, answered by scan threads.
+    Scan(ScanStream),
+}
+
+/// Handles one AS_MSG body: appends exactly one reply frame to `out`, or returns the stream
+/// that will answer it.
+pub fn handle_message(
+    state: &Arc<ServerState>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<Streamed> {
+    let parsed = Message::parse(body);
+    if let Ok(message) = &parsed {
+        if message.header.info1 & info1::BATCH != 0 {
+            return Some(Streamed::Batch(BatchJob::new(state.clone(), body.to_vec())));
+        }
+        if message.fields.digest.is_none() {
+            match scan::start(state, message) {
+                Ok(stream) => return Some(Streamed::Scan(stream)),
+                Err(code) => {
+                    write_stream_error(out, code);
+                    return None;
+                }
+            }
+        }
+    }
     let start = wire_aerospike::begin_response(out);
-    let (result, streamed) = match Message::parse(body) {
+    let (result, streamed) = match parsed {
         Ok(message) => (execute(state, &message, out), is_multi_record(&message)),
         Err(_) => (Err(ResultCode::Parameter), false),
     };
@@ -42,20 +74,25 @@ pub fn handle_message(state: &ServerState, body: &[u8], out: &mut Vec<u8>) {
         Err(code) => {
             out.truncate(start);
             if streamed {
-                // Batch and scan replies are streams that end at a LAST message; a refusal
-                // must carry LAST or the client waits for rows until its own timeout.
-                let start = wire_aerospike::begin_response(out);
-                let header = MessageHeader {
-                    info3: info3::LAST,
-                    result_code: code.code(),
-                    ..MessageHeader::default()
-                };
-                wire_aerospike::finish_response(out, start, &header);
+                write_stream_error(out, code);
             } else {
                 wire_aerospike::write_bare_response(out, code.code(), 0, 0);
             }
         }
     }
+    None
+}
+
+/// Batch and scan replies are streams that end at a LAST message; a refusal must carry LAST or
+/// the client waits for rows until its own timeout.
+pub fn write_stream_error(out: &mut Vec<u8>, code: ResultCode) {
+    let start = wire_aerospike::begin_response(out);
+    let header = MessageHeader {
+        info3: info3::LAST,
+        result_code: code.code(),
+        ..MessageHeader::default()
+    };
+    wire_aerospike::finish_response(out, start, &header);
 }
 
 /// Appends a bare reply with `code`, for requests that never reach the engine.

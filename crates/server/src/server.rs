@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
+use crate::batch::BatchStats;
 use crate::config::Config;
 use crate::connection;
 use crate::state::{ConnectionCounters, ServerState, node_id};
@@ -44,6 +45,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         namespaces,
         started: Instant::now(),
         connections: ConnectionCounters::default(),
+        batch: BatchStats::default(),
         config,
     });
     let sweepers = Sweepers::start(&state.namespaces);

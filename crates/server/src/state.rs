@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use engine::Namespace;
 
+use crate::batch::BatchStats;
 use crate::config::Config;
 
 /// Everything a connection needs, shared read-only (counters are atomics).
@@ -23,6 +24,8 @@ pub struct ServerState {
     pub started: Instant,
     /// Connection counters.
     pub connections: ConnectionCounters,
+    /// Batch counters.
+    pub batch: BatchStats,
 }
 
 /// Client connection counters for `statistics`.
