@@ -15,6 +15,8 @@ pub struct NamespaceConfig {
     pub allow_ttl_without_nsup: bool,
     /// Largest record (bins plus stored key) a write may leave behind.
     pub max_record_size_bytes: u32,
+    /// Sets whose set index is enabled from the start (`enable-index` in the config file).
+    pub indexed_sets: Vec<String>,
 }
 
 impl NamespaceConfig {
@@ -27,6 +29,7 @@ impl NamespaceConfig {
             allow_ttl_without_nsup: false,
             // Aerospike's classic limit: a record must fit one 1 MiB write block.
             max_record_size_bytes: 1024 * 1024,
+            indexed_sets: Vec::new(),
         }
     }
 
@@ -59,6 +62,17 @@ impl NamespaceConfig {
         }
         if self.max_record_size_bytes == 0 {
             return Err("max-record-size must be positive".to_owned());
+        }
+        for set in &self.indexed_sets {
+            if set.is_empty() || set.len() > model::SET_NAME_BYTES_MAX {
+                return Err(format!(
+                    "set name {set:?} must be 1 to {} bytes",
+                    model::SET_NAME_BYTES_MAX
+                ));
+            }
+        }
+        if self.indexed_sets.len() > model::SETS_PER_NAMESPACE_MAX {
+            return Err("too many sets".to_owned());
         }
         Ok(())
     }

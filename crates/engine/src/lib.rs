@@ -26,17 +26,24 @@ mod namespace;
 mod ops;
 mod partition;
 mod record;
+mod scan;
+mod set_index;
 mod sets;
 mod stats;
 mod transaction;
+mod truncate;
 mod working_record;
 
 pub use clock::{Clock, ManualClock, Now, SystemClock};
 pub use config::NamespaceConfig;
 pub use namespace::Namespace;
-pub use record::BinRef;
+pub use partition::PieceEnd;
+pub use record::{BinIter, BinRef};
+pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
+pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{
     DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
+pub use truncate::TruncateError;

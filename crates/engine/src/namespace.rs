@@ -3,16 +3,29 @@
 //! Invariants:
 //! - `partitions.len() == PARTITION_COUNT`, and a digest's record lives only in the partition
 //!   its `partition_id()` names.
+//! - `truncate_before_ms` only grows, like each set's cut-off; a record is stamped with a last
+//!   update time no older than the cut-offs of its namespace and set, so a write that follows
+//!   a truncate always survives it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use model::{Digest, PARTITION_COUNT};
+use parking_lot::Mutex;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Now};
 use crate::config::NamespaceConfig;
-use crate::partition::PartitionSlot;
+use crate::partition::{PartitionSlot, Visibility};
+use crate::record::{Record, SetId};
+use crate::scan::ScanCounters;
 use crate::sets::{SetRegistry, SetSummary};
 use crate::stats::{Counter, NamespaceSummary};
+
+/// Estimated bytes one primary index entry costs: the digest, the record's fixed fields and
+/// the B-tree's share (measured at about 80 bytes; see the design brief).
+pub const INDEX_ENTRY_SIZE_BYTES: u64 = 80;
+/// Estimated bytes one set index entry costs: a digest in a B-tree node (about 32 bytes).
+pub const SET_INDEX_ENTRY_SIZE_BYTES: u64 = 32;
 
 /// One namespace and everything it stores.
 pub struct Namespace {
@@ -20,6 +33,11 @@ pub struct Namespace {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) partitions: Box<[PartitionSlot]>,
     pub(crate) sets: SetRegistry,
+    /// Records last updated before this (Unix ms) were truncated; 0 = never.
+    pub(crate) truncate_before_ms: AtomicU64,
+    /// Serializes enabling and disabling set indexes (rare; builds run outside it).
+    pub(crate) set_index_lock: Mutex<()>,
+    pub(crate) scan_counters: ScanCounters,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -42,12 +60,22 @@ impl Namespace {
         let partitions = (0..PARTITION_COUNT)
             .map(|_| PartitionSlot::default())
             .collect();
-        Namespace {
+        let namespace = Namespace {
             config,
             clock,
             partitions,
             sets: SetRegistry::new(),
+            truncate_before_ms: AtomicU64::new(0),
+            set_index_lock: Mutex::new(()),
+            scan_counters: ScanCounters::default(),
+        };
+        for set_name in &namespace.config.indexed_sets {
+            // Validation checked the names; the partitions are empty, so the build is quick.
+            if let Ok(Some(build)) = namespace.enable_set_index(set_name.as_bytes()) {
+                namespace.build_set_index(build);
+            }
         }
+        namespace
     }
 
     /// The namespace name.
@@ -63,13 +91,22 @@ impl Namespace {
     /// Statistics summed over every partition.
     pub fn summary(&self) -> NamespaceSummary {
         let mut summary = NamespaceSummary::default();
+        let mut set_index_entries = 0;
         for slot in &self.partitions {
             let partition = slot.state.read();
             summary.objects += partition.object_count();
             summary.data_used_bytes += partition.data_used_bytes();
+            set_index_entries += partition.set_index_entries();
             drop(partition);
             summary.add_counters(&slot.counters);
         }
+        summary.index_used_bytes = summary.objects * INDEX_ENTRY_SIZE_BYTES;
+        summary.set_index_used_bytes = set_index_entries * SET_INDEX_ENTRY_SIZE_BYTES;
+        (
+            summary.scans_complete,
+            summary.scans_aborted,
+            summary.scans_failed,
+        ) = self.scan_counters.get();
         summary
     }
 
@@ -80,15 +117,30 @@ impl Namespace {
 
     /// Reclaims every expired record, one partition at a time; returns how many.
     pub fn sweep_expired(&self) -> u64 {
-        let now = self.clock.now();
+        let now_seconds = self.clock.now().epoch_seconds();
+        self.remove_everywhere(Counter::ExpiredObjects, |record| {
+            record.void_time.is_expired_at(now_seconds)
+        })
+    }
+
+    /// Reclaims every record hidden by a truncate, one partition at a time; returns how many.
+    /// Truncated records are invisible from the moment of the truncate; this frees them.
+    pub fn reclaim_truncated(&self) -> u64 {
+        let visibility = self.visibility(self.clock.now());
+        self.remove_everywhere(Counter::TruncatedObjects, |record| {
+            visibility.truncated(record)
+        })
+    }
+
+    fn remove_everywhere(&self, counter: Counter, doomed: impl Fn(&Record) -> bool) -> u64 {
         let mut total = 0;
         for slot in &self.partitions {
-            // Readers are only blocked for partitions that really hold expired records.
-            if !slot.state.read().has_expired(now) {
+            // Readers are only blocked for partitions that really hold such records.
+            if !slot.state.read().any(&doomed) {
                 continue;
             }
-            let removed = slot.state.write().remove_expired(now, &self.sets);
-            slot.counters.add(Counter::ExpiredObjects, removed);
+            let removed = slot.state.write().remove_where(&doomed, &self.sets);
+            slot.counters.add(counter, removed);
             total += removed;
         }
         total
@@ -96,5 +148,21 @@ impl Namespace {
 
     pub(crate) fn slot(&self, digest: &Digest) -> &PartitionSlot {
         &self.partitions[digest.partition_id().index()]
+    }
+
+    pub(crate) fn visibility(&self, now: Now) -> Visibility<'_> {
+        Visibility {
+            now,
+            namespace_truncate_before_ms: self.truncate_before_ms.load(Ordering::Acquire),
+            sets: &self.sets,
+        }
+    }
+
+    /// The last-update time to stamp on a write: now, or the newest truncate cut-off of the
+    /// namespace and the set if the clock is behind it (a write after a truncate survives it).
+    pub(crate) fn last_update_ms_for(&self, set_id: SetId, now: Now) -> u64 {
+        now.unix_ms
+            .max(self.truncate_before_ms.load(Ordering::Acquire))
+            .max(self.sets.truncate_before_ms(set_id))
     }
 }

@@ -1,16 +1,23 @@
-//! One partition: its slice of the primary index and its data size.
+//! One partition: its slice of the primary index, its set indexes and its data size.
 //!
 //! Invariants:
 //! - `data_used_bytes` is the sum of `data_size_bytes()` over the records in `index`.
-//! - Every record added or removed goes through [`Partition::insert`] or
-//!   [`Partition::remove`], which keep that sum and the per-set counts right.
+//! - Every record added or removed goes through [`Partition::insert`], [`Partition::remove`] or
+//!   [`Partition::remove_where`], which keep that sum, the per-set counts and the set indexes
+//!   right.
+//! - For every set id present in `set_indexes`, its digest set holds exactly the digests of
+//!   the records of that set in `index` (visible or not yet reclaimed). A set id is present
+//!   only once its index was built here, so a scan uses a set index only when it is complete.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 use index::PrimaryIndex;
 use model::Digest;
 use parking_lot::RwLock;
 
 use crate::clock::Now;
-use crate::record::Record;
+use crate::record::{Record, SetId};
 use crate::sets::SetRegistry;
 use crate::stats::Counters;
 
@@ -21,19 +28,65 @@ pub(crate) struct PartitionSlot {
     pub(crate) counters: Counters,
 }
 
+/// Which records exist for clients at one moment: not expired, not truncated.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Visibility<'a> {
+    pub(crate) now: Now,
+    /// Records last updated before this (Unix ms) were truncated with the whole namespace.
+    pub(crate) namespace_truncate_before_ms: u64,
+    pub(crate) sets: &'a SetRegistry,
+}
+
+impl Visibility<'_> {
+    pub(crate) fn shows(&self, record: &Record) -> bool {
+        !record.void_time.is_expired_at(self.now.epoch_seconds()) && !self.truncated(record)
+    }
+
+    pub(crate) fn truncated(&self, record: &Record) -> bool {
+        let before_ms = self
+            .namespace_truncate_before_ms
+            .max(self.sets.truncate_before_ms(record.set_id));
+        record.last_update_ms < before_ms
+    }
+}
+
 /// The records of one partition.
 #[derive(Debug, Default)]
 pub(crate) struct Partition {
     index: PrimaryIndex<Record>,
     data_used_bytes: u64,
+    set_indexes: BTreeMap<SetId, BTreeSet<Digest>>,
 }
 
+/// Where a piece of a partition walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PieceEnd {
+    /// The last digest the walk finished with; resume strictly after it.
+    pub last: Option<Digest>,
+    /// Whether the walk reached the end of the partition.
+    pub exhausted: bool,
+}
+
+/// How a walk reaches the records of a set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// Every record of the partition, skipping other sets.
+    Partition,
+    /// The set index, looking each digest up in the primary index.
+    SetIndex,
+}
+
+/// How many primary-index entries walking in order costs as much as one lookup by digest
+/// (measured: a lookup in a ~1,000-entry tree misses cache on each level; an in-order step
+/// reads the next slot of a node). Below 1/this share of the partition, the index is cheaper.
+const LOOKUP_COST_IN_STEPS: usize = 8;
+
 impl Partition {
-    /// The record for `digest` if it exists and has not expired at `now`.
-    pub(crate) fn live(&self, digest: &Digest, now: Now) -> Option<&Record> {
+    /// The record for `digest` if clients can see it.
+    pub(crate) fn live(&self, digest: &Digest, visibility: &Visibility<'_>) -> Option<&Record> {
         self.index
             .get(digest)
-            .filter(|record| !record.void_time.is_expired_at(now.epoch_seconds()))
+            .filter(|record| visibility.shows(record))
     }
 
     /// Stores `record`, replacing whatever was there; returns the replaced record.
@@ -43,11 +96,16 @@ impl Partition {
         record: Record,
         sets: &SetRegistry,
     ) -> Option<Record> {
-        self.data_used_bytes += record.data_size_bytes() as u64;
-        sets.record_added(record.set_id);
+        let size_bytes = record.data_size_bytes() as u64;
+        let set_id = record.set_id;
+        self.data_used_bytes += size_bytes;
+        sets.record_added(set_id, size_bytes);
         let replaced = self.index.insert(digest, record);
         if let Some(old) = &replaced {
-            self.forget(old, sets);
+            self.forget(&digest, old, sets);
+        }
+        if let Some(members) = self.set_indexes.get_mut(&set_id) {
+            members.insert(digest);
         }
         replaced
     }
@@ -56,32 +114,39 @@ impl Partition {
     pub(crate) fn remove(&mut self, digest: &Digest, sets: &SetRegistry) -> Option<Record> {
         let removed = self.index.remove(digest);
         if let Some(old) = &removed {
-            self.forget(old, sets);
+            self.forget(digest, old, sets);
         }
         removed
     }
 
-    /// Whether any record is expired at `now` (checked under a read lock before sweeping).
-    pub(crate) fn has_expired(&self, now: Now) -> bool {
-        let now_seconds = now.epoch_seconds();
+    /// Whether any record satisfies `doomed` (checked under a read lock before removing).
+    pub(crate) fn any(&self, doomed: impl Fn(&Record) -> bool) -> bool {
         self.index
             .iter_after(None)
-            .any(|(_, r)| r.void_time.is_expired_at(now_seconds))
+            .any(|(_, record)| doomed(record))
     }
 
-    /// Removes every record expired at `now`; returns how many.
-    pub(crate) fn remove_expired(&mut self, now: Now, sets: &SetRegistry) -> u64 {
-        let now_seconds = now.epoch_seconds();
+    /// Removes every record for which `doomed` holds; returns how many.
+    pub(crate) fn remove_where(
+        &mut self,
+        doomed: impl Fn(&Record) -> bool,
+        sets: &SetRegistry,
+    ) -> u64 {
         let mut removed_count = 0;
         let mut removed_bytes = 0;
-        self.index.retain(|_, record| {
-            let keep = !record.void_time.is_expired_at(now_seconds);
-            if !keep {
-                removed_count += 1;
-                removed_bytes += record.data_size_bytes() as u64;
-                sets.record_removed(record.set_id);
+        let set_indexes = &mut self.set_indexes;
+        self.index.retain(|digest, record| {
+            if !doomed(record) {
+                return true;
             }
-            keep
+            let size_bytes = record.data_size_bytes() as u64;
+            removed_count += 1;
+            removed_bytes += size_bytes;
+            sets.record_removed(record.set_id, size_bytes);
+            if let Some(members) = set_indexes.get_mut(&record.set_id) {
+                members.remove(digest);
+            }
+            false
         });
         self.data_used_bytes -= removed_bytes;
         removed_count
@@ -95,13 +160,93 @@ impl Partition {
         self.data_used_bytes
     }
 
-    fn forget(&mut self, old: &Record, sets: &SetRegistry) {
+    /// Entries held by this partition's set indexes.
+    pub(crate) fn set_index_entries(&self) -> u64 {
+        self.set_indexes.values().map(|m| m.len() as u64).sum()
+    }
+
+    /// Builds the set index of `set_id` from the records here, unless it exists.
+    pub(crate) fn build_set_index(&mut self, set_id: SetId) {
+        if self.set_indexes.contains_key(&set_id) {
+            return;
+        }
+        let members = self
+            .index
+            .iter_after(None)
+            .filter(|(_, record)| record.set_id == set_id)
+            .map(|(digest, _)| *digest)
+            .collect();
+        self.set_indexes.insert(set_id, members);
+    }
+
+    pub(crate) fn drop_set_index(&mut self, set_id: SetId) {
+        self.set_indexes.remove(&set_id);
+    }
+
+    /// The cheaper way to reach the records of `set_id` here. Both walks visit the same
+    /// records in the same digest order, so a scan may switch between them at any piece.
+    pub(crate) fn walk_for(&self, set_id: SetId) -> Walk {
+        match self.set_indexes.get(&set_id) {
+            Some(members) if members.len() * LOOKUP_COST_IN_STEPS <= self.index.len() => {
+                Walk::SetIndex
+            }
+            _ => Walk::Partition,
+        }
+    }
+
+    /// Visits records strictly after `after` in digest order: all of them (`set` `None`) or
+    /// those of one set, examining at most `examine_max` entries. `visit` gets each record
+    /// clients can see and returns false to stop before taking it.
+    pub(crate) fn walk_piece(
+        &self,
+        set: Option<SetId>,
+        after: Option<&Digest>,
+        examine_max: usize,
+        visibility: &Visibility<'_>,
+        mut visit: impl FnMut(&Digest, &Record) -> bool,
+    ) -> PieceEnd {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        let walk = set.map_or(Walk::Partition, |set_id| self.walk_for(set_id));
+        let entries: Box<dyn Iterator<Item = (&Digest, &Record)> + '_> = match (walk, set) {
+            (Walk::SetIndex, Some(set_id)) => {
+                let lower = after.map_or(Bound::Unbounded, |d| Bound::Excluded(*d));
+                let members = &self.set_indexes[&set_id];
+                Box::new(
+                    members
+                        .range((lower, Bound::Unbounded))
+                        .filter_map(|digest| self.index.get(digest).map(|r| (digest, r))),
+                )
+            }
+            _ => Box::new(self.index.iter_after(after)),
+        };
+        let mut end = PieceEnd {
+            last: after.copied(),
+            exhausted: false,
+        };
+        for (examined, (digest, record)) in entries.enumerate() {
+            if examined == examine_max {
+                return end;
+            }
+            let wanted = set.is_none_or(|set_id| record.set_id == set_id);
+            if wanted && visibility.shows(record) && !visit(digest, record) {
+                return end;
+            }
+            end.last = Some(*digest);
+        }
+        end.exhausted = true;
+        end
+    }
+
+    fn forget(&mut self, digest: &Digest, old: &Record, sets: &SetRegistry) {
         let size = old.data_size_bytes() as u64;
         assert!(
             self.data_used_bytes >= size,
             "data size accounting underflow"
         );
         self.data_used_bytes -= size;
-        sets.record_removed(old.set_id);
+        sets.record_removed(old.set_id, size);
+        if let Some(members) = self.set_indexes.get_mut(&old.set_id) {
+            members.remove(digest);
+        }
     }
 }

@@ -24,9 +24,8 @@ pub type SetId = u16;
 /// A record as the primary index holds it.
 #[derive(Debug)]
 pub struct Record {
-    /// Last write, milliseconds since the Unix epoch. Kept for truncate, which removes
-    /// records last updated before a cut-off (issue: truncate and scans).
-    #[expect(dead_code, reason = "read by truncate, which a later issue adds")]
+    /// Last write, milliseconds since the Unix epoch; truncate removes records last updated
+    /// before its cut-off.
     pub last_update_ms: u64,
     /// When the record expires.
     pub void_time: VoidTime,

@@ -5,9 +5,12 @@
 //!   "no set".
 //! - Lookups take no lock: a slot's name is published (`OnceLock`) before the count that makes
 //!   it visible is raised (release/acquire). Only creating a set takes `create_lock`.
+//! - `truncate_before_ms` only grows: a truncate cut-off older than an earlier one is ignored.
+//! - `index_enabled` says whether the set should have a set index; which partitions have
+//!   actually built theirs is the partitions' business (see `partition.rs`).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use model::{ResultCode, SET_NAME_BYTES_MAX, SETS_PER_NAMESPACE_MAX};
 use parking_lot::Mutex;
@@ -19,14 +22,27 @@ use crate::record::SetId;
 pub struct SetSummary {
     /// The set name.
     pub name: String,
-    /// Live records in it (expired ones leave when the sweeper reclaims them).
+    /// Records in it (expired or truncated ones leave when they are reclaimed).
     pub objects: u64,
+    /// Bytes of key and bin data of those records.
+    pub data_used_bytes: u64,
+    /// Records older than this (Unix ms) were truncated; 0 = never truncated.
+    pub truncate_before_ms: u64,
+    /// Whether the set has (or is building) a set index.
+    pub index_enabled: bool,
+    /// Whether the set index is still being built for existing records.
+    pub index_populating: bool,
 }
 
 #[derive(Debug, Default)]
 struct SetSlot {
     name: OnceLock<Box<[u8]>>,
     objects: AtomicU64,
+    data_used_bytes: AtomicU64,
+    truncate_before_ms: AtomicU64,
+    index_enabled: AtomicBool,
+    /// Builds of the index still running (an enable during a build starts another).
+    index_builds_running: AtomicU64,
 }
 
 /// Registry of the sets of one namespace.
@@ -101,15 +117,56 @@ impl SetRegistry {
             .map(|name| &**name)
     }
 
-    pub(crate) fn record_added(&self, set_id: SetId) {
+    pub(crate) fn record_added(&self, set_id: SetId, size_bytes: u64) {
         if let Some(slot) = self.slot(set_id) {
             slot.objects.fetch_add(1, Ordering::Relaxed);
+            slot.data_used_bytes
+                .fetch_add(size_bytes, Ordering::Relaxed);
         }
     }
 
-    pub(crate) fn record_removed(&self, set_id: SetId) {
+    pub(crate) fn record_removed(&self, set_id: SetId, size_bytes: u64) {
         if let Some(slot) = self.slot(set_id) {
             slot.objects.fetch_sub(1, Ordering::Relaxed);
+            slot.data_used_bytes
+                .fetch_sub(size_bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Records of `set_id` last updated before this (Unix ms) are truncated; 0 if none.
+    pub(crate) fn truncate_before_ms(&self, set_id: SetId) -> u64 {
+        self.slot(set_id)
+            .map_or(0, |slot| slot.truncate_before_ms.load(Ordering::Acquire))
+    }
+
+    /// Raises the set's truncate cut-off to `before_ms`; returns whether it rose.
+    pub(crate) fn raise_truncate_cutoff(&self, set_id: SetId, before_ms: u64) -> bool {
+        self.slot(set_id).is_some_and(|slot| {
+            slot.truncate_before_ms
+                .fetch_max(before_ms, Ordering::AcqRel)
+                < before_ms
+        })
+    }
+
+    pub(crate) fn index_enabled(&self, set_id: SetId) -> bool {
+        self.slot(set_id)
+            .is_some_and(|slot| slot.index_enabled.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_index_enabled(&self, set_id: SetId, enabled: bool) {
+        if let Some(slot) = self.slot(set_id) {
+            slot.index_enabled.store(enabled, Ordering::Release);
+        }
+    }
+
+    /// Counts a set index build starting (`true`) or ending (`false`).
+    pub(crate) fn index_build_running(&self, set_id: SetId, running: bool) {
+        if let Some(slot) = self.slot(set_id) {
+            if running {
+                slot.index_builds_running.fetch_add(1, Ordering::AcqRel);
+            } else {
+                slot.index_builds_running.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -120,6 +177,10 @@ impl SetRegistry {
             .map(|slot| SetSummary {
                 name: String::from_utf8_lossy(slot.name.get().map_or(&[][..], |n| n)).into_owned(),
                 objects: slot.objects.load(Ordering::Relaxed),
+                data_used_bytes: slot.data_used_bytes.load(Ordering::Relaxed),
+                truncate_before_ms: slot.truncate_before_ms.load(Ordering::Relaxed),
+                index_enabled: slot.index_enabled.load(Ordering::Relaxed),
+                index_populating: slot.index_builds_running.load(Ordering::Relaxed) > 0,
             })
             .collect()
     }

@@ -89,6 +89,12 @@ pub struct NamespaceSummary {
     pub expired_objects: u64,
     /// Records removed by truncate.
     pub truncated_objects: u64,
+    /// Scans that sent every requested record.
+    pub scans_complete: u64,
+    /// Scans stopped by an operator or a departed client.
+    pub scans_aborted: u64,
+    /// Scans stopped by an error.
+    pub scans_failed: u64,
     /// Reads that found their record.
     pub client_read_success: u64,
     /// Reads of a missing or expired record.

@@ -183,10 +183,10 @@ impl Namespace {
             return Err(ResultCode::Parameter);
         }
         let request_key = request.key.map(parse_key).transpose()?;
-        let now = self.clock.now();
+        let visibility = self.visibility(self.clock.now());
         let partition = self.slot(&request.digest).state.read();
         let record = partition
-            .live(&request.digest, now)
+            .live(&request.digest, &visibility)
             .ok_or(ResultCode::NotFound)?;
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
@@ -254,9 +254,10 @@ impl Namespace {
         check_write_shape(request, &summary)?;
         let request_key = request.key.map(parse_key).transpose()?;
         let now = self.clock.now();
+        let visibility = self.visibility(now);
         let slot = self.slot(&request.digest);
         let mut partition = slot.state.write();
-        let existing = partition.live(&request.digest, now);
+        let existing = partition.live(&request.digest, &visibility);
         match existing {
             None if request.exists.requires_record() || summary.has_touch => {
                 return Err(ResultCode::NotFound);
@@ -296,7 +297,7 @@ impl Namespace {
             return Err(ResultCode::RecordTooBig);
         }
         let header = RecordHeader {
-            last_update_ms: now.unix_ms,
+            last_update_ms: self.last_update_ms_for(set_id, now),
             void_time: self.void_time_for(request.ttl, existing.map(|r| r.void_time), now)?,
             generation: existing.map_or(Generation::FIRST, |r| r.generation.next()),
             set_id,
@@ -305,10 +306,13 @@ impl Namespace {
         drop(working);
         let stored = Record::new(header, data);
         let meta = RecordMeta::of(&stored);
-        if let Some(replaced) = partition.insert(request.digest, stored, &self.sets)
-            && replaced.void_time.is_expired_at(now.epoch_seconds())
-        {
-            slot.counters.add(Counter::ExpiredObjects, 1);
+        if let Some(replaced) = partition.insert(request.digest, stored, &self.sets) {
+            // An invisible record the write replaced still counts as expired or truncated.
+            if replaced.void_time.is_expired_at(now.epoch_seconds()) {
+                slot.counters.add(Counter::ExpiredObjects, 1);
+            } else if visibility.truncated(&replaced) {
+                slot.counters.add(Counter::TruncatedObjects, 1);
+            }
         }
         Ok(meta)
     }
@@ -345,10 +349,10 @@ impl Namespace {
 
     fn delete_locked(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
         let request_key = request.key.map(parse_key).transpose()?;
-        let now = self.clock.now();
+        let visibility = self.visibility(self.clock.now());
         let mut partition = self.slot(&request.digest).state.write();
         let record = partition
-            .live(&request.digest, now)
+            .live(&request.digest, &visibility)
             .ok_or(ResultCode::NotFound)?;
         check_generation(request.generation, record)?;
         self.check_set(request.set_name, record)?;

@@ -9,6 +9,9 @@ use std::path::Path;
 use engine::NamespaceConfig;
 use serde::{Deserialize, Serialize};
 
+/// Most threads one scan may use (Aerospike caps `single-query-threads` at 128).
+pub const SCAN_THREADS_MAX: usize = 128;
+
 /// The whole configuration.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -44,6 +47,8 @@ pub struct ServiceConfig {
     pub frame_size_max_bytes: u64,
     /// Most client connections open at once; further ones are closed on accept.
     pub connections_max: usize,
+    /// Threads one scan runs on (Aerospike's `single-query-threads`); settable at runtime.
+    pub single_scan_threads: usize,
 }
 
 /// One `[[namespaces]]` entry.
@@ -60,6 +65,18 @@ pub struct NamespaceSection {
     pub allow_ttl_without_nsup: bool,
     /// Largest record, bytes.
     pub max_record_size: u32,
+    /// Per-set settings (`[[namespaces.sets]]`).
+    pub sets: Vec<SetSection>,
+}
+
+/// One `[[namespaces.sets]]` entry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SetSection {
+    /// Set name.
+    pub name: String,
+    /// Keep a set index for this set (Aerospike 5.6's `enable-index`).
+    pub enable_index: bool,
 }
 
 /// Why a configuration could not be loaded.
@@ -105,6 +122,7 @@ impl Default for ServiceConfig {
             frame_read_timeout_ms: 10_000,
             frame_size_max_bytes: wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX,
             connections_max: 10_000,
+            single_scan_threads: 4,
         }
     }
 }
@@ -118,6 +136,7 @@ impl Default for NamespaceSection {
             nsup_period: defaults.nsup_period_seconds,
             allow_ttl_without_nsup: defaults.allow_ttl_without_nsup,
             max_record_size: defaults.max_record_size_bytes,
+            sets: Vec::new(),
         }
     }
 }
@@ -140,6 +159,12 @@ impl NamespaceSection {
             nsup_period_seconds: self.nsup_period,
             allow_ttl_without_nsup: self.allow_ttl_without_nsup,
             max_record_size_bytes: self.max_record_size,
+            indexed_sets: self
+                .sets
+                .iter()
+                .filter(|set| set.enable_index)
+                .map(|set| set.name.clone())
+                .collect(),
         }
     }
 }
@@ -220,6 +245,11 @@ impl Config {
             return Err(invalid(
                 "service.connections-max must be positive".to_owned(),
             ));
+        }
+        if !(1..=SCAN_THREADS_MAX).contains(&service.single_scan_threads) {
+            return Err(invalid(format!(
+                "service.single-scan-threads must be between 1 and {SCAN_THREADS_MAX}"
+            )));
         }
         if service.frame_read_timeout_ms == 0 {
             return Err(invalid(

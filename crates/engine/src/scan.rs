@@ -1,0 +1,154 @@
+//! Scans: walking a partition's records in digest order, a piece at a time.
+//!
+//! A scan never holds a partition's lock for long: each piece examines a bounded number of
+//! entries under the read lock, then the caller resumes strictly after the last digest the
+//! piece finished with. Records present for the whole scan are therefore visited exactly once;
+//! records written or deleted meanwhile may or may not be. The caller encodes each record while
+//! the piece holds the lock, so nothing is copied.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use model::{Digest, Generation, PartitionId, VoidTime};
+
+use crate::namespace::Namespace;
+use crate::partition::{PieceEnd, Walk};
+use crate::record::{BinIter, Record, SetId};
+
+/// Which records a scan wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanScope {
+    /// Every record of the namespace.
+    Namespace,
+    /// The records of one set.
+    Set(SetId),
+    /// A set that does not exist: no records.
+    NoSuchSet,
+}
+
+/// One record as a scan sees it, borrowed while the partition is locked.
+#[derive(Clone, Copy, Debug)]
+pub struct ScannedRecord<'a> {
+    /// Its digest.
+    pub digest: &'a Digest,
+    /// Its generation.
+    pub generation: Generation,
+    /// When it expires.
+    pub void_time: VoidTime,
+    /// Its set's name, if it has a set.
+    pub set_name: Option<&'a [u8]>,
+    record: &'a Record,
+}
+
+impl<'a> ScannedRecord<'a> {
+    /// The stored user key as (particle type, bytes), if any.
+    pub fn user_key(&self) -> Option<(u8, &'a [u8])> {
+        self.record.user_key()
+    }
+
+    /// Its bins in stored order.
+    pub fn bins(&self) -> BinIter<'a> {
+        self.record.bins()
+    }
+}
+
+/// How a scan ended, for the namespace's scan statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanOutcome {
+    /// Every requested record was sent.
+    Complete,
+    /// Stopped by an operator or because the client went away.
+    Aborted,
+    /// Stopped by an error.
+    Failed,
+}
+
+/// Scan counters of a namespace.
+#[derive(Debug, Default)]
+pub(crate) struct ScanCounters {
+    complete: AtomicU64,
+    aborted: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl ScanCounters {
+    pub(crate) fn count(&self, outcome: ScanOutcome) {
+        let counter = match outcome {
+            ScanOutcome::Complete => &self.complete,
+            ScanOutcome::Aborted => &self.aborted,
+            ScanOutcome::Failed => &self.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (complete, aborted, failed)
+    pub(crate) fn get(&self) -> (u64, u64, u64) {
+        (
+            self.complete.load(Ordering::Relaxed),
+            self.aborted.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Namespace {
+    /// The scope of a scan naming `set_name` (empty = the whole namespace).
+    pub fn scan_scope(&self, set_name: &[u8]) -> ScanScope {
+        if set_name.is_empty() {
+            return ScanScope::Namespace;
+        }
+        self.sets
+            .id_of(set_name)
+            .map_or(ScanScope::NoSuchSet, ScanScope::Set)
+    }
+
+    /// Visits the visible records of `scope` in `partition` strictly after `after`, in digest
+    /// order, examining at most `examine_max` index entries under the partition's read lock.
+    /// `visit` returns false to stop before taking a record (that record is then where the
+    /// next piece starts).
+    pub fn scan_piece(
+        &self,
+        partition: PartitionId,
+        scope: ScanScope,
+        after: Option<&Digest>,
+        examine_max: usize,
+        mut visit: impl FnMut(&ScannedRecord<'_>) -> bool,
+    ) -> PieceEnd {
+        let set = match scope {
+            ScanScope::Namespace => None,
+            ScanScope::Set(set_id) => Some(set_id),
+            ScanScope::NoSuchSet => {
+                return PieceEnd {
+                    last: after.copied(),
+                    exhausted: true,
+                };
+            }
+        };
+        let visibility = self.visibility(self.clock.now());
+        let guard = self.partitions[partition.index()].state.read();
+        guard.walk_piece(set, after, examine_max, &visibility, |digest, record| {
+            visit(&ScannedRecord {
+                digest,
+                generation: record.generation,
+                void_time: record.void_time,
+                set_name: self.sets.name_of(record.set_id),
+                record,
+            })
+        })
+    }
+
+    /// Whether a scan of `scope` in `partition` would use the set index now.
+    pub fn scan_uses_set_index(&self, partition: PartitionId, scope: ScanScope) -> bool {
+        match scope {
+            ScanScope::Set(set_id) => {
+                let guard = self.partitions[partition.index()].state.read();
+                guard.walk_for(set_id) == Walk::SetIndex
+            }
+            ScanScope::Namespace | ScanScope::NoSuchSet => false,
+        }
+    }
+
+    /// Counts a finished scan.
+    pub fn count_scan(&self, outcome: ScanOutcome) {
+        self.scan_counters.count(outcome);
+    }
+}
