@@ -48,6 +48,10 @@ pub enum ResultCode {
     FilteredOut = 27,
     /// The security (login) protocol is not supported.
     SecurityNotSupported = 51,
+    /// The secondary index a query names does not exist.
+    IndexNotFound = 201,
+    /// The query (or scan) was aborted by an operator.
+    QueryAborted = 210,
 }
 
 impl ResultCode {

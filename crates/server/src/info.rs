@@ -17,6 +17,7 @@ use engine::Namespace;
 use model::PARTITION_COUNT;
 use wire_aerospike::{info_command_name, info_param, info_request_lines};
 
+use crate::admin;
 use crate::state::ServerState;
 
 /// The Aerospike server version Osprey presents itself as.
@@ -25,11 +26,10 @@ pub const BUILD_VERSION: &str = "8.0.0.0";
 pub const EDITION: &str = "Aerospike Community Edition";
 /// Feature tokens. `pscans` is required by the Go and Java clients (they reject the node
 /// without it); `pquery`, `batch-any` and `batch-index` select the modern protocol paths for
-/// scans, queries and batches, which answer UNSUPPORTED_FEATURE until they land. Features whose
-/// info commands or ops Osprey lacks (CDT, UDF, geo, bit ops, `query-show`, `sindex-exists`,
-/// `truncate-namespace`) are not advertised.
+/// scans, queries and batches; `query-show` lets clients poll job status. Features whose info
+/// commands or ops Osprey lacks (CDT, UDF, geo, bit ops, `sindex-exists`) are not advertised.
 pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;\
-replicas;replicas-all;replicas-master;replicas-max";
+query-show;replicas;replicas-all;replicas-master;replicas-max;truncate-namespace";
 
 /// The default port in `peers-*` replies: Aerospike always prints 3000 and writes an explicit
 /// port on every peer address that differs from it (`service_list.c` `build_peers`).
@@ -109,6 +109,13 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"sets" => write_sets(state, rest, value),
         b"statistics" => write_statistics(state, value),
         b"user-agent-set" => user_agent_set(session, rest, value),
+        b"set-config" => admin::set_config(state, rest, value),
+        b"get-config" => admin::get_config(state, rest, value),
+        b"truncate" => admin::truncate(state, rest, value),
+        b"truncate-namespace" => admin::truncate_namespace(state, rest, value),
+        b"query-show" | b"scan-show" => admin::query_show(state, rest, value),
+        b"query-abort" | b"scan-abort" => admin::query_abort(state, rest, value),
+        b"query-abort-all" | b"scan-abort-all" => admin::query_abort_all(state, value),
         b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
         _ => value.push_str("ERROR:4:unrecognized command"),
     }
@@ -168,16 +175,28 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
     let _ = write!(
         value,
         "objects={objects};tombstones=0;master_objects={objects};prole_objects=0;\
-         expired_objects={expired};evicted_objects=0;data_used_bytes={data};\
+         expired_objects={expired};evicted_objects=0;truncated_records={truncated};\
+         data_used_bytes={data};index_used_bytes={index};set_index_used_bytes={set_index};\
+         memory_used_bytes={memory};\
          client_read_success={rs};client_read_not_found={rn};client_read_error={re};\
          client_write_success={ws};client_write_error={we};\
          client_delete_success={ds};client_delete_not_found={dn};client_delete_error={de};\
+         batch_sub_read_success={brs};batch_sub_read_not_found={brn};batch_sub_read_error={bre};\
+         batch_sub_write_success={bws};batch_sub_write_error={bwe};\
+         batch_sub_delete_success={bds};batch_sub_delete_not_found={bdn};\
+         batch_sub_delete_error={bde};\
+         pi_query_long_basic_complete={sc};pi_query_long_basic_abort={sa};\
+         pi_query_long_basic_error={sf};\
          ns_cluster_size=1;effective_replication_factor=1;replication-factor=1;\
          strong-consistency=false;storage-engine=memory;default-ttl={ttl};nsup-period={nsup};\
          allow-ttl-without-nsup={allow};max-record-size={max};default-read-touch-ttl-pct=0",
         objects = summary.objects,
         expired = summary.expired_objects,
+        truncated = summary.truncated_objects,
         data = summary.data_used_bytes,
+        index = summary.index_used_bytes,
+        set_index = summary.set_index_used_bytes,
+        memory = summary.data_used_bytes + summary.index_used_bytes + summary.set_index_used_bytes,
         rs = summary.client_read_success,
         rn = summary.client_read_not_found,
         re = summary.client_read_error,
@@ -186,6 +205,17 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
         ds = summary.client_delete_success,
         dn = summary.client_delete_not_found,
         de = summary.client_delete_error,
+        brs = summary.batch_sub_read_success,
+        brn = summary.batch_sub_read_not_found,
+        bre = summary.batch_sub_read_error,
+        bws = summary.batch_sub_write_success,
+        bwe = summary.batch_sub_write_error,
+        bds = summary.batch_sub_delete_success,
+        bdn = summary.batch_sub_delete_not_found,
+        bde = summary.batch_sub_delete_error,
+        sc = summary.scans_complete,
+        sa = summary.scans_aborted,
+        sf = summary.scans_failed,
         ttl = config.default_ttl_seconds,
         nsup = config.nsup_period_seconds,
         allow = config.allow_ttl_without_nsup,
@@ -208,12 +238,16 @@ fn write_sets(state: &ServerState, filter: &[u8], value: &mut String) {
             }
             let _ = write!(
                 value,
-                "ns={}:set={}:objects={}:tombstones=0:truncate_lut=0:sindexes=0:\
-                 disable-eviction=false:enable-index=false:stop-writes-count=0:\
-                 stop-writes-size=0;",
+                "ns={}:set={}:objects={}:tombstones=0:data_used_bytes={}:truncate_lut={}:\
+                 sindexes=0:index_populating={}:disable-eviction=false:enable-index={}:\
+                 stop-writes-count=0:stop-writes-size=0;",
                 namespace.name(),
                 set.name,
-                set.objects
+                set.objects,
+                set.data_used_bytes,
+                set.truncate_before_ms,
+                set.index_populating,
+                set.index_enabled,
             );
         }
     }

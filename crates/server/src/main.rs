@@ -3,11 +3,13 @@
 //! Layer 5, the only crate with tokio and sockets. `main` is thin: parse arguments, load the
 //! configuration, start the runtime, run the server until SIGTERM or SIGINT, exit 0.
 
+mod admin;
 mod batch;
 mod config;
 mod connection;
 mod dispatch;
 mod info;
+mod jobs;
 mod scan;
 mod server;
 mod state;

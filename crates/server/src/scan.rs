@@ -1,17 +1,52 @@
-//! Partition scans (a query without a digest or index range), answered by scan threads.
+//! Partition scans (a query with no digest and no index range), answered by scan threads.
+//!
+//! The request names partitions to scan from the start (PID_ARRAY) and partitions to resume
+//! strictly after a digest (DIGEST_ARRAY). Scan threads (`single-scan-threads`, settable at
+//! runtime) take partitions from a shared list and walk each in digest order, a piece of at most
+//! `PIECE_ENTRIES` index entries per partition lock, encoding records straight into ~128 KiB
+//! protos that a bounded channel carries to the connection's task.
+//!
+//! MAX_RECORDS is spread across partitions as Aerospike does: each partition first gives at
+//! most `ceil(max / partitions)` records; partitions cut short are continued afterwards while the
+//! total stays below the maximum. So a scan that returns fewer records than its maximum has
+//! walked every partition to the end, which is what clients assume when they paginate.
+//!
+//! Invariants:
+//! - One thread walks a partition at a time, and its records reach the channel in digest order.
+//! - No more than MAX_RECORDS records are sent: each is claimed before it is encoded.
+//! - The final LAST message goes out only after every scan thread has exited (the channel
+//!   closes when the last sender is dropped).
+//! - A departed client or an abort stops every thread at its next piece; nothing waits forever
+//!   on a full channel because dropping the receiver fails the blocked send.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use model::ResultCode;
+use engine::{Namespace, ScanOutcome, ScanScope, ScannedRecord};
+use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
-use wire_aerospike::Message;
+use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2};
 
+use crate::jobs::{JobState, ScanJob};
 use crate::state::ServerState;
+
+/// Size at which a scan thread hands its proto to the connection (Aerospike's 128 KiB).
+const CHUNK_BYTES: usize = 128 * 1024;
+/// Index entries examined per partition lock: a few microseconds of lock hold.
+const PIECE_ENTRIES: usize = 256;
+/// Protos each scan thread may have queued for the connection before it waits.
+const QUEUED_CHUNKS_PER_THREAD: usize = 2;
+/// Socket timeout when the client sends none (the clients' default).
+const SOCKET_TIMEOUT_DEFAULT_MS: u32 = 30_000;
+/// Longest sleep between checks for an abort while throttled.
+const THROTTLE_SLEEP_MAX: Duration = Duration::from_millis(50);
 
 /// A running scan as its connection sees it: chunks to send, then a final message.
 pub struct ScanStream {
     chunks: mpsc::Receiver<Vec<u8>>,
+    job: Arc<ScanJob>,
+    namespace: Arc<Namespace>,
     /// How long one chunk may take to reach the client before the scan is abandoned.
     pub write_timeout: Duration,
 }
@@ -24,17 +59,496 @@ impl ScanStream {
 
     /// Appends the final LAST message (with the scan's outcome) to `out`.
     pub fn finish(self, out: &mut Vec<u8>) {
-        crate::dispatch::write_stream_error(out, ResultCode::Ok);
+        let (state, code, outcome) = if self.job.abort_requested() {
+            (
+                JobState::UserAborted,
+                ResultCode::QueryAborted,
+                ScanOutcome::Aborted,
+            )
+        } else {
+            (JobState::Complete, ResultCode::Ok, ScanOutcome::Complete)
+        };
+        if self.job.finish(state) {
+            self.namespace.count_scan(outcome);
+        }
+        crate::dispatch::write_stream_error(out, code);
     }
 
     /// Stops the scan because its client is gone or the server is shutting down.
-    pub fn abandon(self) {}
+    pub fn abandon(self) {
+        self.job.request_abort();
+        if self.job.finish(JobState::Abandoned) {
+            self.namespace.count_scan(ScanOutcome::Aborted);
+        }
+    }
+}
+
+/// Which bins each record carries.
+#[derive(Debug)]
+enum BinSelection {
+    All,
+    NoBins,
+    Named(Vec<Vec<u8>>),
+}
+
+impl BinSelection {
+    /// Aerospike skips a record that has none of the projected bins.
+    fn wants(&self, record: &ScannedRecord<'_>) -> bool {
+        match self {
+            BinSelection::All | BinSelection::NoBins => true,
+            BinSelection::Named(names) => {
+                record.bins().any(|bin| names.iter().any(|n| n == bin.name))
+            }
+        }
+    }
+}
+
+/// A partition to walk, from the start or after a digest.
+#[derive(Clone, Copy, Debug)]
+struct PartitionWork {
+    partition: PartitionId,
+    after: Option<Digest>,
+}
+
+/// What every scan thread of one scan shares.
+struct ScanShared {
+    namespace: Arc<Namespace>,
+    namespace_name: Vec<u8>,
+    scope: ScanScope,
+    bins: BinSelection,
+    work: Vec<PartitionWork>,
+    next_work: AtomicUsize,
+    max_records: u64,
+    quota_per_partition: Option<u64>,
+    claimed: AtomicU64,
+    job: Arc<ScanJob>,
 }
 
 /// Validates a scan request and starts its threads.
 ///
 /// # Errors
 /// The result code to answer with, before any record is sent.
-pub fn start(_state: &Arc<ServerState>, _message: &Message<'_>) -> Result<ScanStream, ResultCode> {
-    Err(ResultCode::UnsupportedFeature)
+pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStream, ResultCode> {
+    let fields = &message.fields;
+    let scan_fields = &fields.scan;
+    let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
+    let namespace = state
+        .namespace_arc(namespace_name)
+        .ok_or(ResultCode::Namespace)?
+        .clone();
+    if scan_fields.index_range.is_some() {
+        // Secondary indexes arrive with a later issue: none exists yet.
+        return Err(ResultCode::IndexNotFound);
+    }
+    let background = message.header.info2 & info2::WRITE != 0;
+    if background || fields.udf || fields.filter_expression.is_some() {
+        return Err(ResultCode::UnsupportedFeature);
+    }
+    if scan_fields.bin_list.is_some() {
+        // Pre-6.0 projection: the current protocol sends READ ops instead.
+        return Err(ResultCode::Parameter);
+    }
+    let work = partition_work(scan_fields)?;
+    let set_name = fields.set.unwrap_or_default();
+    let bins = bin_selection(message)?;
+    let max_records = read_u64(scan_fields.max_records)?.unwrap_or(0);
+    let records_per_second = read_u32(scan_fields.records_per_second)?.unwrap_or(0);
+    let socket_timeout_ms = read_u32(scan_fields.socket_timeout)?
+        .filter(|ms| *ms > 0)
+        .unwrap_or(SOCKET_TIMEOUT_DEFAULT_MS);
+    let task_id = read_u64(scan_fields.task_id)?.unwrap_or(0);
+    let job = Arc::new(ScanJob::new(
+        task_id,
+        namespace.name().to_owned(),
+        String::from_utf8_lossy(set_name).into_owned(),
+        work.len(),
+        records_per_second,
+    ));
+    let quota_per_partition =
+        (max_records > 0 && !work.is_empty()).then(|| max_records.div_ceil(work.len() as u64));
+    let thread_count = state
+        .scan_threads
+        .load(Ordering::Relaxed)
+        .clamp(1, work.len().max(1));
+    let shared = Arc::new(ScanShared {
+        scope: namespace.scan_scope(set_name),
+        namespace: namespace.clone(),
+        namespace_name: namespace_name.to_vec(),
+        bins,
+        work,
+        next_work: AtomicUsize::new(0),
+        max_records,
+        quota_per_partition,
+        claimed: AtomicU64::new(0),
+        job: job.clone(),
+    });
+    state.scan_jobs.register(job.clone());
+    let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
+    spawn_threads(&shared, thread_count, &sender, records_per_second)?;
+    Ok(ScanStream {
+        chunks,
+        job,
+        namespace,
+        write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
+    })
+}
+
+fn spawn_threads(
+    shared: &Arc<ScanShared>,
+    thread_count: usize,
+    sender: &mpsc::Sender<Vec<u8>>,
+    records_per_second: u32,
+) -> Result<(), ResultCode> {
+    for thread_index in 0..thread_count {
+        let shared = shared.clone();
+        let sender = sender.clone();
+        shared.job.active_threads.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("scan-{}-{thread_index}", shared.job.task_id))
+            .spawn(move || {
+                let mut worker = Worker {
+                    shared: &shared,
+                    sender,
+                    chunk: Chunk::new(),
+                    leftovers: Vec::new(),
+                    throttle: Throttle::new(records_per_second, shared.job.started()),
+                };
+                worker.run();
+                shared.job.active_threads.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            // Out of threads: the scan runs on those already started, or fails if none.
+            if thread_index == 0 {
+                return Err(ResultCode::Unknown);
+            }
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The partitions to walk: PID_ARRAY from the start, DIGEST_ARRAY after its digest. Aerospike
+/// requires at least one of them and each partition at most once.
+fn partition_work(fields: &ScanFields<'_>) -> Result<Vec<PartitionWork>, ResultCode> {
+    if fields.partition_ids.is_none() && fields.resume_digests.is_none() {
+        return Err(ResultCode::UnsupportedFeature);
+    }
+    let ids = fields.partition_ids.unwrap_or_default();
+    let digests = fields.resume_digests.unwrap_or_default();
+    if !ids.len().is_multiple_of(2) || !digests.len().is_multiple_of(Digest::SIZE_BYTES) {
+        return Err(ResultCode::Parameter);
+    }
+    let mut seen = vec![false; PARTITION_COUNT];
+    let mut work = Vec::with_capacity(
+        (ids.len() / 2 + digests.len() / Digest::SIZE_BYTES).min(PARTITION_COUNT),
+    );
+    let from_start = ids.chunks_exact(2).map(|pair| {
+        let id = u16::from_le_bytes([pair[0], pair[1]]);
+        (usize::from(id) < PARTITION_COUNT).then_some(PartitionWork {
+            partition: PartitionId(id),
+            after: None,
+        })
+    });
+    let resumed = digests.chunks_exact(Digest::SIZE_BYTES).map(|bytes| {
+        Digest::from_slice(bytes).map(|digest| PartitionWork {
+            partition: digest.partition_id(),
+            after: Some(digest),
+        })
+    });
+    for item in from_start.chain(resumed) {
+        let item = item.ok_or(ResultCode::Parameter)?;
+        let seen_before = std::mem::replace(&mut seen[item.partition.index()], true);
+        if seen_before {
+            return Err(ResultCode::Parameter);
+        }
+        work.push(item);
+    }
+    Ok(work)
+}
+
+fn bin_selection(message: &Message<'_>) -> Result<BinSelection, ResultCode> {
+    if message.header.info1 & info1::GET_NO_BINS != 0 {
+        return Ok(BinSelection::NoBins);
+    }
+    let mut names = Vec::new();
+    for op in message.ops() {
+        if op.code != OpCode::Read {
+            return Err(ResultCode::Parameter);
+        }
+        names.push(op.bin_name.to_vec());
+    }
+    Ok(if names.is_empty() {
+        BinSelection::All
+    } else {
+        BinSelection::Named(names)
+    })
+}
+
+fn read_u64(field: Option<&[u8]>) -> Result<Option<u64>, ResultCode> {
+    field
+        .map(|bytes| {
+            <[u8; 8]>::try_from(bytes)
+                .map(u64::from_be_bytes)
+                .map_err(|_| ResultCode::Parameter)
+        })
+        .transpose()
+}
+
+fn read_u32(field: Option<&[u8]>) -> Result<Option<u32>, ResultCode> {
+    field
+        .map(|bytes| {
+            <[u8; 4]>::try_from(bytes)
+                .map(u32::from_be_bytes)
+                .map_err(|_| ResultCode::Parameter)
+        })
+        .transpose()
+}
+
+/// A proto being filled with record messages.
+struct Chunk {
+    bytes: Vec<u8>,
+    proto_start: usize,
+}
+
+impl Chunk {
+    fn new() -> Chunk {
+        let mut bytes = Vec::with_capacity(CHUNK_BYTES + 64 * 1024);
+        let proto_start = wire_aerospike::begin_proto(&mut bytes);
+        Chunk { bytes, proto_start }
+    }
+
+    fn has_records(&self) -> bool {
+        self.bytes.len() > self.proto_start + wire_aerospike::PROTO_HEADER_SIZE_BYTES
+    }
+
+    fn is_full(&self) -> bool {
+        self.bytes.len() >= CHUNK_BYTES
+    }
+
+    /// The finished proto, leaving a fresh one behind.
+    fn take(&mut self) -> Vec<u8> {
+        wire_aerospike::finish_proto(
+            &mut self.bytes,
+            self.proto_start,
+            wire_aerospike::ProtoType::Message,
+        );
+        std::mem::replace(self, Chunk::new()).bytes
+    }
+}
+
+/// Paces records at `records_per_second` from the job's start (0 = unthrottled).
+struct Throttle {
+    records_per_second: u32,
+    started: Instant,
+}
+
+impl Throttle {
+    fn new(records_per_second: u32, started: Instant) -> Throttle {
+        Throttle {
+            records_per_second,
+            started,
+        }
+    }
+
+    /// When record number `sent` may go, if that is later than now.
+    fn wait_until(&self, sent: u64) -> Option<Instant> {
+        if self.records_per_second == 0 {
+            return None;
+        }
+        let due_ns = u128::from(sent) * 1_000_000_000 / u128::from(self.records_per_second);
+        let due = self.started + Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX));
+        (due > Instant::now()).then_some(due)
+    }
+}
+
+/// Why a walk of one partition stopped.
+enum WalkEnd {
+    /// The partition is done, or was put aside for later; take the next one.
+    Next,
+    /// The scan is over for every thread: maximum reached, aborted or client gone.
+    Stop,
+}
+
+/// One scan thread.
+struct Worker<'s> {
+    shared: &'s ScanShared,
+    sender: mpsc::Sender<Vec<u8>>,
+    chunk: Chunk,
+    /// Partitions this thread cut short at their first-pass quota. The same thread continues
+    /// them, so a partition's records reach the client in digest order (a record still in this
+    /// thread's unsent proto must not be overtaken by a later one sent by another thread).
+    leftovers: Vec<PartitionWork>,
+    throttle: Throttle,
+}
+
+impl Worker<'_> {
+    fn run(&mut self) {
+        while let Some((work, quota)) = self.next_work() {
+            if let WalkEnd::Stop = self.walk(work, quota) {
+                break;
+            }
+        }
+        if self.chunk.has_records() {
+            self.send_chunk();
+        }
+    }
+
+    /// First every requested partition with its quota, then the ones cut short, unbounded.
+    fn next_work(&mut self) -> Option<(PartitionWork, Option<u64>)> {
+        let shared = self.shared;
+        let index = shared.next_work.fetch_add(1, Ordering::Relaxed);
+        if let Some(work) = shared.work.get(index) {
+            return Some((*work, shared.quota_per_partition));
+        }
+        self.leftovers.pop().map(|work| (work, None))
+    }
+
+    fn stopping(&self) -> bool {
+        let shared = self.shared;
+        let max_reached =
+            shared.max_records > 0 && shared.claimed.load(Ordering::Relaxed) >= shared.max_records;
+        max_reached || shared.job.abort_requested()
+    }
+
+    fn walk(&mut self, mut work: PartitionWork, quota: Option<u64>) -> WalkEnd {
+        let shared = self.shared;
+        let mut taken: u64 = 0;
+        loop {
+            if self.stopping() {
+                return WalkEnd::Stop;
+            }
+            let mut quota_reached = false;
+            let mut throttled_until = None;
+            let end = shared.namespace.scan_piece(
+                work.partition,
+                shared.scope,
+                work.after.as_ref(),
+                PIECE_ENTRIES,
+                |record| {
+                    if quota.is_some_and(|quota| taken >= quota) {
+                        quota_reached = true;
+                        return false;
+                    }
+                    if !shared.bins.wants(record) {
+                        return true;
+                    }
+                    let sent = shared.job.records_sent.load(Ordering::Relaxed);
+                    if let Some(until) = self.throttle.wait_until(sent) {
+                        throttled_until = Some(until);
+                        return false;
+                    }
+                    if !claim(shared) {
+                        return false;
+                    }
+                    encode_record(
+                        &mut self.chunk.bytes,
+                        &shared.namespace_name,
+                        record,
+                        &shared.bins,
+                    );
+                    shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
+                    taken += 1;
+                    true
+                },
+            );
+            work.after = end.last;
+            if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
+                return WalkEnd::Stop;
+            }
+            if quota_reached {
+                self.leftovers.push(work);
+                return WalkEnd::Next;
+            }
+            if end.exhausted {
+                shared.job.partitions_done.fetch_add(1, Ordering::Relaxed);
+                return WalkEnd::Next;
+            }
+            if let Some(until) = throttled_until {
+                shared.job.throttled.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
+                std::thread::sleep(until.saturating_duration_since(now).min(THROTTLE_SLEEP_MAX));
+            }
+        }
+    }
+
+    /// Hands the current proto to the connection; false if the connection is gone.
+    fn send_chunk(&mut self) -> bool {
+        if !self.chunk.has_records() {
+            return true;
+        }
+        let bytes = self.chunk.take();
+        self.shared
+            .job
+            .bytes_sent
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if self.sender.blocking_send(bytes).is_err() {
+            self.shared.job.request_abort();
+            return false;
+        }
+        true
+    }
+}
+
+/// Claims one record against MAX_RECORDS; false once the maximum is reached.
+fn claim(shared: &ScanShared) -> bool {
+    shared.max_records == 0 || shared.claimed.fetch_add(1, Ordering::Relaxed) < shared.max_records
+}
+
+/// Appends one record message: NAMESPACE, DIGEST, SET and KEY fields, then one READ op per bin.
+fn encode_record(
+    out: &mut Vec<u8>,
+    namespace_name: &[u8],
+    record: &ScannedRecord<'_>,
+    bins: &BinSelection,
+) {
+    let start = wire_aerospike::begin_message(out);
+    wire_aerospike::write_field(out, field_type::NAMESPACE, namespace_name);
+    wire_aerospike::write_field(out, field_type::DIGEST, &record.digest.0);
+    let mut field_count = 2;
+    if let Some(set_name) = record.set_name {
+        wire_aerospike::write_field(out, field_type::SET, set_name);
+        field_count += 1;
+    }
+    if let Some((particle_type, key)) = record.user_key() {
+        write_key_field(out, particle_type, key);
+        field_count += 1;
+    }
+    let mut op_count: u16 = 0;
+    for bin in record.bins() {
+        let selected = match bins {
+            BinSelection::All => true,
+            BinSelection::NoBins => false,
+            BinSelection::Named(names) => names.iter().any(|name| name == bin.name),
+        };
+        if selected {
+            wire_aerospike::write_op(
+                out,
+                OpCode::Read as u8,
+                bin.particle_type,
+                bin.name,
+                bin.value,
+            );
+            op_count += 1;
+        }
+    }
+    let header = MessageHeader {
+        info1: match bins {
+            BinSelection::NoBins => info1::GET_NO_BINS,
+            _ => 0,
+        },
+        generation: u32::from(record.generation.0),
+        record_ttl: record.void_time.0,
+        field_count,
+        op_count,
+        ..MessageHeader::default()
+    };
+    wire_aerospike::finish_message(out, start, &header);
+}
+
+fn write_key_field(out: &mut Vec<u8>, particle_type: u8, key: &[u8]) {
+    let size_bytes = u32::try_from(2 + key.len()).expect("a stored key is under 4 GiB");
+    out.extend_from_slice(&size_bytes.to_be_bytes());
+    out.push(field_type::KEY);
+    out.push(particle_type);
+    out.extend_from_slice(key);
 }

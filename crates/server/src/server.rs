@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use tracing::{info, warn};
 use crate::batch::BatchStats;
 use crate::config::Config;
 use crate::connection;
+use crate::jobs::ScanJobs;
 use crate::state::{ConnectionCounters, ServerState, node_id};
 
 /// How long shutdown waits for open connections before giving up on them.
@@ -39,6 +40,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
         .collect();
     let access_address = access_address(&config.service.access_address, service_address);
+    let scan_threads = config.service.single_scan_threads;
     let state = Arc::new(ServerState {
         access_address,
         node_id: node_id(&config.service.node_id, service_address.port()),
@@ -46,6 +48,8 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         started: Instant::now(),
         connections: ConnectionCounters::default(),
         batch: BatchStats::default(),
+        scan_threads: AtomicUsize::new(scan_threads),
+        scan_jobs: ScanJobs::default(),
         config,
     });
     let sweepers = Sweepers::start(&state.namespaces);

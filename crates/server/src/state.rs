@@ -1,13 +1,14 @@
 //! State shared by every connection: configuration, namespaces, identity and counters.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use engine::Namespace;
 
 use crate::batch::BatchStats;
 use crate::config::Config;
+use crate::jobs::ScanJobs;
 
 /// Everything a connection needs, shared read-only (counters are atomics).
 #[derive(Debug)]
@@ -26,6 +27,10 @@ pub struct ServerState {
     pub connections: ConnectionCounters,
     /// Batch counters.
     pub batch: BatchStats,
+    /// Threads each new scan runs on (`single-scan-threads`, settable at runtime).
+    pub scan_threads: AtomicUsize,
+    /// Scan jobs, for `query-show` and `query-abort`.
+    pub scan_jobs: ScanJobs,
 }
 
 /// Client connection counters for `statistics`.
@@ -50,9 +55,13 @@ impl ConnectionCounters {
 impl ServerState {
     /// The namespace called `name`.
     pub fn namespace(&self, name: &[u8]) -> Option<&Namespace> {
+        self.namespace_arc(name).map(Arc::as_ref)
+    }
+
+    /// The namespace called `name`, shared (for work that outlives the request).
+    pub fn namespace_arc(&self, name: &[u8]) -> Option<&Arc<Namespace>> {
         self.namespaces
             .iter()
-            .map(Arc::as_ref)
             .find(|ns| ns.name().as_bytes() == name)
     }
 }

@@ -27,9 +27,32 @@ pub struct Fields<'a> {
     pub udf: bool,
     /// BATCH or BATCH_WITH_SET field data.
     pub batch: Option<&'a [u8]>,
+    /// The fields of scans and queries.
+    pub scan: ScanFields<'a>,
     /// How many fields of any other type (scan, query, transaction fields) were present, kept
     /// for the caller to decide.
     pub other_field_count: u16,
+}
+
+/// Fields only scans and queries carry, raw (lengths are the caller's to check).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanFields<'a> {
+    /// TRID: the client's task id, u64 big-endian.
+    pub task_id: Option<&'a [u8]>,
+    /// SOCKET_TIMEOUT: u32 big-endian milliseconds.
+    pub socket_timeout: Option<&'a [u8]>,
+    /// RECORDS_PER_SECOND: u32 big-endian.
+    pub records_per_second: Option<&'a [u8]>,
+    /// PID_ARRAY: partition ids to scan from the start, u16 little-endian each.
+    pub partition_ids: Option<&'a [u8]>,
+    /// DIGEST_ARRAY: partitions to resume, one 20-byte digest each.
+    pub resume_digests: Option<&'a [u8]>,
+    /// MAX_RECORDS: u64 big-endian.
+    pub max_records: Option<&'a [u8]>,
+    /// INDEX_RANGE: a secondary-index filter (makes the request a query).
+    pub index_range: Option<&'a [u8]>,
+    /// QUERY_BINLIST: the pre-6.0 bin projection.
+    pub bin_list: Option<&'a [u8]>,
 }
 
 impl<'a> Fields<'a> {
@@ -59,6 +82,14 @@ impl<'a> Fields<'a> {
             field_type::DIGEST => &mut self.digest,
             field_type::FILTER_EXP => &mut self.filter_expression,
             field_type::BATCH | field_type::BATCH_WITH_SET => &mut self.batch,
+            field_type::TRID => &mut self.scan.task_id,
+            field_type::SOCKET_TIMEOUT => &mut self.scan.socket_timeout,
+            field_type::RECORDS_PER_SECOND => &mut self.scan.records_per_second,
+            field_type::PID_ARRAY => &mut self.scan.partition_ids,
+            field_type::DIGEST_ARRAY => &mut self.scan.resume_digests,
+            field_type::MAX_RECORDS => &mut self.scan.max_records,
+            field_type::INDEX_RANGE => &mut self.scan.index_range,
+            field_type::QUERY_BINLIST => &mut self.scan.bin_list,
             field_type::UDF_FILENAME
             | field_type::UDF_FUNCTION
             | field_type::UDF_ARGLIST
@@ -121,11 +152,12 @@ mod tests {
             (field_type::BATCH_WITH_SET, b"b"),
             (field_type::PID_ARRAY, b"\x00\x00"),
             (field_type::MAX_RECORDS, b"\x00"),
+            (field_type::INDEX_NAME, b"i"),
         ] {
             bytes.extend(field(field_type, data));
         }
         bytes.extend_from_slice(b"rest");
-        let (fields, rest) = Fields::parse(&bytes, 9).unwrap();
+        let (fields, rest) = Fields::parse(&bytes, 10).unwrap();
         let expected = Fields {
             namespace: Some(b"test"),
             set: Some(b""),
@@ -134,7 +166,12 @@ mod tests {
             filter_expression: Some(b"f"),
             udf: true,
             batch: Some(b"b"),
-            other_field_count: 2,
+            scan: ScanFields {
+                partition_ids: Some(b"\x00\x00"),
+                max_records: Some(b"\x00"),
+                ..ScanFields::default()
+            },
+            other_field_count: 1,
         };
         assert_eq!(fields, expected);
         assert_eq!(rest, b"rest");

@@ -36,7 +36,7 @@ mod security;
 
 pub mod field_type;
 
-pub use fields::Fields;
+pub use fields::{Fields, ScanFields};
 pub use flags::{info1, info2, info3};
 pub use frame::{
     Frame, PROTO_BODY_SIZE_BYTES_MAX, PROTO_HEADER_SIZE_BYTES, PROTO_VERSION, ProtoType,

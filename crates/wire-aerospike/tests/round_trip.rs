@@ -3,7 +3,7 @@
 
 use model::{Op, OpCode, ParticleType};
 use wire_aerospike::{
-    Fields, Message, MessageHeader, PROTO_BODY_SIZE_BYTES_MAX, ProtoType, decode_frame,
+    Fields, Message, MessageHeader, PROTO_BODY_SIZE_BYTES_MAX, ProtoType, ScanFields, decode_frame,
     encode_info_request, encode_message, field_type, info_request_lines,
 };
 
@@ -127,7 +127,17 @@ fn every_field_type_round_trips_into_its_slot() {
         filter_expression: Some(b"\x93\x01"),
         udf: true,
         batch: Some(b"batch"),
-        other_field_count: 16,
+        scan: ScanFields {
+            task_id: Some(&[4; 8]),
+            socket_timeout: Some(&[5; 4]),
+            records_per_second: Some(&[6; 4]),
+            partition_ids: Some(&[7; 8]),
+            resume_digests: Some(&[8; 40]),
+            max_records: Some(&[9; 8]),
+            index_range: Some(b"range"),
+            bin_list: Some(&[0]),
+        },
+        other_field_count: 8,
     };
     assert_eq!(message.fields, expected);
     assert_eq!(message.header.field_count, 27);

@@ -1,0 +1,253 @@
+//! Scan jobs as operators see them: `query-show` and `query-abort`.
+//!
+//! Invariants:
+//! - A job is registered before its first record is sent and stays listed while active; once
+//!   finished it is kept for `query-show` until `DONE_JOBS_KEPT` newer jobs have finished
+//!   (Aerospike's `query-max-done`).
+//! - A job's state moves once, from active to one of the done states.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+/// Finished jobs remembered for `query-show`.
+const DONE_JOBS_KEPT: usize = 100;
+
+/// How a job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum JobState {
+    /// Still sending records.
+    Active = 0,
+    /// Sent every requested record.
+    Complete = 1,
+    /// Stopped by `query-abort`.
+    UserAborted = 2,
+    /// Stopped because its client went away or stopped reading.
+    Abandoned = 3,
+}
+
+impl JobState {
+    fn from_u8(value: u8) -> JobState {
+        match value {
+            1 => JobState::Complete,
+            2 => JobState::UserAborted,
+            3 => JobState::Abandoned,
+            _ => JobState::Active,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            JobState::Active => "active",
+            JobState::Complete => "done(ok)",
+            JobState::UserAborted => "done(user-aborted)",
+            JobState::Abandoned => "done(abandoned)",
+        }
+    }
+}
+
+/// One scan job's identity and progress.
+#[derive(Debug)]
+pub struct ScanJob {
+    /// The client's task id (TRID field).
+    pub task_id: u64,
+    /// Namespace scanned.
+    pub namespace: String,
+    /// Set scanned (empty = whole namespace).
+    pub set: String,
+    /// Partitions the request named.
+    pub partitions_requested: usize,
+    /// Throttle, 0 = none.
+    pub records_per_second: u32,
+    /// Records sent so far.
+    pub records_sent: AtomicU64,
+    /// Partitions walked to their end.
+    pub partitions_done: AtomicU64,
+    /// Bytes of replies handed to the connection.
+    pub bytes_sent: AtomicU64,
+    /// Times a thread waited for the throttle.
+    pub throttled: AtomicU64,
+    /// Scan threads still running.
+    pub active_threads: AtomicUsize,
+    abort_requested: AtomicBool,
+    state: AtomicU8,
+    started: Instant,
+    finished: Mutex<Option<Instant>>,
+}
+
+impl ScanJob {
+    /// A new active job.
+    pub fn new(
+        task_id: u64,
+        namespace: String,
+        set: String,
+        partitions_requested: usize,
+        records_per_second: u32,
+    ) -> ScanJob {
+        ScanJob {
+            task_id,
+            namespace,
+            set,
+            partitions_requested,
+            records_per_second,
+            records_sent: AtomicU64::new(0),
+            partitions_done: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
+            active_threads: AtomicUsize::new(0),
+            abort_requested: AtomicBool::new(false),
+            state: AtomicU8::new(JobState::Active as u8),
+            started: Instant::now(),
+            finished: Mutex::new(None),
+        }
+    }
+
+    /// When the job started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Asks the scan threads to stop; they check between pieces.
+    pub fn request_abort(&self) {
+        self.abort_requested.store(true, Ordering::Release);
+    }
+
+    /// Whether the scan threads should stop.
+    pub fn abort_requested(&self) -> bool {
+        self.abort_requested.load(Ordering::Acquire)
+    }
+
+    /// The job's state.
+    pub fn state(&self) -> JobState {
+        JobState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Ends the job in `state` (only the first call counts); returns whether this call did.
+    pub fn finish(&self, state: JobState) -> bool {
+        assert_ne!(state, JobState::Active, "a job finishes in a done state");
+        let moved = self
+            .state
+            .compare_exchange(
+                JobState::Active as u8,
+                state as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if moved {
+            *self.finished.lock() = Some(Instant::now());
+        }
+        moved
+    }
+
+    /// The `query-show` line for this job: colon-separated `key=value` pairs.
+    pub fn describe(&self, out: &mut String) {
+        let finished = *self.finished.lock();
+        let run_time_ms = finished
+            .unwrap_or_else(Instant::now)
+            .duration_since(self.started)
+            .as_millis();
+        let since_done_ms = finished.map_or(0, |at| at.elapsed().as_millis());
+        let done = self.partitions_done.load(Ordering::Relaxed);
+        let progress_pct = match self.state() {
+            JobState::Complete => 100.0,
+            _ if self.partitions_requested == 0 => 0.0,
+            _ => done as f64 * 100.0 / self.partitions_requested as f64,
+        };
+        let _ = write!(
+            out,
+            "trid={}:job-type=basic:ns={}:set={}:n-pids-requested={}:rps={}:\
+             active-threads={}:status={}:job-progress={:.2}:run-time={}:time-since-done={}:\
+             recs-throttled={}:recs-filtered-meta=0:recs-filtered-bins=0:recs-succeeded={}:\
+             recs-failed=0:net-io-bytes={}",
+            self.task_id,
+            self.namespace,
+            if self.set.is_empty() {
+                "null"
+            } else {
+                &self.set
+            },
+            self.partitions_requested,
+            self.records_per_second,
+            self.active_threads.load(Ordering::Relaxed),
+            self.state().label(),
+            progress_pct,
+            run_time_ms,
+            since_done_ms,
+            self.throttled.load(Ordering::Relaxed),
+            self.records_sent.load(Ordering::Relaxed),
+            self.bytes_sent.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// Every active job and the most recent finished ones.
+#[derive(Debug, Default)]
+pub struct ScanJobs {
+    jobs: Mutex<VecDeque<Arc<ScanJob>>>,
+}
+
+impl ScanJobs {
+    /// Lists a new job, forgetting the oldest finished ones beyond what is kept.
+    pub fn register(&self, job: Arc<ScanJob>) {
+        let mut jobs = self.jobs.lock();
+        jobs.push_back(job);
+        let mut done_count = jobs
+            .iter()
+            .filter(|job| job.state() != JobState::Active)
+            .count();
+        while done_count > DONE_JOBS_KEPT {
+            let Some(oldest_done) = jobs.iter().position(|j| j.state() != JobState::Active) else {
+                break;
+            };
+            jobs.remove(oldest_done);
+            done_count -= 1;
+        }
+    }
+
+    /// The most recent job with `task_id`.
+    pub fn find(&self, task_id: u64) -> Option<Arc<ScanJob>> {
+        self.jobs
+            .lock()
+            .iter()
+            .rev()
+            .find(|job| job.task_id == task_id)
+            .cloned()
+    }
+
+    /// Every listed job, oldest first.
+    pub fn all(&self) -> Vec<Arc<ScanJob>> {
+        self.jobs.lock().iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finishing_happens_once_and_old_done_jobs_are_forgotten() {
+        let jobs = ScanJobs::default();
+        let active = Arc::new(ScanJob::new(1, "test".into(), String::new(), 4096, 0));
+        jobs.register(active.clone());
+        for task_id in 2..(DONE_JOBS_KEPT as u64 + 10) {
+            let job = Arc::new(ScanJob::new(task_id, "test".into(), "s".into(), 1, 0));
+            assert!(job.finish(JobState::Complete));
+            assert!(!job.finish(JobState::Abandoned), "the first end wins");
+            jobs.register(job);
+        }
+        assert!(jobs.find(1).is_some(), "an active job is never forgotten");
+        assert!(jobs.find(2).is_none(), "the oldest done job was forgotten");
+        assert_eq!(jobs.all().len(), DONE_JOBS_KEPT + 1);
+        let mut line = String::new();
+        active.describe(&mut line);
+        assert!(line.starts_with("trid=1:"), "{line}");
+        assert!(line.contains(":status=active:"), "{line}");
+        assert!(line.contains(":set=null:"), "{line}");
+    }
+}
