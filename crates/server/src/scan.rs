@@ -184,7 +184,11 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     });
     state.scan_jobs.register(job.clone());
     let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
-    spawn_threads(&shared, thread_count, &sender, records_per_second)?;
+    if let Err(code) = spawn_threads(&shared, thread_count, &sender, records_per_second) {
+        job.finish(JobState::Abandoned);
+        namespace.count_scan(ScanOutcome::Failed);
+        return Err(code);
+    }
     Ok(ScanStream {
         chunks,
         job,
