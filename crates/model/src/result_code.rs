@@ -48,6 +48,8 @@ pub enum ResultCode {
     FilteredOut = 27,
     /// The security (login) protocol is not supported.
     SecurityNotSupported = 51,
+    /// A batch has more rows than `batch-max-requests` allows.
+    BatchMaxRequests = 151,
     /// The secondary index a query names does not exist.
     IndexNotFound = 201,
     /// The query (or scan) was aborted by an operator.

@@ -97,12 +97,13 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
             let _ = write!(
                 value,
                 "cluster-name={};proto-fd-idle-ms={};proto-fd-max={};\
-                 single-scan-threads={};single-query-threads={}",
+                 single-scan-threads={};single-query-threads={};batch-max-requests={}",
                 service.cluster_name,
                 service.idle_timeout_ms,
                 service.connections_max,
                 state.scan_threads.load(Ordering::Relaxed),
                 state.scan_threads.load(Ordering::Relaxed),
+                service.batch_max_requests,
             );
         }
         Some(b"namespace") => {

@@ -47,6 +47,9 @@ pub struct ServiceConfig {
     pub frame_size_max_bytes: u64,
     /// Most client connections open at once; further ones are closed on accept.
     pub connections_max: usize,
+    /// Most rows one batch request may carry; a larger batch is refused with
+    /// BATCH_MAX_REQUESTS (151) before any row runs (Aerospike's `batch-max-requests`).
+    pub batch_max_requests: u32,
     /// Threads one scan runs on (Aerospike's `single-query-threads`); settable at runtime.
     pub single_scan_threads: usize,
 }
@@ -122,6 +125,8 @@ impl Default for ServiceConfig {
             frame_read_timeout_ms: 10_000,
             frame_size_max_bytes: wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX,
             connections_max: 10_000,
+            // Aerospike's default: it bounds the rows one request can make a connection run.
+            batch_max_requests: 5_000,
             single_scan_threads: 4,
         }
     }
@@ -250,6 +255,11 @@ impl Config {
             return Err(invalid(format!(
                 "service.single-scan-threads must be between 1 and {SCAN_THREADS_MAX}"
             )));
+        }
+        if service.batch_max_requests == 0 {
+            return Err(invalid(
+                "service.batch-max-requests must be positive".to_owned(),
+            ));
         }
         if service.frame_read_timeout_ms == 0 {
             return Err(invalid(

@@ -5,17 +5,25 @@
 //! Anything Osprey does not implement yet answers UNSUPPORTED_FEATURE rather than being skipped.
 //! Field types it has no use for are ignored, as the Aerospike server ignores them.
 //!
+//! A single-record command and a batch row run through the same [`execute_record`]: the row is a
+//! [`RecordCommand`] too, only counted as a batch sub-transaction and answered inside the batch
+//! stream.
+//!
 //! Invariants:
-//! - Exactly one reply frame is appended to `out` per request.
+//! - Exactly one reply frame is appended to `out` per request, unless a stream answers it.
+//! - A request with the info1 BATCH bit is always a batch, even when its body is malformed, so
+//!   that its refusal carries LAST.
 //! - On an error, whatever the engine streamed into the reply is discarded and a bare header
 //!   with the result code is sent instead.
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink,
-    WriteRequest,
+    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, Namespace, Origin, ReadRequest,
+    RecordMeta, ReplySink, WriteRequest,
 };
 use model::{Digest, OpCode, ResultCode, TtlRequest};
-use wire_aerospike::{Message, MessageHeader, info1, info2, info3};
+use wire_aerospike::{
+    Fields, MESSAGE_HEADER_SIZE_BYTES, Message, MessageHeader, OpIter, info1, info2, info3,
+};
 
 use std::sync::Arc;
 
@@ -34,6 +42,19 @@ pub enum Streamed {
     Scan(ScanStream),
 }
 
+/// A single-record command: what one message, or one row of a batch, asks of one record.
+#[derive(Clone, Debug)]
+pub struct RecordCommand<'a> {
+    /// Flags, policies, expected generation and TTL.
+    pub header: MessageHeader,
+    /// Set, key, and the fields Osprey refuses (UDF, filter expression).
+    pub fields: Fields<'a>,
+    /// The validated ops.
+    pub ops: OpIter<'a>,
+    /// The record.
+    pub digest: Digest,
+}
+
 /// Handles one AS_MSG body: appends exactly one reply frame to `out`, or returns the stream
 /// that will answer it.
 pub fn handle_message(
@@ -41,43 +62,30 @@ pub fn handle_message(
     body: &[u8],
     out: &mut Vec<u8>,
 ) -> Option<Streamed> {
-    let parsed = Message::parse(body);
-    if let Ok(message) = &parsed {
-        if message.header.info1 & info1::BATCH != 0 {
-            return Some(Streamed::Batch(BatchJob::new(state.clone(), body.to_vec())));
-        }
-        if message.fields.digest.is_none() {
-            match scan::start(state, message) {
-                Ok(stream) => return Some(Streamed::Scan(stream)),
-                Err(code) => {
-                    write_stream_error(out, code);
-                    return None;
-                }
+    if is_batch(body) {
+        return Some(Streamed::Batch(BatchJob::new(state.clone(), body.to_vec())));
+    }
+    let Ok(message) = Message::parse(body) else {
+        reply_error(out, ResultCode::Parameter);
+        return None;
+    };
+    if message.fields.digest.is_none() {
+        match scan::start(state, &message) {
+            Ok(stream) => return Some(Streamed::Scan(stream)),
+            Err(code) => {
+                write_stream_error(out, code);
+                return None;
             }
         }
     }
     let start = wire_aerospike::begin_response(out);
-    let (result, streamed) = match parsed {
-        Ok(message) => (execute(state, &message, out), is_multi_record(&message)),
-        Err(_) => (Err(ResultCode::Parameter), false),
-    };
-    match result {
+    match execute(state, &message, out) {
         Ok((meta, op_count)) => {
-            let header = MessageHeader {
-                generation: u32::from(meta.generation.0),
-                record_ttl: meta.void_time.0,
-                op_count,
-                ..MessageHeader::default()
-            };
-            wire_aerospike::finish_response(out, start, &header);
+            wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
         }
         Err(code) => {
             out.truncate(start);
-            if streamed {
-                write_stream_error(out, code);
-            } else {
-                wire_aerospike::write_bare_response(out, code.code(), 0, 0);
-            }
+            reply_error(out, code);
         }
     }
     None
@@ -87,12 +95,27 @@ pub fn handle_message(
 /// the client waits for rows until its own timeout.
 pub fn write_stream_error(out: &mut Vec<u8>, code: ResultCode) {
     let start = wire_aerospike::begin_response(out);
-    let header = MessageHeader {
+    wire_aerospike::finish_response(out, start, &last_header(code));
+}
+
+/// The header of the message that ends a stream with `code` as its status.
+pub fn last_header(code: ResultCode) -> MessageHeader {
+    MessageHeader {
         info3: info3::LAST,
         result_code: code.code(),
         ..MessageHeader::default()
-    };
-    wire_aerospike::finish_response(out, start, &header);
+    }
+}
+
+/// The header of a successful single-record reply: the record's generation and void time, and
+/// how many ops (bins) follow.
+pub fn success_header(meta: &RecordMeta, op_count: u16) -> MessageHeader {
+    MessageHeader {
+        generation: u32::from(meta.generation.0),
+        record_ttl: meta.void_time.0,
+        op_count,
+        ..MessageHeader::default()
+    }
 }
 
 /// Appends a bare reply with `code`, for requests that never reach the engine.
@@ -100,9 +123,45 @@ pub fn reply_error(out: &mut Vec<u8>, code: ResultCode) {
     wire_aerospike::write_bare_response(out, code.code(), 0, 0);
 }
 
-/// Batch (info1 BATCH) and scan/query (no digest) requests are answered with a stream.
-fn is_multi_record(message: &Message<'_>) -> bool {
-    message.header.info1 & info1::BATCH != 0 || message.fields.digest.is_none()
+/// Runs one single-record command on `namespace`, counted in `origin`'s statistics, and appends
+/// its result bins to `out` as ops. Returns the record's meta and how many ops were appended.
+///
+/// # Errors
+///
+/// The command's result code; the caller then discards whatever was appended to `out`.
+pub fn execute_record(
+    namespace: &Namespace,
+    command: &RecordCommand<'_>,
+    origin: Origin,
+    out: &mut Vec<u8>,
+) -> Result<(RecordMeta, u16), ResultCode> {
+    let header = &command.header;
+    let fields = &command.fields;
+    if fields.udf || fields.filter_expression.is_some() {
+        return Err(ResultCode::UnsupportedFeature);
+    }
+    if header.info4 & INFO4_TRANSACTION_MASK != 0 {
+        return Err(ResultCode::EnterpriseOnly);
+    }
+    let reply_start = out.len();
+    let mut sink = OpSink {
+        out,
+        reply_start,
+        op_count: 0,
+        reply_size_bytes_max: reply_size_bytes_max(namespace.config().max_record_size_bytes),
+        overflowed: false,
+    };
+    let meta = run_in_engine(namespace, command, origin, &mut sink)?;
+    if sink.overflowed {
+        return Err(ResultCode::Parameter);
+    }
+    Ok((meta, sink.op_count))
+}
+
+/// Whether `body` is a batch parent request (info1 BATCH), judged from its header alone.
+fn is_batch(body: &[u8]) -> bool {
+    body.first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()
+        .is_some_and(|header| MessageHeader::decode(header).info1 & info1::BATCH != 0)
 }
 
 fn execute(
@@ -110,58 +169,54 @@ fn execute(
     message: &Message<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(RecordMeta, u16), ResultCode> {
-    let header = &message.header;
     let fields = &message.fields;
-    if header.info1 & info1::BATCH != 0 {
-        return Err(ResultCode::UnsupportedFeature);
-    }
     let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
     let namespace = state
         .namespace(namespace_name)
         .ok_or(ResultCode::Namespace)?;
     let digest_field = fields.digest.ok_or(ResultCode::UnsupportedFeature)?;
     let digest = Digest::from_slice(digest_field).ok_or(ResultCode::Parameter)?;
-    if fields.udf || fields.filter_expression.is_some() {
-        return Err(ResultCode::UnsupportedFeature);
-    }
-    if header.info4 & INFO4_TRANSACTION_MASK != 0 {
-        return Err(ResultCode::EnterpriseOnly);
-    }
-    let set_name = fields.set.unwrap_or_default();
-    let reply_size_bytes_max = reply_size_bytes_max(namespace.config().max_record_size_bytes);
-    let reply_start = out.len();
-    let mut sink = OpSink {
-        out,
-        reply_start,
-        op_count: 0,
-        reply_size_bytes_max,
-        overflowed: false,
+    let command = RecordCommand {
+        header: message.header,
+        fields: message.fields,
+        ops: message.ops(),
+        digest,
     };
-    let meta = if header.info2 & info2::WRITE != 0 {
+    execute_record(namespace, &command, Origin::Client, out)
+}
+
+/// Turns the command's flags into an engine request and runs it: delete, write or read.
+fn run_in_engine(
+    namespace: &Namespace,
+    command: &RecordCommand<'_>,
+    origin: Origin,
+    sink: &mut OpSink<'_>,
+) -> Result<RecordMeta, ResultCode> {
+    let header = &command.header;
+    let digest = command.digest;
+    let set_name = command.fields.set.unwrap_or_default();
+    let key = command.fields.key;
+    let ops = command.ops.clone();
+    if header.info2 & info2::WRITE != 0 {
         if header.info2 & info2::DELETE != 0 {
-            namespace.delete(&delete_request(header, digest, set_name, fields.key)?)?
-        } else {
-            let request = write_request(header, digest, set_name, fields.key)?;
-            namespace.write(&request, message.ops(), &mut sink)?
+            return namespace.delete_as(origin, &delete_request(header, digest, set_name, key)?);
         }
-    } else if header.info1 & info1::READ != 0 {
-        check_read_touch(header.record_ttl)?;
-        let request = ReadRequest {
-            digest,
-            set_name,
-            key: fields.key,
-            respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
-            read_all_bins: header.info1 & info1::GET_ALL != 0,
-            header_only: header.info1 & info1::GET_NO_BINS != 0,
-        };
-        namespace.read(&request, message.ops(), &mut sink)?
-    } else {
-        return Err(ResultCode::Parameter);
-    };
-    if sink.overflowed {
+        let request = write_request(header, digest, set_name, key)?;
+        return namespace.write_as(origin, &request, ops, sink);
+    }
+    if header.info1 & info1::READ == 0 {
         return Err(ResultCode::Parameter);
     }
-    Ok((meta, sink.op_count))
+    check_read_touch(header.record_ttl)?;
+    let request = ReadRequest {
+        digest,
+        set_name,
+        key,
+        respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
+        read_all_bins: header.info1 & info1::GET_ALL != 0,
+        header_only: header.info1 & info1::GET_NO_BINS != 0,
+    };
+    namespace.read_as(origin, &request, ops, sink)
 }
 
 /// The largest reply one command may produce: room for the whole record twice (say a read-all

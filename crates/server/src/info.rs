@@ -269,6 +269,7 @@ fn write_statistics(state: &ServerState, value: &mut String) {
         refused = connections.refused.load(Ordering::Relaxed),
         rss = resident_set_bytes(),
     );
+    crate::batch::write_batch_statistics(&state.batch, value);
 }
 
 /// `user-agent-set:value=<base64>`: remembered per connection; a second call is an error, as

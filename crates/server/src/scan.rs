@@ -259,6 +259,9 @@ fn partition_work(fields: &ScanFields<'_>) -> Result<Vec<PartitionWork>, ResultC
             after: Some(digest),
         })
     });
+    if ids.is_empty() && digests.is_empty() {
+        return Err(ResultCode::Parameter);
+    }
     for item in from_start.chain(resumed) {
         let item = item.ok_or(ResultCode::Parameter)?;
         let seen_before = std::mem::replace(&mut seen[item.partition.index()], true);

@@ -1,10 +1,11 @@
 //! The Aerospike client wire protocol as a pure codec.
 //!
 //! What it does: finds proto frames at the start of a byte buffer ([`decode_frame`]), parses an
-//! AS_MSG body into its header, fields and ops as borrowed views ([`Message::parse`]), encodes
-//! responses and requests into a caller-owned `Vec<u8>` ([`begin_response`], [`write_op`],
-//! [`finish_response`], [`encode_message`]), and splits and answers the text info protocol
-//! ([`info_request_lines`], [`info_command_name`], [`info_param`]).
+//! AS_MSG body into its header, fields and ops as borrowed views ([`Message::parse`]), and the
+//! rows of a batch request likewise ([`BatchRequest`]), encodes responses and requests into a
+//! caller-owned `Vec<u8>` ([`begin_response`], [`write_op`], [`finish_response`],
+//! [`encode_message`]), and splits and answers the text info protocol ([`info_request_lines`],
+//! [`info_command_name`], [`info_param`]).
 //!
 //! Layer 3: depends only on `model` and std. No I/O, no async, no engine types.
 //!
@@ -22,6 +23,7 @@
 //! The byte layouts are in `docs/internals/wire-aerospike.md` and, with sources, in the protocol
 //! reference (`aerospike-protocol.md` sections 1 to 7).
 
+mod batch;
 mod fields;
 mod flags;
 mod frame;
@@ -36,6 +38,10 @@ mod security;
 
 pub mod field_type;
 
+pub use batch::{
+    BatchPosition, BatchRequest, BatchRow, BatchRows, batch_parent_flags, batch_row_flags,
+    encode_batch_header, encode_batch_repeat_row, encode_batch_row,
+};
 pub use fields::{Fields, ScanFields};
 pub use flags::{info1, info2, info3};
 pub use frame::{
