@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import aerospike
+
+import aswire
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = REPO_ROOT / "target" / "debug" / "osprey"
@@ -67,19 +70,30 @@ def _toml_value(v: Any) -> str:
 
 
 def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]]) -> str:
+    """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
+    tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys."""
     lines = ["[service]"]
     for k, v in service.items():
         lines.append(f"{k} = {_toml_value(v)}")
     for ns in namespaces:
         lines.append("")
         lines.append("[[namespaces]]")
+        nested = {k: v for k, v in ns.items() if isinstance(v, list)}
         for k, v in ns.items():
-            lines.append(f"{k} = {_toml_value(v)}")
+            if k not in nested:
+                lines.append(f"{k} = {_toml_value(v)}")
+        for k, tables in nested.items():
+            for table in tables:
+                lines.append(f"[[namespaces.{k}]]")
+                for tk, tv in table.items():
+                    lines.append(f"{tk} = {_toml_value(tv)}")
     return "\n".join(lines) + "\n"
 
 
 def namespace(name: str, **overrides: Any) -> dict[str, Any]:
-    """A namespace table: defaults plus overrides given with underscores (nsup_period=1)."""
+    """A namespace table: defaults plus overrides given with underscores (nsup_period=1).
+
+    `sets=[{"name": "s1", "enable-index": True}]` adds `[[namespaces.sets]]` tables."""
     ns: dict[str, Any] = {"name": name}
     ns.update(NAMESPACE_DEFAULTS)
     for k, v in overrides.items():
@@ -312,3 +326,131 @@ def wait_until(pred, timeout: float, interval: float = 0.05):
         if v or time.monotonic() > deadline:
             return v
         time.sleep(interval)
+
+
+def raw_info(server: "OspreyServer", command: str) -> str:
+    """Value of one info command over a raw socket: unlike `info`, an `ERROR:...` value is
+    returned as text (the client would raise on some of them)."""
+    with server.raw() as s:
+        ((name, value),) = aswire.request_info(s, [command])
+    assert name == command, (name, command)
+    return value
+
+
+def parse_set_entry(text: str) -> dict[str, str]:
+    """One `sets/<ns>/<set>` answer: `k=v:k=v:...;` (a leading `ns=..:set=..` is allowed)."""
+    entries = [e for e in text.split(";") if e]
+    assert len(entries) == 1, f"expected one set entry, got {text!r}"
+    return parse_kv(entries[0], sep=":")
+
+
+def set_info(client, ns: str, set_name: str) -> dict[str, str]:
+    return parse_set_entry(info(client, f"sets/{ns}/{set_name}"))
+
+
+# -- bulk loading over a raw socket ---------------------------------------------------------------
+
+
+def _particle(value: Any) -> tuple[int, bytes]:
+    if isinstance(value, bool):
+        return aswire.PT_BOOL, bytes([1 if value else 0])
+    if isinstance(value, int):
+        return aswire.PT_INTEGER, aswire.int_bytes(value)
+    if isinstance(value, float):
+        return aswire.PT_FLOAT, struct.pack(">d", value)
+    if isinstance(value, str):
+        return aswire.PT_STRING, value.encode()
+    if isinstance(value, (bytes, bytearray)):
+        return aswire.PT_BLOB, bytes(value)
+    raise TypeError(f"put_many cannot encode {value!r}")
+
+
+def put_frame(ns: str, set_name: str, key: int | str, bins: dict[str, Any], send_key: bool = True, ttl: int = 0) -> bytes:
+    """A raw write of `bins` to (ns, set_name, key); the key is stored when `send_key`."""
+    digest = aerospike.calc_digest(ns, set_name or "", key)
+    key_field = None
+    if send_key:
+        key_field = aswire.key_field_int(key) if isinstance(key, int) else aswire.key_field_str(key)
+    fields = [aswire.ns_field(ns)]
+    if set_name:
+        fields.append(aswire.set_field(set_name))
+    fields.append(aswire.digest_field(digest))
+    if key_field is not None:
+        fields.append(key_field)
+    ops = []
+    for name, value in bins.items():
+        ptype, data = _particle(value)
+        ops.append(aswire.op(aswire.OP_WRITE, name, data, ptype))
+    return aswire.as_msg(fields, ops, info2=aswire.INFO2_WRITE, record_ttl=ttl)
+
+
+def put_many(server: "OspreyServer", ns: str, set_name: str | None, records, send_key: bool = True,
+             ttl: int = 0, window: int = 256) -> int:
+    """Writes (key, bins) pairs with pipelined raw requests, `window` in flight; every reply must
+    be OK. Much faster than one client.put per record. Returns the number written."""
+    n = 0
+    with server.raw(timeout=30.0) as s:
+        batch: list[bytes] = []
+
+        def flush():
+            s.sendall(b"".join(batch))
+            for _ in batch:
+                _, ptype, body = aswire.recv_frame(s)
+                reply = aswire.parse_msg(body)
+                assert reply.result_code == 0, f"raw put failed with {reply.result_code}"
+            batch.clear()
+
+        for key, bins in records:
+            batch.append(put_frame(ns, set_name or "", key, bins, send_key=send_key, ttl=ttl))
+            n += 1
+            if len(batch) >= window:
+                flush()
+        if batch:
+            flush()
+    return n
+
+
+# -- scans through the client ---------------------------------------------------------------------
+
+
+def digest_of(record) -> bytes:
+    """The digest of a (key, meta, bins) record tuple returned by a scan."""
+    return bytes(record[0][3])
+
+
+def by_digest(records) -> dict[bytes, tuple]:
+    """Scan results keyed by digest; fails if a record came back twice."""
+    out: dict[bytes, tuple] = {}
+    for rec in records:
+        d = digest_of(rec)
+        assert d not in out, f"record {d.hex()} returned twice (key {rec[0][2]!r})"
+        out[d] = rec
+    return out
+
+
+def scan(client, ns: str, set_name: str | None, *, select=None, nobins: bool = False, policy=None) -> list:
+    """All records of one scan (a query without a filter) as (key, meta, bins) tuples."""
+    q = client.query(ns, set_name)
+    if select:
+        q.select(*select)
+    options = {"nobins": True} if nobins else None
+    return q.results(policy or {}, options)
+
+
+def paginate(client, ns: str, set_name: str | None, page_size: int, *, policy=None, between_pages=None,
+             max_pages: int = 100000) -> list[list]:
+    """Pages of a paginated scan (query.max_records = page_size) until the client says done.
+
+    `between_pages(i)` runs after page i (to write, enable an index...)."""
+    q = client.query(ns, set_name)
+    q.max_records = page_size
+    q.paginate()
+    pages = []
+    for i in range(max_pages):
+        page = q.results(policy or {})
+        pages.append(page)
+        if q.is_done():
+            return pages
+        if between_pages is not None:
+            between_pages(i)
+    raise AssertionError(f"pagination not done after {max_pages} pages")

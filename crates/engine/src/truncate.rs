@@ -33,32 +33,34 @@ impl Namespace {
         before_ms: Option<u64>,
     ) -> Result<bool, TruncateError> {
         let now_ms = self.clock.now().unix_ms;
-        let before_ms = match before_ms {
-            Some(before_ms) if before_ms > now_ms => return Err(TruncateError::CutoffInFuture),
-            Some(before_ms) => before_ms,
-            // Everything written up to now, this millisecond included: later writes are
-            // stamped at least this cut-off and survive (see `last_update_ms_for`).
-            None => now_ms + 1,
-        };
-        match set {
-            None => {
-                let previous = self
-                    .truncate_before_ms
-                    .fetch_max(before_ms, Ordering::AcqRel);
-                Ok(previous < before_ms)
-            }
-            Some(name) => {
-                // Aerospike creates the set, so that the cut-off holds for it.
-                let set_id = self
-                    .sets
-                    .id_or_create(name)
-                    .map_err(|_| TruncateError::BadSet)?;
-                if set_id == 0 {
-                    return Err(TruncateError::BadSet);
-                }
-                Ok(self.sets.raise_truncate_cutoff(set_id, before_ms))
-            }
+        if before_ms.is_some_and(|before_ms| before_ms > now_ms) {
+            return Err(TruncateError::CutoffInFuture);
         }
+        // Aerospike creates the set, so that the cut-off holds for it.
+        let set_id = match set {
+            None => None,
+            Some(name) => match self.sets.id_or_create(name) {
+                Ok(0) | Err(_) => return Err(TruncateError::BadSet),
+                Ok(set_id) => Some(set_id),
+            },
+        };
+        let previous_ms = match set_id {
+            None => self.truncate_before_ms.load(Ordering::Acquire),
+            Some(set_id) => self.sets.truncate_before_ms(set_id),
+        };
+        // Without a cut-off: everything written so far, this millisecond included. Writes made
+        // after an earlier truncate in this same millisecond were stamped with its cut-off, so
+        // the new one must pass it too. Later writes are stamped at least the new cut-off and
+        // survive (see `last_update_ms_for`).
+        let before_ms = before_ms.unwrap_or_else(|| (now_ms + 1).max(previous_ms + 1));
+        Ok(match set_id {
+            None => {
+                self.truncate_before_ms
+                    .fetch_max(before_ms, Ordering::AcqRel)
+                    < before_ms
+            }
+            Some(set_id) => self.sets.raise_truncate_cutoff(set_id, before_ms),
+        })
     }
 
     /// The namespace-wide truncate cut-off (Unix ms), 0 if never truncated.

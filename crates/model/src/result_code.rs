@@ -30,6 +30,8 @@ pub enum ResultCode {
     RecordTooBig = 13,
     /// Too many concurrent operations on one record.
     KeyBusy = 14,
+    /// The scan or query was aborted by an operator (`query-abort`); AS_ERR_QUERY_ABORT.
+    QueryAborted = 15,
     /// The feature is not supported by this server.
     UnsupportedFeature = 16,
     /// The bin does not exist.
@@ -52,8 +54,6 @@ pub enum ResultCode {
     BatchMaxRequests = 151,
     /// The secondary index a query names does not exist.
     IndexNotFound = 201,
-    /// The query (or scan) was aborted by an operator.
-    QueryAborted = 210,
 }
 
 impl ResultCode {

@@ -221,7 +221,7 @@ pub fn query_abort(state: &ServerState, params: &[u8], value: &mut String) {
             job.request_abort();
             value.push_str("ok");
         }
-        _ => value.push_str("ERROR:2:job not found"),
+        _ => value.push_str("ERROR:2:id not active"),
     }
 }
 

@@ -178,12 +178,13 @@ impl Connection {
                 }
             },
             Streamed::Scan(mut scan) => {
-                let write_timeout = write_timeout.max(scan.write_timeout);
+                // A scan stalls on its client's socket timeout, not the server's frame timeout.
+                let write_timeout = scan.write_timeout;
                 loop {
                     let chunk = tokio::select! {
                         chunk = scan.next_chunk() => chunk,
                         _ = shutdown.changed() => {
-                            scan.abandon();
+                            scan.abandon(false);
                             return Err(Close::Shutdown);
                         }
                     };
@@ -195,7 +196,7 @@ impl Connection {
                         Err(_) => Err(Close::Timeout("scan reply not drained")),
                     };
                     if let Err(close) = written {
-                        scan.abandon();
+                        scan.abandon(matches!(close, Close::Timeout(_)));
                         return Err(close);
                     }
                 }

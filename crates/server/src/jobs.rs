@@ -27,8 +27,10 @@ pub enum JobState {
     Complete = 1,
     /// Stopped by `query-abort`.
     UserAborted = 2,
-    /// Stopped because its client went away or stopped reading.
-    Abandoned = 3,
+    /// Stopped because sending to its client failed (the client went away).
+    AbandonedError = 3,
+    /// Stopped because its client stopped reading for longer than the socket timeout.
+    AbandonedTimeout = 4,
 }
 
 impl JobState {
@@ -36,7 +38,8 @@ impl JobState {
         match value {
             1 => JobState::Complete,
             2 => JobState::UserAborted,
-            3 => JobState::Abandoned,
+            3 => JobState::AbandonedError,
+            4 => JobState::AbandonedTimeout,
             _ => JobState::Active,
         }
     }
@@ -46,7 +49,8 @@ impl JobState {
             JobState::Active => "active",
             JobState::Complete => "done(ok)",
             JobState::UserAborted => "done(user-aborted)",
-            JobState::Abandoned => "done(abandoned)",
+            JobState::AbandonedError => "done(abandoned-response-error)",
+            JobState::AbandonedTimeout => "done(abandoned-response-timeout)",
         }
     }
 }
@@ -238,7 +242,7 @@ mod tests {
         for task_id in 2..(DONE_JOBS_KEPT as u64 + 10) {
             let job = Arc::new(ScanJob::new(task_id, "test".into(), "s".into(), 1, 0));
             assert!(job.finish(JobState::Complete));
-            assert!(!job.finish(JobState::Abandoned), "the first end wins");
+            assert!(!job.finish(JobState::AbandonedError), "the first end wins");
             jobs.register(job);
         }
         assert!(jobs.find(1).is_some(), "an active job is never forgotten");

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use engine::{Namespace, ScanOutcome, ScanScope, ScannedRecord};
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
-use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2};
+use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2, info3};
 
 use crate::jobs::{JobState, ScanJob};
 use crate::state::ServerState;
@@ -74,11 +74,17 @@ impl ScanStream {
         crate::dispatch::write_stream_error(out, code);
     }
 
-    /// Stops the scan because its client is gone or the server is shutting down.
-    pub fn abandon(self) {
+    /// Stops the scan because its client is gone, stopped reading for longer than the socket
+    /// timeout (`timed_out`), or the server is shutting down. Aerospike counts these as errors.
+    pub fn abandon(self, timed_out: bool) {
         self.job.request_abort();
-        if self.job.finish(JobState::Abandoned) {
-            self.namespace.count_scan(ScanOutcome::Aborted);
+        let state = if timed_out {
+            JobState::AbandonedTimeout
+        } else {
+            JobState::AbandonedError
+        };
+        if self.job.finish(state) {
+            self.namespace.count_scan(ScanOutcome::Failed);
         }
     }
 }
@@ -144,6 +150,10 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     if background || fields.udf || fields.filter_expression.is_some() {
         return Err(ResultCode::UnsupportedFeature);
     }
+    if message.header.info3 & info3::PARTITION_DONE == 0 {
+        // Aerospike 8 serves only the partition protocol, whose clients always set this flag.
+        return Err(ResultCode::UnsupportedFeature);
+    }
     if scan_fields.bin_list.is_some() {
         // Pre-6.0 projection: the current protocol sends READ ops instead.
         return Err(ResultCode::Parameter);
@@ -185,7 +195,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     state.scan_jobs.register(job.clone());
     let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
     if let Err(code) = spawn_threads(&shared, thread_count, &sender, records_per_second) {
-        job.finish(JobState::Abandoned);
+        job.finish(JobState::AbandonedError);
         namespace.count_scan(ScanOutcome::Failed);
         return Err(code);
     }
