@@ -408,6 +408,9 @@ fn truncate_hides_at_once_and_later_writes_survive() {
         large_before - 1,
         "every truncated record reclaimed"
     );
-    assert_eq!(harness.namespace.summary().truncated_objects, large_before + 1);
+    assert_eq!(
+        harness.namespace.summary().truncated_objects,
+        large_before + 1
+    );
     harness.check_scans();
 }
