@@ -243,6 +243,24 @@ def parse_msg(body: bytes) -> Msg:
     return m
 
 
+def split_messages(body: bytes) -> list[Msg]:
+    """The AS_MSG messages concatenated in one proto body."""
+    msgs = []
+    pos = 0
+    while pos < len(body):
+        hsz = body[pos]
+        n_fields, n_ops = struct.unpack(">HH", body[pos + 18 : pos + 22])
+        end = pos + hsz
+        for _ in range(n_fields):
+            end += 4 + struct.unpack(">I", body[end : end + 4])[0]
+        for _ in range(n_ops):
+            end += 4 + struct.unpack(">I", body[end : end + 4])[0]
+        assert end <= len(body), "message runs past its proto"
+        msgs.append(parse_msg(body[pos:end]))
+        pos = end
+    return msgs
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:

@@ -85,21 +85,11 @@ def _read_stream(sock) -> list[aswire.Msg]:
     while True:
         _, ptype, body = aswire.recv_frame(sock)
         assert ptype == aswire.TYPE_MSG
-        pos = 0
-        while pos < len(body):
-            hsz = body[pos]
-            n_fields, n_ops = struct.unpack(">HH", body[pos + 18 : pos + 22])
-            end = pos + hsz
-            for _ in range(n_fields):
-                end += 4 + struct.unpack(">I", body[end : end + 4])[0]
-            for _ in range(n_ops):
-                end += 4 + struct.unpack(">I", body[end : end + 4])[0]
-            m = aswire.parse_msg(body[pos:end])
-            msgs.append(m)
-            pos = end
-            if m.info3 & aswire.INFO3_LAST:
-                assert pos == len(body), "bytes after the LAST message"
-                return msgs
+        messages = aswire.split_messages(body)
+        assert not any(m.info3 & aswire.INFO3_LAST for m in messages[:-1]), "bytes after the LAST message"
+        msgs.extend(messages)
+        if messages and messages[-1].info3 & aswire.INFO3_LAST:
+            return msgs
 
 
 def test_a_raw_batch_reply_stream_ends_with_a_last_message(server, uset, healthy):

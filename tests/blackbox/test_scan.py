@@ -101,22 +101,7 @@ def scan_frame(
     return aswire.as_msg(fields, ops, info1=info1, info3=info3)
 
 
-def split_messages(body: bytes) -> list[aswire.Msg]:
-    """The AS_MSG messages concatenated in one proto body."""
-    msgs = []
-    pos = 0
-    while pos < len(body):
-        hsz = body[pos]
-        n_fields, n_ops = struct.unpack(">HH", body[pos + 18 : pos + 22])
-        end = pos + hsz
-        for _ in range(n_fields):
-            end += 4 + struct.unpack(">I", body[end : end + 4])[0]
-        for _ in range(n_ops):
-            end += 4 + struct.unpack(">I", body[end : end + 4])[0]
-        assert end <= len(body), "message runs past its proto"
-        msgs.append(aswire.parse_msg(body[pos:end]))
-        pos = end
-    return msgs
+split_messages = aswire.split_messages
 
 
 class ScanStream:

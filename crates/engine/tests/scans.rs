@@ -18,28 +18,14 @@ use engine::{
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest,
 };
+use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng as _};
 
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
 const PARTITIONS_USED: u16 = 4;
 const KEY_COUNT: u64 = 2_000;
 const ROUNDS: usize = 60;
 const SETS: [&[u8]; 3] = [b"small", b"large", b""];
-
-/// xorshift64*: small and seedable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
 
 struct NoSink;
 
@@ -244,24 +230,24 @@ fn seed() -> u64 {
     seed
 }
 
-fn mutate(harness: &mut Harness, rng: &mut Rng) {
-    let key = rng.below(KEY_COUNT);
-    match rng.below(100) {
+fn mutate(harness: &mut Harness, rng: &mut SmallRng) {
+    let key = rng.random_range(0..KEY_COUNT);
+    match rng.random_range(0..100) {
         0..=59 => harness.put(key, None),
-        60..=69 => harness.put(key, Some(1 + rng.below(3) as u32)),
+        60..=69 => harness.put(key, Some(rng.random_range(1..4))),
         70..=89 => {
             if harness.model.contains_key(&key) {
                 harness.delete(key);
             }
         }
-        _ => harness.advance(rng.below(700)),
+        _ => harness.advance(rng.random_range(0..700)),
     }
 }
 
 #[test]
 fn scans_match_the_model_with_and_without_set_indexes() {
     let seed = seed();
-    let mut rng = Rng(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mut harness = Harness::new();
     let mut indexed_partition_seen = false;
     if let Some(build) = harness.namespace.enable_set_index(SETS[0]).unwrap() {
@@ -271,18 +257,18 @@ fn scans_match_the_model_with_and_without_set_indexes() {
         for _ in 0..200 {
             mutate(&mut harness, &mut rng);
         }
-        match rng.below(10) {
-            0 => harness.truncate(Some(SETS[rng.below(2) as usize])),
+        match rng.random_range(0..10) {
+            0 => harness.truncate(Some(SETS[rng.random_range(0..2)])),
             1 if round % 7 == 0 => harness.truncate(None),
             2..=4 => {
-                let set = SETS[rng.below(2) as usize];
+                let set = SETS[rng.random_range(0..2)];
                 if let Some(build) = harness.namespace.enable_set_index(set).unwrap() {
                     harness.namespace.build_set_index(build);
                 }
             }
             5 => harness
                 .namespace
-                .disable_set_index(SETS[rng.below(2) as usize]),
+                .disable_set_index(SETS[rng.random_range(0..2)]),
             6 => {
                 harness.namespace.sweep_expired();
                 harness.namespace.reclaim_truncated();
@@ -319,7 +305,7 @@ fn scans_match_the_model_with_and_without_set_indexes() {
 #[test]
 fn records_present_throughout_a_scan_are_visited_exactly_once_despite_writes() {
     let seed = seed();
-    let mut rng = Rng(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mut harness = Harness::new();
     for key in 0..KEY_COUNT {
         harness.put(key, None);
@@ -350,9 +336,9 @@ fn records_present_throughout_a_scan_are_visited_exactly_once_despite_writes() {
                     break;
                 }
                 for _ in 0..3 {
-                    let key = rng.below(KEY_COUNT * 2);
+                    let key = rng.random_range(0..KEY_COUNT * 2);
                     touched.insert(key);
-                    if rng.below(2) == 0 && harness.model.contains_key(&key) {
+                    if rng.random_range(0..2) == 0 && harness.model.contains_key(&key) {
                         harness.delete(key);
                     } else {
                         harness.put(key, None);
