@@ -7,6 +7,13 @@
 //!
 //! `cargo xtask compare-redis [ARGS]` builds release binaries and runs the Osprey versus
 //! redis-server comparison (`scripts/compare-redis`), passing `ARGS` through.
+//!
+//! `cargo xtask set-index [ARGS]` builds release binaries and runs the set-index experiment
+//! (`scripts/set-index-experiment`), passing `ARGS` through (`--quick` for a smoke run).
+//!
+//! Builds go to cargo's target directory: `target/`, or `CARGO_TARGET_DIR` when set (so a long
+//! benchmark build need not share `target/` with other builds); `scripts/set-index-experiment`
+//! looks for the binaries by the same rule.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,8 +25,9 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "blackbox" => blackbox(&[]),
         "compare-redis" => compare_redis(&rest),
+        "set-index" => set_index(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <ci|blackbox|compare-redis [ARGS]>");
+            eprintln!("usage: cargo xtask <ci|blackbox|compare-redis [ARGS]|set-index [ARGS]>");
             return ExitCode::from(2);
         }
     };
@@ -98,6 +106,33 @@ fn compare_redis(args: &[String]) -> Result<(), String> {
         .map_err(|error| format!("cannot run scripts/compare-redis: {error}"))?;
     if !status.success() {
         return Err(format!("scripts/compare-redis failed ({status})"));
+    }
+    Ok(())
+}
+
+/// Builds release binaries and runs `scripts/set-index-experiment` with `args`.
+fn set_index(args: &[String]) -> Result<(), String> {
+    run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "--package",
+            "server",
+            "--package",
+            "bench",
+        ],
+    )?;
+    let root = workspace_root();
+    let python = ensure_venv(&root, &["bench/requirements.txt"])?;
+    let status = Command::new(&python)
+        .arg("scripts/set-index-experiment")
+        .args(args)
+        .current_dir(&root)
+        .status()
+        .map_err(|error| format!("cannot run scripts/set-index-experiment: {error}"))?;
+    if !status.success() {
+        return Err(format!("scripts/set-index-experiment failed ({status})"));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `osprey-bench`: one benchmark tool for Osprey (Aerospike protocol) and any Redis server
 //! (RESP), with aerospike-benchmark's options and workloads, HDR latency percentiles, the
-//! Index64 scaling test and the per-connection test. `osprey-bench --help` lists the options;
-//! `docs/benchmarks.md` shows how the project's comparisons use it.
+//! Index64 scaling test, the per-connection test and the scan test. `osprey-bench --help` lists
+//! the options; `docs/benchmarks.md` shows how the project's comparisons use it.
 //!
 //! Layer: a top-level binary; depends on `model`, `wire-aerospike` and `wire-resp` for the
 //! protocols, never on the server or the engine.
@@ -11,6 +11,7 @@ mod options;
 mod protocol;
 mod report;
 mod runner;
+mod scan;
 mod source;
 mod spec;
 mod stats;
@@ -33,7 +34,9 @@ fn main() -> ExitCode {
     });
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_ctrl_c(&stop);
-    let result = if options.scaling {
+    let result = if options.scan {
+        modes::scan(&options, seed, &stop)
+    } else if options.scaling {
         modes::scaling(&options, seed, &stop)
     } else if options.per_connection {
         modes::per_connection(&options, seed, &stop)

@@ -1,5 +1,6 @@
-//! The three things the tool can do: one workload with per-second lines and a summary, the
-//! scaling test (`--scaling`) and the per-connection test (`--per-connection`).
+//! The four things the tool can do: one workload with per-second lines and a summary, the
+//! scaling test (`--scaling`), the per-connection test (`--per-connection`) and the scan test
+//! (`--scan`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,8 +13,9 @@ use serde::Serialize;
 
 use crate::options::Options;
 use crate::report::{
-    CSV_HEADER, LatencyReport, OpReport, OutputFormat, WindowReport, csv_rows, op_reports,
-    text_line, text_summary,
+    CSV_HEADER, LatencyReport, OpReport, OutputFormat, SCAN_CSV_HEADER, ScanReport, ScanSummary,
+    WindowReport, csv_rows, op_reports, scan_csv_row, scan_summary_csv_row, scan_text_header,
+    scan_text_row, scan_text_summary, text_line, text_summary,
 };
 use crate::runner::{self, Plan, RunResult};
 use crate::source::OpKind;
@@ -441,4 +443,100 @@ fn connection_row(plan: &Plan, result: &RunResult) -> ConnectionRow {
         timeouts: report.timeouts,
         errors_by_code: report.errors_by_code,
     }
+}
+
+/// What a scan test is, for the first line of its output.
+#[derive(Debug, Serialize)]
+struct ScanConfigReport<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    address: String,
+    namespace: &'a str,
+    /// `None`: the whole namespace.
+    set: Option<&'a str>,
+    no_bins: bool,
+    repeat: u32,
+    socket_timeout_ms: u32,
+    seed: u64,
+}
+
+/// The scan test: `--scan-repeat` scans of the namespace or set, one after the other on one
+/// connection, each timed from the request to its LAST message, then the medians.
+///
+/// # Errors
+///
+/// When the options are invalid, the server cannot be reached, or a scan fails (a non-zero
+/// result code, a malformed stream, a closed or silent connection): a failed scan is never
+/// reported as a result.
+pub fn scan(options: &Options, seed: u64, stop: &Arc<AtomicBool>) -> Result<(), String> {
+    let plan = options.scan_plan(seed)?;
+    let config = ScanConfigReport {
+        kind: "scan_config",
+        address: plan.address.to_string(),
+        namespace: &plan.request.namespace,
+        set: (!plan.request.set.is_empty()).then_some(plan.request.set.as_str()),
+        no_bins: plan.request.no_bins,
+        repeat: plan.repeat,
+        socket_timeout_ms: plan.request.socket_timeout_ms,
+        seed,
+    };
+    match options.output {
+        OutputFormat::Text => {
+            out!(
+                "osprey-bench scan: namespace {} {} on {}, {}, {} scan{}, socket timeout {}",
+                config.namespace,
+                config
+                    .set
+                    .map_or("(every set)".to_owned(), |set| format!("set {set}")),
+                config.address,
+                if config.no_bins {
+                    "no bins"
+                } else {
+                    "all bins"
+                },
+                config.repeat,
+                if config.repeat == 1 { "" } else { "s" },
+                match config.socket_timeout_ms {
+                    0 => "none".to_owned(),
+                    ms => format!("{ms} ms"),
+                }
+            );
+            emit(&scan_text_header());
+        }
+        OutputFormat::Json => print_json(&config),
+        OutputFormat::Csv => emit(SCAN_CSV_HEADER),
+    }
+    let idle_timeout = match plan.request.socket_timeout_ms {
+        0 => None,
+        ms => Some(Duration::from_millis(u64::from(ms))),
+    };
+    let mut client = crate::scan::ScanClient::connect(plan.address, idle_timeout)?;
+    let mut scans = Vec::new();
+    for repetition in 1..=plan.repeat {
+        let request = crate::scan::ScanRequest {
+            task_id: seed.wrapping_add(u64::from(repetition)),
+            ..plan.request.clone()
+        };
+        let run = client
+            .scan(&request)
+            .map_err(|error| format!("scan {repetition}: {error}"))?;
+        let report = ScanReport::new(repetition, &run);
+        match options.output {
+            OutputFormat::Text => emit(&scan_text_row(&report)),
+            OutputFormat::Json => print_json(&report),
+            OutputFormat::Csv => emit(&scan_csv_row(&report)),
+        }
+        scans.push(report);
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+    }
+    if let Some(summary) = ScanSummary::new(&scans) {
+        match options.output {
+            OutputFormat::Text => emit(&scan_text_summary(&summary)),
+            OutputFormat::Json => print_json(&summary),
+            OutputFormat::Csv => emit(&scan_summary_csv_row(&summary)),
+        }
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@ use clap::{ArgAction, Parser};
 use crate::protocol::Protocol;
 use crate::report::OutputFormat;
 use crate::runner::{Plan, Target};
+use crate::scan::ScanRequest;
 use crate::source::KeyRange;
 use crate::spec::{KeyDistribution, ObjectSpec, Workload};
 
@@ -137,6 +138,40 @@ pub struct Options {
         default_value = "1,2,4,8"
     )]
     pub connection_counts: Vec<usize>,
+
+    /// The scan test: scan the set of -s (`-s ""`: the whole namespace) with one partition
+    /// scan of all 4096 partitions, as Aerospike clients send it, and report the time from the
+    /// request to the LAST message, records, records/s and MB/s per repetition and the median.
+    #[arg(long, conflicts_with_all = ["scaling", "per_connection"])]
+    pub scan: bool,
+
+    /// With --scan: ask for digests and metadata only, no bin data.
+    #[arg(long = "scan-no-bins")]
+    pub scan_no_bins: bool,
+
+    /// With --scan: scans to run one after the other on one connection.
+    #[arg(long = "scan-repeat", value_name = "N", default_value_t = 1)]
+    pub scan_repeat: u32,
+
+    /// With --scan: the socket timeout sent to the server, and how long the client waits for
+    /// the next reply bytes before it fails the scan (0: no limit).
+    #[arg(
+        long = "scan-socket-timeout",
+        value_name = "MS",
+        default_value_t = 30_000
+    )]
+    pub scan_socket_timeout_ms: u32,
+}
+
+/// What `--scan` does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanPlan {
+    /// The server.
+    pub address: SocketAddr,
+    /// The request of every repetition, but for its task id.
+    pub request: ScanRequest,
+    /// Scans to run.
+    pub repeat: u32,
 }
 
 impl Options {
@@ -196,6 +231,31 @@ impl Options {
             throughput_ops_per_s: self.throughput_ops_per_s,
             timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
             seed,
+        })
+    }
+
+    /// Checks the options of `--scan` and resolves the host.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the option that is wrong.
+    pub fn scan_plan(&self, seed: u64) -> Result<ScanPlan, String> {
+        if self.protocol != Protocol::Aerospike {
+            return Err("--scan needs --protocol aerospike".to_owned());
+        }
+        if self.scan_repeat == 0 {
+            return Err("--scan-repeat must be at least 1".to_owned());
+        }
+        Ok(ScanPlan {
+            address: self.address()?,
+            request: ScanRequest {
+                namespace: self.namespace.clone(),
+                set: self.set.clone(),
+                no_bins: self.scan_no_bins,
+                task_id: seed,
+                socket_timeout_ms: self.scan_socket_timeout_ms,
+            },
+            repeat: self.scan_repeat,
         })
     }
 
@@ -349,6 +409,46 @@ mod tests {
     }
 
     #[test]
+    fn scan_options_make_a_scan_plan() {
+        let plan = parse(&["--scan", "-n", "bar", "-s", "s100"])
+            .scan_plan(7)
+            .unwrap();
+        assert_eq!(plan.address, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(plan.repeat, 1);
+        let expected = ScanRequest {
+            namespace: "bar".to_owned(),
+            set: "s100".to_owned(),
+            no_bins: false,
+            task_id: 7,
+            socket_timeout_ms: 30_000,
+        };
+        assert_eq!(plan.request, expected);
+        let plan = parse(&[
+            "--scan",
+            "-s",
+            "",
+            "--scan-no-bins",
+            "--scan-repeat",
+            "5",
+            "--scan-socket-timeout",
+            "0",
+        ])
+        .scan_plan(1)
+        .unwrap();
+        assert_eq!(plan.request.set, "");
+        assert!(plan.request.no_bins);
+        assert_eq!((plan.repeat, plan.request.socket_timeout_ms), (5, 0));
+        let error = parse(&["--scan", "--scan-repeat", "0"])
+            .scan_plan(1)
+            .unwrap_err();
+        assert!(error.contains("--scan-repeat"), "{error}");
+        let error = parse(&["--scan", "--protocol", "redis"])
+            .scan_plan(1)
+            .unwrap_err();
+        assert!(error.contains("--protocol"), "{error}");
+    }
+
+    #[test]
     fn bad_values_are_refused_with_the_option_named() {
         for args in [
             &["-w", "XX"][..],
@@ -358,6 +458,9 @@ mod tests {
             &["--key-distribution", "zipf:-1"],
             &["--output", "xml"],
             &["--scaling", "--per-connection"],
+            &["--scan", "--scaling"],
+            &["--scan", "--per-connection"],
+            &["--scan", "--scan-repeat", "-1"],
         ] {
             let mut all = vec!["osprey-bench"];
             all.extend_from_slice(args);

@@ -297,6 +297,195 @@ pub fn text_summary(report: &WindowReport) -> String {
     text
 }
 
+/// One scan of `--scan`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScanReport {
+    /// Always `scan`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// 1 for the first scan.
+    pub repetition: u32,
+    /// From sending the request to the LAST message, ms (microsecond precision).
+    pub elapsed_ms: f64,
+    /// From sending the request to the first reply bytes, ms.
+    pub first_byte_ms: f64,
+    /// Records received.
+    pub records: u64,
+    /// Reply bytes received, proto headers included.
+    pub bytes: u64,
+    /// Reply protos (frames) received.
+    pub protos: u64,
+    /// Records per second of `elapsed_ms`.
+    pub records_per_s: f64,
+    /// Reply megabytes (10^6 bytes) per second of `elapsed_ms`.
+    pub mb_per_s: f64,
+}
+
+impl ScanReport {
+    /// The report of repetition `repetition`.
+    pub fn new(repetition: u32, run: &crate::scan::ScanRun) -> ScanReport {
+        let seconds = run.elapsed.as_secs_f64();
+        let per_second = |count: u64| {
+            if seconds > 0.0 {
+                count as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        ScanReport {
+            kind: "scan",
+            repetition,
+            elapsed_ms: round_3(run.elapsed.as_secs_f64() * 1e3),
+            first_byte_ms: round_3(run.first_byte.as_secs_f64() * 1e3),
+            records: run.counts.records,
+            bytes: run.counts.bytes,
+            protos: run.counts.protos,
+            records_per_s: round_1(per_second(run.counts.records)),
+            mb_per_s: round_3(per_second(run.counts.bytes) / 1e6),
+        }
+    }
+}
+
+/// The medians of every scan of `--scan`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScanSummary {
+    /// Always `scan_summary`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Scans run.
+    pub repetitions: u32,
+    /// Median time from request to LAST, ms.
+    pub elapsed_ms: f64,
+    /// Fastest scan, ms.
+    pub elapsed_ms_min: f64,
+    /// Slowest scan, ms.
+    pub elapsed_ms_max: f64,
+    /// Median time to the first reply bytes, ms.
+    pub first_byte_ms: f64,
+    /// Median records per scan.
+    pub records: f64,
+    /// Fewest records of a scan.
+    pub records_min: u64,
+    /// Most records of a scan.
+    pub records_max: u64,
+    /// Median reply bytes per scan.
+    pub bytes: f64,
+    /// Median records per second.
+    pub records_per_s: f64,
+    /// Median reply megabytes per second.
+    pub mb_per_s: f64,
+}
+
+impl ScanSummary {
+    /// The summary of `scans`; `None` when there are none.
+    pub fn new(scans: &[ScanReport]) -> Option<ScanSummary> {
+        let of = |value: fn(&ScanReport) -> f64| median(scans.iter().map(value).collect());
+        let elapsed: Vec<f64> = scans.iter().map(|scan| scan.elapsed_ms).collect();
+        Some(ScanSummary {
+            kind: "scan_summary",
+            repetitions: u32::try_from(scans.len()).unwrap_or(u32::MAX),
+            elapsed_ms: round_3(median(elapsed.clone())?),
+            elapsed_ms_min: elapsed.iter().copied().fold(f64::INFINITY, f64::min),
+            elapsed_ms_max: elapsed.iter().copied().fold(0.0, f64::max),
+            first_byte_ms: round_3(of(|scan| scan.first_byte_ms)?),
+            records: of(|scan| scan.records as f64)?,
+            records_min: scans.iter().map(|scan| scan.records).min()?,
+            records_max: scans.iter().map(|scan| scan.records).max()?,
+            bytes: of(|scan| scan.bytes as f64)?,
+            records_per_s: round_1(of(|scan| scan.records_per_s)?),
+            mb_per_s: round_3(of(|scan| scan.mb_per_s)?),
+        })
+    }
+}
+
+/// The median: the middle value, or the mean of the two middle values; `None` when empty.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        length if length % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
+    }
+}
+
+fn round_3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+/// The CSV header of `--scan`, matching [`scan_csv_row`] and [`scan_summary_csv_row`].
+pub const SCAN_CSV_HEADER: &str =
+    "type,repetition,elapsed_ms,first_byte_ms,records,bytes,protos,records_per_s,mb_per_s";
+
+/// One CSV row of a scan.
+pub fn scan_csv_row(scan: &ScanReport) -> String {
+    format!(
+        "scan,{},{},{},{},{},{},{},{}",
+        scan.repetition,
+        scan.elapsed_ms,
+        scan.first_byte_ms,
+        scan.records,
+        scan.bytes,
+        scan.protos,
+        scan.records_per_s,
+        scan.mb_per_s
+    )
+}
+
+/// The CSV row of the medians (repetition holds the number of scans; protos is empty).
+pub fn scan_summary_csv_row(summary: &ScanSummary) -> String {
+    format!(
+        "median,{},{},{},{},{},,{},{}",
+        summary.repetitions,
+        summary.elapsed_ms,
+        summary.first_byte_ms,
+        summary.records,
+        summary.bytes,
+        summary.records_per_s,
+        summary.mb_per_s
+    )
+}
+
+/// The column titles of the text table of `--scan`.
+pub fn scan_text_header() -> String {
+    format!(
+        "{:>6} {:>12} {:>14} {:>11} {:>14} {:>13} {:>9}",
+        "scan", "time ms", "first byte ms", "records", "records/s", "bytes", "MB/s"
+    )
+}
+
+/// One text row of a scan.
+pub fn scan_text_row(scan: &ScanReport) -> String {
+    format!(
+        "{:>6} {:>12.3} {:>14.3} {:>11} {:>14.0} {:>13} {:>9.1}",
+        scan.repetition,
+        scan.elapsed_ms,
+        scan.first_byte_ms,
+        scan.records,
+        scan.records_per_s,
+        scan.bytes,
+        scan.mb_per_s
+    )
+}
+
+/// The text row of the medians, with the spread of the time.
+pub fn scan_text_summary(summary: &ScanSummary) -> String {
+    format!(
+        "{:>6} {:>12.3} {:>14.3} {:>11} {:>14.0} {:>13} {:>9.1}  (time min {:.3}, max {:.3} ms, \
+         {} scans)",
+        "median",
+        summary.elapsed_ms,
+        summary.first_byte_ms,
+        summary.records,
+        summary.records_per_s,
+        summary.bytes,
+        summary.mb_per_s,
+        summary.elapsed_ms_min,
+        summary.elapsed_ms_max,
+        summary.repetitions
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +600,58 @@ mod tests {
             summary.contains("write errors by code: 14 KEY_BUSY: 1"),
             "{summary}"
         );
+    }
+
+    fn scan_run(elapsed_us: u64, records: u64) -> crate::scan::ScanRun {
+        crate::scan::ScanRun {
+            elapsed: Duration::from_micros(elapsed_us),
+            first_byte: Duration::from_micros(elapsed_us / 2),
+            counts: crate::scan::StreamCounts {
+                records,
+                partitions_done: 0,
+                protos: 2,
+                bytes: records * 100,
+            },
+        }
+    }
+
+    #[test]
+    fn scan_reports_keep_microseconds_and_rates() {
+        let scan = ScanReport::new(1, &scan_run(12_345, 1000));
+        assert_eq!(scan.elapsed_ms, 12.345);
+        assert_eq!(scan.first_byte_ms, 6.172);
+        assert_eq!(scan.records_per_s, 81_004.5);
+        assert_eq!(scan.mb_per_s, 8.1);
+        let json = serde_json::to_value(&scan).unwrap();
+        assert_eq!(json["type"], "scan");
+        assert_eq!(json["records"], 1000);
+        assert_eq!(
+            scan_csv_row(&scan).split(',').count(),
+            SCAN_CSV_HEADER.split(',').count()
+        );
+    }
+
+    #[test]
+    fn scan_summary_takes_medians_and_the_spread() {
+        let scans: Vec<ScanReport> = [(3000, 10), (1000, 10), (2000, 12), (9000, 10)]
+            .iter()
+            .enumerate()
+            .map(|(index, (us, records))| {
+                ScanReport::new(index as u32 + 1, &scan_run(*us, *records))
+            })
+            .collect();
+        let summary = ScanSummary::new(&scans).unwrap();
+        assert_eq!(summary.elapsed_ms, 2.5);
+        assert_eq!((summary.elapsed_ms_min, summary.elapsed_ms_max), (1.0, 9.0));
+        assert_eq!(summary.records, 10.0);
+        assert_eq!((summary.records_min, summary.records_max), (10, 12));
+        assert_eq!(summary.repetitions, 4);
+        assert_eq!(
+            scan_summary_csv_row(&summary).split(',').count(),
+            SCAN_CSV_HEADER.split(',').count()
+        );
+        assert!(scan_text_summary(&summary).contains("max 9.000 ms, 4 scans"));
+        assert_eq!(ScanSummary::new(&[]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
     }
 }
