@@ -83,7 +83,7 @@ pub(crate) enum Walk {
 /// set index cost 5 to 7 times a step of the walk, so the two break even near a 1/6 share; at
 /// 1/8 the index took 162 ms against 204 ms for the walk, at 1/4 it took 268 ms against 225 ms.
 /// 8 keeps the choice on the safe side of the break-even, so an indexed scan is never slower.
-const LOOKUP_COST_IN_STEPS: usize = 8;
+pub(crate) const LOOKUP_COST_IN_STEPS: usize = 8;
 
 impl Partition {
     /// The record for `digest` if clients can see it.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use model::{Digest, Generation, PartitionId, VoidTime};
 
 use crate::namespace::Namespace;
-use crate::partition::{PieceEnd, Walk};
+use crate::partition::{LOOKUP_COST_IN_STEPS, PieceEnd, Walk};
 use crate::record::{BinIter, Record, SetId};
 
 /// Which records a scan wants.
@@ -134,6 +134,24 @@ impl Namespace {
                 record,
             })
         })
+    }
+
+    /// How many records a scan of `scope` will reach through the set index, when the set's
+    /// index is built everywhere and the set is small enough for every partition to prefer it;
+    /// `None` when the scan may walk whole partitions. Cheap (atomic counters, no locks), so a
+    /// caller can size a scan before starting it.
+    pub fn set_index_scan_size(&self, scope: ScanScope) -> Option<u64> {
+        let ScanScope::Set(set_id) = scope else {
+            return None;
+        };
+        let sets = self.sets.summaries();
+        let set = sets.get(usize::from(set_id).checked_sub(1)?)?;
+        if !set.index_enabled || set.index_populating {
+            return None;
+        }
+        // Records without a set are not counted here, so this errs towards "walks".
+        let all_sets_objects: u64 = sets.iter().map(|s| s.objects).sum();
+        (set.objects * LOOKUP_COST_IN_STEPS as u64 <= all_sets_objects).then_some(set.objects)
     }
 
     /// Whether a scan of `scope` in `partition` would use the set index now.
