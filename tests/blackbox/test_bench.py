@@ -211,3 +211,26 @@ def test_a_silent_server_shows_as_timeouts_not_a_hang():
         stop.set()
         thread.join()
         listener.close()
+
+
+def test_scan_mode_counts_every_record_of_the_set_and_of_the_namespace(bench_server):
+    srv, client = bench_server
+    port = str(srv.port)
+    benchtool.run_json("-p", port, "-s", "scanned", "-w", "I", "-k", "2500", "-o", "S:100", "-z", "2")
+    benchtool.run_json("-p", port, "-s", "other", "-w", "I", "-k", "700", "-o", "S:100", "-z", "2")
+
+    def scans(*args: str) -> list[dict]:
+        lines = benchtool.run_json("-p", port, "--scan", "--scan-repeat", "2", *args)
+        runs = [line for line in lines if line["type"] == "scan"]
+        assert len(runs) == 2, lines
+        return runs
+
+    for run in scans("-s", "scanned"):
+        assert run["records"] == 2500
+        assert run["bytes"] > 2500 * 100, "every record carries its 100-byte bin"
+    for run in scans("-s", ""):
+        assert run["records"] == 3200
+    no_bins = scans("-s", "scanned", "--scan-no-bins")
+    assert all(run["records"] == 2500 and run["bytes"] < 2500 * 100 for run in no_bins)
+    assert scans("-s", "nosuchset")[0]["records"] == 0
+    assert int(harness.ns_stats(client, "test")["pi_query_long_basic_complete"]) == 8

@@ -976,3 +976,21 @@ def test_a_scan_blocked_past_its_socket_timeout_is_abandoned(bigserver):
         waited = time.monotonic() - t0
         status = job_info(bigserver, trid)["status"]
         assert status.startswith("done(abandoned"), f"{status} {waited:.1f}s after the client stopped reading"
+
+
+def test_records_per_second_paces_a_scan(start_server):
+    # 300 records at 1,000 records per second take at least 0.3 s minus the first record's
+    # slot; unthrottled the same scan takes a few milliseconds.
+    server = start_server()
+    client = server.client()
+    for i in range(300):
+        client.put(("test", "paced", i), {"v": i})
+    query = client.query("test", "paced")
+    query.records_per_second = 1000
+    started = time.monotonic()
+    records = query.results()
+    elapsed_s = time.monotonic() - started
+    assert len(records) == 300
+    assert elapsed_s >= 0.25, f"300 records at 1000/s came back in {elapsed_s:.3f} s"
+    (job,) = [line for line in harness.info(client, "query-show").split(";") if ":set=paced:" in line]
+    assert ":rps=1000:" in job and ":recs-succeeded=300:" in job
