@@ -3,17 +3,22 @@
 //! What it does: owns every namespace's 4096 partitions, each holding its slice of the primary
 //! index behind its own lock, and executes single-record reads, writes (put, operate, touch) and
 //! deletes with Aerospike's semantics: record-exists and generation policies, TTL and void time,
-//! the bin and set limits, and the result code Aerospike returns for each failure. A background
-//! caller drives [`Namespace::sweep_expired`] to reclaim expired records.
+//! the bin and set limits, and the result code Aerospike returns for each failure. It also walks
+//! partitions for scans in short pieces ([`Namespace::scan_piece`]), keeps set indexes
+//! ([`Namespace::enable_set_index`]) and hides truncated records at once
+//! ([`Namespace::truncate`]). Background callers drive [`Namespace::sweep_expired`],
+//! [`Namespace::reclaim_truncated`] and [`Namespace::build_set_index`].
 //!
-//! Layer 3: depends on `index`, `model` and std (plus `parking_lot`, `smallvec`). No tokio, no
+//! Layer 3: depends on `index`, `model` and std (plus `parking_lot`, `smallvec`, `rmp`,
+//! `thiserror`). No tokio, no
 //! sockets: time comes from a [`Clock`], so tests are deterministic.
 //!
 //! Invariants:
 //! - No lock is global: a transaction locks exactly one partition, for its whole duration,
 //!   which is what makes a multi-op `operate` atomic.
-//! - An expired record is never visible: every lookup checks the void time against the clock,
-//!   whether or not the sweeper has run.
+//! - An expired or truncated record is never visible: every lookup and scan checks the void
+//!   time and the truncate cut-offs, whether or not the record has been reclaimed yet.
+//! - A scan holds a partition's lock for at most one piece (a bounded number of entries).
 //! - A stored record has at least one bin and a generation of at least 1.
 //!
 //! Read `docs/ARCHITECTURE.md` (life of a read and of a write) and
