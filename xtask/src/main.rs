@@ -84,34 +84,26 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
 
 /// Builds release binaries and runs `scripts/compare-redis` with `args`.
 fn compare_redis(args: &[String]) -> Result<(), String> {
-    run(
-        "cargo",
-        &[
-            "build",
-            "--release",
-            "--package",
-            "server",
-            "--package",
-            "bench",
-        ],
-    )?;
     ensure_redis()?;
-    let root = workspace_root();
-    let python = ensure_venv(&root, &["tests/requirements.txt", "bench/requirements.txt"])?;
-    let status = Command::new(&python)
-        .arg("scripts/compare-redis")
-        .args(args)
-        .current_dir(&root)
-        .status()
-        .map_err(|error| format!("cannot run scripts/compare-redis: {error}"))?;
-    if !status.success() {
-        return Err(format!("scripts/compare-redis failed ({status})"));
-    }
-    Ok(())
+    run_release_script(
+        "scripts/compare-redis",
+        &["tests/requirements.txt", "bench/requirements.txt"],
+        args,
+    )
 }
 
 /// Builds release binaries and runs `scripts/set-index-experiment` with `args`.
 fn set_index(args: &[String]) -> Result<(), String> {
+    run_release_script(
+        "scripts/set-index-experiment",
+        &["bench/requirements.txt"],
+        args,
+    )
+}
+
+/// Builds the release `osprey` and `osprey-bench`, then runs the Python `script` with `args`
+/// in the `.venv` holding `requirements`.
+fn run_release_script(script: &str, requirements: &[&str], args: &[String]) -> Result<(), String> {
     run(
         "cargo",
         &[
@@ -124,15 +116,15 @@ fn set_index(args: &[String]) -> Result<(), String> {
         ],
     )?;
     let root = workspace_root();
-    let python = ensure_venv(&root, &["bench/requirements.txt"])?;
+    let python = ensure_venv(&root, requirements)?;
     let status = Command::new(&python)
-        .arg("scripts/set-index-experiment")
+        .arg(script)
         .args(args)
         .current_dir(&root)
         .status()
-        .map_err(|error| format!("cannot run scripts/set-index-experiment: {error}"))?;
+        .map_err(|error| format!("cannot run {script}: {error}"))?;
     if !status.success() {
-        return Err(format!("scripts/set-index-experiment failed ({status})"));
+        return Err(format!("{script} failed ({status})"));
     }
     Ok(())
 }
