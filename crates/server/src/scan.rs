@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use engine::{Namespace, ScanOutcome, ScanScope, ScannedRecord};
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
+use tracing::debug;
 use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2, info3};
 
 use crate::jobs::{JobState, ScanJob};
@@ -39,6 +40,8 @@ const PIECE_ENTRIES: usize = 256;
 const QUEUED_CHUNKS_PER_THREAD: usize = 2;
 /// Socket timeout when the client sends none (the clients' default).
 const SOCKET_TIMEOUT_DEFAULT_MS: u32 = 30_000;
+/// Nice value of scan threads (command threads run at 0).
+const SCAN_THREAD_NICE: i32 = 10;
 /// Records reached through a set index that justify one more scan thread.
 const RECORDS_PER_SCAN_THREAD: u64 = 2_000;
 /// Longest sleep between checks for an abort while throttled.
@@ -224,6 +227,7 @@ fn spawn_threads(
         let spawned = std::thread::Builder::new()
             .name(format!("scan-{}-{thread_index}", shared.job.task_id))
             .spawn(move || {
+                lower_this_thread_priority();
                 let mut worker = Worker {
                     shared: &shared,
                     sender,
@@ -243,6 +247,17 @@ fn spawn_threads(
         }
     }
     Ok(())
+}
+
+/// Gives the calling scan thread a lower CPU priority (a higher nice value) than the threads
+/// serving single-record commands, so that a scan saturating every core still lets commands
+/// run as soon as they arrive; the scan gets whatever CPU is left.
+fn lower_this_thread_priority() {
+    // On Linux, PRIO_PROCESS with a thread id applies to that thread only.
+    let thread_id = rustix::thread::gettid();
+    if let Err(error) = rustix::process::setpriority_process(Some(thread_id), SCAN_THREAD_NICE) {
+        debug!(%error, "cannot lower a scan thread's priority");
+    }
 }
 
 /// Threads for one scan: `single-scan-threads`, but no more than the partitions to walk, and
