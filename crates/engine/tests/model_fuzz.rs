@@ -6,6 +6,8 @@
 //! the model, and the object and per-set counters must match the model's record count.
 //! The seed is printed; `SEED=<n> cargo test -p engine --test model_fuzz` replays a failure.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -106,17 +108,7 @@ fn decode(bins: Vec<(Vec<u8>, u8, Vec<u8>)>) -> BTreeMap<Vec<u8>, Value> {
 
 #[test]
 fn engine_matches_the_model_under_random_operations() {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("model_fuzz seed: {seed} (replay with SEED={seed})");
+    let seed = common::seed("model_fuzz");
     let mut rng = Rng(seed);
     let clock = Arc::new(ManualClock::new(
         (CITRUSLEAF_EPOCH_UNIX_SECONDS + u64::from(START_EPOCH_SECONDS)) * 1000,

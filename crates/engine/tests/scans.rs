@@ -8,6 +8,8 @@
 //! was visited twice, and a scan with no concurrent change returns exactly the model's records.
 //! The seed is printed; `SEED=<n> cargo test -p engine --test scans` replays a failure.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -216,20 +218,6 @@ fn inverse(odd: u64) -> u64 {
     x
 }
 
-fn seed() -> u64 {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("scans: SEED={seed}");
-    seed
-}
-
 fn mutate(harness: &mut Harness, rng: &mut SmallRng) {
     let key = rng.random_range(0..KEY_COUNT);
     match rng.random_range(0..100) {
@@ -246,7 +234,7 @@ fn mutate(harness: &mut Harness, rng: &mut SmallRng) {
 
 #[test]
 fn scans_match_the_model_with_and_without_set_indexes() {
-    let seed = seed();
+    let seed = common::seed("scans");
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut harness = Harness::new();
     let mut indexed_partition_seen = false;
@@ -304,7 +292,7 @@ fn scans_match_the_model_with_and_without_set_indexes() {
 
 #[test]
 fn records_present_throughout_a_scan_are_visited_exactly_once_despite_writes() {
-    let seed = seed();
+    let seed = common::seed("scans");
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut harness = Harness::new();
     for key in 0..KEY_COUNT {
