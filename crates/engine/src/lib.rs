@@ -37,6 +37,7 @@ mod sets;
 mod stats;
 mod transaction;
 mod truncate;
+mod update;
 mod working_record;
 
 pub use clock::{Clock, ManualClock, Now, SystemClock};
@@ -52,3 +53,4 @@ pub use transaction::{
     DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 pub use truncate::TruncateError;
+pub use update::{BinWriter, Current, Decision, Expiry, RecordAddress};

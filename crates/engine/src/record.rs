@@ -142,22 +142,9 @@ pub fn encode<'a>(
     size_bytes: usize,
 ) -> Box<[u8]> {
     let mut data = Vec::with_capacity(size_bytes);
-    match key {
-        Some((particle_type, bytes)) => {
-            assert!(particle_type != 0, "a stored key has a particle type");
-            data.push(particle_type);
-            write_varint(&mut data, bytes.len());
-            data.extend_from_slice(bytes);
-        }
-        None => data.push(0),
-    }
+    write_key(&mut data, key);
     for bin in bins {
-        assert!(!bin.name.is_empty() && bin.name.len() <= model::BIN_NAME_BYTES_MAX);
-        assert!(bin.particle_type != 0, "a stored bin has a value");
-        data.push(bin.name.len() as u8);
-        data.extend_from_slice(bin.name);
-        data.push(bin.particle_type);
-        write_varint(&mut data, bin.value.len());
+        write_bin_header(&mut data, bin.name, bin.particle_type, bin.value.len());
         data.extend_from_slice(bin.value);
     }
     assert_eq!(
@@ -166,6 +153,42 @@ pub fn encode<'a>(
         "encoded size matches the computed size"
     );
     data.into_boxed_slice()
+}
+
+/// Appends a bin's header (name and type and value length) in the layout above; the caller
+/// appends exactly `value_len` value bytes next.
+///
+/// # Panics
+/// On a name of 0 or more than 15 bytes, or particle type NULL.
+pub fn write_bin_header(out: &mut Vec<u8>, name: &[u8], particle_type: u8, value_len: usize) {
+    assert!(!name.is_empty() && name.len() <= model::BIN_NAME_BYTES_MAX);
+    assert!(particle_type != 0, "a stored bin has a value");
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.push(particle_type);
+    write_varint(out, value_len);
+}
+
+/// The data buffer of a record from its key and bins already encoded by [`write_bin_header`]
+/// and their values.
+pub fn encode_prepared(key: Option<(u8, &[u8])>, encoded_bins: &[u8]) -> Box<[u8]> {
+    let key_size = key.map_or(1, |(_, bytes)| 1 + varint_size(bytes.len()) + bytes.len());
+    let mut data = Vec::with_capacity(key_size + encoded_bins.len());
+    write_key(&mut data, key);
+    data.extend_from_slice(encoded_bins);
+    data.into_boxed_slice()
+}
+
+fn write_key(data: &mut Vec<u8>, key: Option<(u8, &[u8])>) {
+    match key {
+        Some((particle_type, bytes)) => {
+            assert!(particle_type != 0, "a stored key has a particle type");
+            data.push(particle_type);
+            write_varint(data, bytes.len());
+            data.extend_from_slice(bytes);
+        }
+        None => data.push(0),
+    }
 }
 
 fn split_key(data: &[u8]) -> (Option<(u8, &[u8])>, &[u8]) {

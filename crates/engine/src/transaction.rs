@@ -362,7 +362,7 @@ impl Namespace {
     }
 
     /// Aerospike's `set_name_check`: a request naming a set must name the record's set.
-    fn check_set(&self, set_name: &[u8], record: &Record) -> Result<(), ResultCode> {
+    pub(crate) fn check_set(&self, set_name: &[u8], record: &Record) -> Result<(), ResultCode> {
         if set_name.is_empty() {
             return Ok(());
         }

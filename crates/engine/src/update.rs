@@ -1,0 +1,219 @@
+//! Read-modify-write of one record by a caller's closure, under the record's partition lock.
+//!
+//! The Redis front end maps each command onto this: the closure sees the stored record (if
+//! any), writes the new bins into a [`BinWriter`] and decides whether to keep, delete or store,
+//! all while the partition's write lock is held, so a command such as INCR or APPEND is atomic.
+//! Reads use [`Namespace::view`] under the read lock.
+//!
+//! Invariants:
+//! - The closure runs exactly once, with the lock held; nothing changes if it returns an error
+//!   or [`Decision::Keep`].
+//! - A stored record has at least one bin, at most `max-record-size` bytes, and a generation one
+//!   past the record it replaces (or 1).
+
+use model::{Generation, ResultCode, VoidTime};
+
+use crate::clock::Now;
+use crate::namespace::Namespace;
+use crate::record::{self, BinIter, Record, RecordHeader};
+use crate::stats::Counter;
+
+/// The record a read-modify-write or a view finds, borrowed under the lock.
+#[derive(Clone, Copy, Debug)]
+pub struct Current<'a> {
+    /// Its generation.
+    pub generation: Generation,
+    /// When it expires.
+    pub void_time: VoidTime,
+    record: &'a Record,
+}
+
+impl<'a> Current<'a> {
+    fn of(record: &'a Record) -> Current<'a> {
+        Current {
+            generation: record.generation,
+            void_time: record.void_time,
+            record,
+        }
+    }
+
+    /// Its bins in stored order.
+    pub fn bins(&self) -> BinIter<'a> {
+        self.record.bins()
+    }
+
+    /// The stored user key as (particle type, bytes), if any.
+    pub fn user_key(&self) -> Option<(u8, &'a [u8])> {
+        self.record.user_key()
+    }
+}
+
+/// When a stored record expires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// As before (never, for a new record).
+    Keep,
+    /// Never.
+    Never,
+    /// At this void time.
+    At(VoidTime),
+}
+
+/// What the closure of [`Namespace::update`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Change nothing.
+    Keep,
+    /// Delete the record (nothing happens if there is none).
+    Delete,
+    /// Replace every bin with the bins written to the [`BinWriter`], expiring as said.
+    Store(Expiry),
+}
+
+/// The new bins of a record, encoded as they are written (the record's own bin layout).
+#[derive(Debug, Default)]
+pub struct BinWriter {
+    encoded: Vec<u8>,
+    bin_count: usize,
+}
+
+impl BinWriter {
+    /// Appends a bin. Names must be 1 to 15 bytes and unique; the particle type not NULL.
+    ///
+    /// # Panics
+    /// On a name or particle type that breaks those rules: callers write bins they define.
+    pub fn bin(&mut self, name: &[u8], particle_type: u8, value: &[u8]) {
+        self.bin_with(name, particle_type, value.len(), |out| {
+            out.extend_from_slice(value);
+        });
+    }
+
+    /// Appends a bin whose `value_len` value bytes `write` appends (for values encoded in
+    /// place, such as msgpack).
+    ///
+    /// # Panics
+    /// As [`BinWriter::bin`], or if `write` appends other than `value_len` bytes.
+    pub fn bin_with(
+        &mut self,
+        name: &[u8],
+        particle_type: u8,
+        value_len: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        record::write_bin_header(&mut self.encoded, name, particle_type, value_len);
+        let before = self.encoded.len();
+        write(&mut self.encoded);
+        assert_eq!(
+            self.encoded.len() - before,
+            value_len,
+            "a bin's value is as long as declared"
+        );
+        self.bin_count += 1;
+    }
+
+    fn clear(&mut self) {
+        self.encoded.clear();
+        self.bin_count = 0;
+    }
+}
+
+/// Which record an update or a view addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordAddress<'a> {
+    /// The record.
+    pub digest: model::Digest,
+    /// Its set (empty = none); a stored record of another set is a PARAMETER error.
+    pub set_name: &'a [u8],
+    /// The user key to store with a new record: (particle type, bytes).
+    pub key: Option<(u8, &'a [u8])>,
+}
+
+impl Namespace {
+    /// The clock's current time, as transactions see it.
+    pub fn now(&self) -> Now {
+        self.clock.now()
+    }
+
+    /// Calls `look` with the visible record at `address` (or `None`) under the read lock.
+    ///
+    /// # Errors
+    /// PARAMETER when the record belongs to another set.
+    pub fn view<T>(
+        &self,
+        address: &RecordAddress<'_>,
+        look: impl FnOnce(Option<Current<'_>>) -> T,
+    ) -> Result<T, ResultCode> {
+        let visibility = self.visibility(self.clock.now());
+        let slot = self.slot(&address.digest);
+        let partition = slot.state.read();
+        let record = partition.live(&address.digest, &visibility);
+        if let Some(record) = record {
+            self.check_set(address.set_name, record)?;
+        }
+        let counter = match record {
+            Some(_) => Counter::ReadSuccess,
+            None => Counter::ReadNotFound,
+        };
+        slot.counters.add(counter, 1);
+        Ok(look(record.map(Current::of)))
+    }
+
+    /// Runs `decide` on the visible record at `address` (or `None`) under the partition's
+    /// write lock, and applies its decision; returns what `decide` returned alongside it.
+    ///
+    /// # Errors
+    /// `decide`'s error (nothing changes); PARAMETER when the record belongs to another set or
+    /// a new set cannot be created; RECORD_TOO_BIG when the new bins exceed `max-record-size`.
+    pub fn update<T>(
+        &self,
+        address: &RecordAddress<'_>,
+        writer: &mut BinWriter,
+        decide: impl FnOnce(Option<Current<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+    ) -> Result<T, ResultCode> {
+        let now = self.clock.now();
+        let visibility = self.visibility(now);
+        let slot = self.slot(&address.digest);
+        let mut partition = slot.state.write();
+        let existing = partition.live(&address.digest, &visibility);
+        if let Some(record) = existing {
+            self.check_set(address.set_name, record)?;
+        }
+        writer.clear();
+        let (decision, result) = decide(existing.map(Current::of), writer)?;
+        let expiry = match decision {
+            Decision::Keep => return Ok(result),
+            Decision::Store(expiry) if writer.bin_count > 0 => expiry,
+            // A record has at least one bin: storing none is deleting.
+            Decision::Delete | Decision::Store(_) => {
+                if existing.is_some() {
+                    partition.remove(&address.digest, &self.sets);
+                    slot.counters.add(Counter::DeleteSuccess, 1);
+                }
+                return Ok(result);
+            }
+        };
+        let set_id = match existing {
+            Some(record) => record.set_id,
+            None => self.sets.id_or_create(address.set_name)?,
+        };
+        let key = existing.and_then(Record::user_key).or(address.key);
+        let data = record::encode_prepared(key, &writer.encoded);
+        if data.len() > self.config.max_record_size_bytes as usize {
+            return Err(ResultCode::RecordTooBig);
+        }
+        let void_time = match expiry {
+            Expiry::Keep => existing.map_or(VoidTime::NEVER, |record| record.void_time),
+            Expiry::Never => VoidTime::NEVER,
+            Expiry::At(void_time) => void_time,
+        };
+        let header = RecordHeader {
+            last_update_ms: self.last_update_ms_for(set_id, now),
+            void_time,
+            generation: existing.map_or(Generation::FIRST, |r| r.generation.next()),
+            set_id,
+        };
+        partition.insert(address.digest, Record::new(header, data), &self.sets);
+        slot.counters.add(Counter::WriteSuccess, 1);
+        Ok(result)
+    }
+}
