@@ -188,7 +188,7 @@ class Server:
         self.dir = Path(tempfile.mkdtemp(prefix="osprey-bench-"))
         self.config_path = self.dir / "osprey.toml"
         # Port 0 and one namespace `test`; everything else is the built-in default.
-        self.config_path.write_text(f'[service]\nport = 0\n\n[[namespaces]]\nname = "{NAMESPACE}"\n')
+        self.config_path.write_text(f'[service]\nport = 0\n\n[resp]\nport = 0\n\n[[namespaces]]\nname = "{NAMESPACE}"\n')
         self.log_path = self.dir / "stderr.log"
         self.proc: subprocess.Popen | None = None
         self.port = 0

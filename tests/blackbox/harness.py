@@ -34,6 +34,7 @@ STOP_TIMEOUT_S = 10.0
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SERVICE_RE = re.compile(r'service="?([0-9.]+):(\d+)')
+RESP_RE = re.compile(r'resp="?[0-9.]+:(\d+)')
 
 # Defaults of the [service] section, written out in full so that every server the suite starts
 # has a known configuration.
@@ -69,11 +70,16 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"unsupported TOML value {v!r}")
 
 
-def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]]) -> str:
+def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None) -> str:
     """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
-    tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys."""
+    tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys. The
+    Redis port defaults to 0 (a free port) so that servers started side by side never collide."""
     lines = ["[service]"]
     for k, v in service.items():
+        lines.append(f"{k} = {_toml_value(v)}")
+    lines.append("")
+    lines.append("[resp]")
+    for k, v in {"port": 0, **(resp or {})}.items():
         lines.append(f"{k} = {_toml_value(v)}")
     for ns in namespaces:
         lines.append("")
@@ -135,6 +141,7 @@ class OspreyServer:
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
         self.port = 0
+        self.resp_port: int | None = None
         self.clients: list[Any] = []
         self.returncode: int | None = None
 
@@ -167,6 +174,8 @@ class OspreyServer:
                     if m:
                         self.host = m.group(1)
                         self.port = int(m.group(2))
+                        resp = RESP_RE.search(line)
+                        self.resp_port = int(resp.group(1)) if resp else None
                         return self
             if self.proc.poll() is not None:
                 raise RuntimeError(
@@ -242,6 +251,15 @@ class OspreyServer:
         c.connect()
         self.clients.append(c)
         return c
+
+    def redis(self, protocol: int = 2, **extra: Any):
+        """A redis-py client on this server's RESP port (closed at teardown)."""
+        import redis
+
+        assert self.resp_port, "this server does not serve RESP"
+        client = redis.Redis(host=self.host, port=self.resp_port, protocol=protocol, socket_timeout=5, **extra)
+        self.clients.append(client)
+        return client
 
     def raw(self, timeout: float = 5.0) -> socket.socket:
         s = socket.create_connection((self.host, self.port), timeout=timeout)

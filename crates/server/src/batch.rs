@@ -291,8 +291,6 @@ fn ends_batch(code: ResultCode) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-    use std::time::Instant;
 
     use engine::{Namespace, SystemClock};
     use model::{Digest, Op, OpCode, UserKey};
@@ -303,7 +301,6 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::state::ConnectionCounters;
 
     const NS: &[u8] = b"test";
 
@@ -316,17 +313,12 @@ mod tests {
             .iter()
             .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
             .collect();
-        Arc::new(ServerState {
-            access_address: String::new(),
-            node_id: "1".to_owned(),
-            namespaces,
-            started: Instant::now(),
-            connections: ConnectionCounters::default(),
-            batch: BatchStats::default(),
-            scan_threads: AtomicUsize::new(1),
-            scan_jobs: crate::jobs::ScanJobs::default(),
+        Arc::new(ServerState::new(
             config,
-        })
+            namespaces,
+            "1".to_owned(),
+            String::new(),
+        ))
     }
 
     fn digest(key: i64) -> Digest {

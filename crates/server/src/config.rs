@@ -20,6 +20,36 @@ pub struct Config {
     pub service: ServiceConfig,
     /// Namespaces; a file that lists any replaces the default list.
     pub namespaces: Vec<NamespaceSection>,
+    /// The Redis protocol (RESP) front end.
+    pub resp: RespConfig,
+}
+
+/// The `[resp]` section: where Redis clients connect and where their keys live.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RespConfig {
+    /// Serve the Redis protocol at all.
+    pub enabled: bool,
+    /// Address to listen on.
+    pub address: String,
+    /// Port; 0 picks a free port (logged at start-up).
+    pub port: u16,
+    /// Namespace holding Redis keys; empty means the first configured namespace.
+    pub namespace: String,
+    /// Set holding Redis keys (see `docs/internals/redis-mapping.md`).
+    pub set: String,
+}
+
+impl Default for RespConfig {
+    fn default() -> Self {
+        RespConfig {
+            enabled: true,
+            address: "127.0.0.1".to_owned(),
+            port: 6379,
+            namespace: String::new(),
+            set: "redis".to_owned(),
+        }
+    }
 }
 
 /// The `[service]` section.
@@ -151,6 +181,7 @@ impl Default for Config {
         Config {
             service: ServiceConfig::default(),
             namespaces: vec![NamespaceSection::default()],
+            resp: RespConfig::default(),
         }
     }
 }
@@ -175,6 +206,15 @@ impl NamespaceSection {
 }
 
 impl Config {
+    /// The namespace Redis keys live in.
+    pub fn resp_namespace(&self) -> &str {
+        if self.resp.namespace.is_empty() {
+            self.namespaces.first().map_or("", |n| n.name.as_str())
+        } else {
+            &self.resp.namespace
+        }
+    }
+
     /// Loads `path` over the defaults, or the defaults alone when `path` is `None`.
     ///
     /// # Errors
@@ -271,6 +311,21 @@ impl Config {
             return Err(invalid(
                 "service.cluster-name must be a non-empty token".to_owned(),
             ));
+        }
+        let resp = &self.resp;
+        let resp_namespace_known =
+            resp.namespace.is_empty() || self.namespaces.iter().any(|n| n.name == resp.namespace);
+        if !resp_namespace_known {
+            return Err(invalid(format!(
+                "resp.namespace {:?} is not a configured namespace",
+                resp.namespace
+            )));
+        }
+        if resp.set.is_empty() || resp.set.len() > model::SET_NAME_BYTES_MAX {
+            return Err(invalid(format!(
+                "resp.set must be 1 to {} bytes",
+                model::SET_NAME_BYTES_MAX
+            )));
         }
         let node_id_ok = service.node_id.is_empty()
             || (service.node_id.len() <= 16

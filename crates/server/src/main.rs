@@ -10,6 +10,7 @@ mod connection;
 mod dispatch;
 mod info;
 mod jobs;
+mod resp;
 mod scan;
 mod server;
 mod state;

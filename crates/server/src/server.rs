@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,11 +16,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
-use crate::batch::BatchStats;
 use crate::config::Config;
 use crate::connection;
-use crate::jobs::ScanJobs;
-use crate::state::{ConnectionCounters, ServerState, node_id};
+use crate::resp;
+use crate::state::{ServerState, node_id};
 
 /// How long shutdown waits for open connections before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -40,28 +39,58 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
         .collect();
     let access_address = access_address(&config.service.access_address, service_address);
-    let scan_threads = config.service.single_scan_threads;
-    let state = Arc::new(ServerState {
-        access_address,
-        node_id: node_id(&config.service.node_id, service_address.port()),
-        namespaces,
-        started: Instant::now(),
-        connections: ConnectionCounters::default(),
-        batch: BatchStats::default(),
-        scan_threads: AtomicUsize::new(scan_threads),
-        scan_jobs: ScanJobs::default(),
+    let node_id = node_id(&config.service.node_id, service_address.port());
+    let state = Arc::new(ServerState::new(
         config,
-    });
+        namespaces,
+        node_id,
+        access_address,
+    ));
+    let resp_listener = match state.config.resp.enabled {
+        true => {
+            let resp = &state.config.resp;
+            Some(TcpListener::bind((resp.address.as_str(), resp.port)).await?)
+        }
+        false => None,
+    };
+    let resp_address = resp_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
     let sweepers = Sweepers::start(&state.namespaces);
-    log_ready(&state, service_address);
+    log_ready(&state, service_address, resp_address);
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let connections_max = state.config.service.connections_max;
     let permits = Arc::new(Semaphore::new(connections_max));
+    let aerospike = accept_loop(
+        &listener,
+        &state,
+        &permits,
+        shutdown_receiver.clone(),
+        Protocol::Aerospike,
+    );
+    let resp = async {
+        match &resp_listener {
+            Some(resp_listener) => {
+                accept_loop(
+                    resp_listener,
+                    &state,
+                    &permits,
+                    shutdown_receiver,
+                    Protocol::Resp,
+                )
+                .await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
-        () = accept_loop(&listener, &state, &permits, shutdown_receiver) => {}
+        () = aerospike => {}
+        () = resp => {}
         () = shutdown_signal => info!("shutdown requested"),
     }
     drop(listener);
+    drop(resp_listener);
     let _ = shutdown_sender.send(true);
     let all = u32::try_from(connections_max).unwrap_or(u32::MAX);
     if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all))
@@ -88,14 +117,23 @@ fn access_address(configured: &str, bound: SocketAddr) -> String {
     bound.to_string()
 }
 
-fn log_ready(state: &ServerState, service_address: SocketAddr) {
+fn log_ready(state: &ServerState, service_address: SocketAddr, resp_address: Option<SocketAddr>) {
     let names: Vec<&str> = state.namespaces.iter().map(|ns| ns.name()).collect();
+    let resp = resp_address.map_or_else(|| "off".to_owned(), |address| address.to_string());
     info!(
         service = %service_address,
+        resp = %resp,
         node = %state.node_id,
         namespaces = %names.join(","),
         "osprey ready"
     );
+}
+
+/// Which protocol a listener speaks.
+#[derive(Clone, Copy, Debug)]
+enum Protocol {
+    Aerospike,
+    Resp,
 }
 
 async fn accept_loop(
@@ -103,6 +141,7 @@ async fn accept_loop(
     state: &Arc<ServerState>,
     permits: &Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
+    protocol: Protocol,
 ) {
     loop {
         let (stream, _peer) = match listener.accept().await {
@@ -125,7 +164,10 @@ async fn accept_loop(
         let state = state.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            connection::serve(stream, state.clone(), shutdown).await;
+            match protocol {
+                Protocol::Aerospike => connection::serve(stream, state.clone(), shutdown).await,
+                Protocol::Resp => resp::serve(stream, state.clone(), shutdown).await,
+            }
             state.connections.closed.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });

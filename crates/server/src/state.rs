@@ -31,6 +31,10 @@ pub struct ServerState {
     pub scan_threads: AtomicUsize,
     /// Scan jobs, for `query-show` and `query-abort`.
     pub scan_jobs: ScanJobs,
+    /// The last `CLIENT ID` handed to a Redis connection.
+    pub resp_client_ids: AtomicU64,
+    /// Redis commands run (INFO's `total_commands_processed`).
+    pub resp_commands: AtomicU64,
 }
 
 /// Client connection counters for `statistics`.
@@ -53,6 +57,28 @@ impl ConnectionCounters {
 }
 
 impl ServerState {
+    /// The state of a server that runs `config` with these namespaces, before any request.
+    pub fn new(
+        config: Config,
+        namespaces: Vec<Arc<Namespace>>,
+        node_id: String,
+        access_address: String,
+    ) -> ServerState {
+        ServerState {
+            access_address,
+            node_id,
+            namespaces,
+            started: Instant::now(),
+            connections: ConnectionCounters::default(),
+            batch: BatchStats::default(),
+            scan_threads: AtomicUsize::new(config.service.single_scan_threads),
+            scan_jobs: ScanJobs::default(),
+            resp_client_ids: AtomicU64::new(0),
+            resp_commands: AtomicU64::new(0),
+            config,
+        }
+    }
+
     /// The namespace called `name`.
     pub fn namespace(&self, name: &[u8]) -> Option<&Namespace> {
         self.namespace_arc(name).map(Arc::as_ref)

@@ -1,0 +1,348 @@
+//! The command table: name, arity and handler of every Redis command Osprey serves, and the
+//! connection and server commands themselves.
+//!
+//! Arity follows Redis: a positive arity is the exact argument count (command name included),
+//! a negative one the minimum.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use wire_resp::Args;
+
+use super::reply::Reply;
+use super::{After, Session, keys, strings};
+
+/// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
+const REDIS_VERSION: &str = "7.2.0";
+
+type Handler = fn(&mut Session, &Args, &mut Reply<'_>) -> After;
+
+/// Every command: lower-case name, arity, handler.
+const COMMANDS: &[(&str, i32, Handler)] = &[
+    ("append", 3, strings::append),
+    ("client", -2, client),
+    ("command", -1, command),
+    ("dbsize", 1, keys::dbsize),
+    ("decr", 2, |s, a, r| {
+        strings::increment(s, a, r, Some(1), true)
+    }),
+    ("decrby", 3, |s, a, r| {
+        strings::increment(s, a, r, None, true)
+    }),
+    ("del", -2, keys::del),
+    ("echo", 2, echo),
+    ("exists", -2, keys::exists),
+    ("flushall", -1, keys::flushdb),
+    ("flushdb", -1, keys::flushdb),
+    ("get", 2, strings::get),
+    ("getdel", 2, strings::getdel),
+    ("hello", -1, hello),
+    ("incr", 2, |s, a, r| {
+        strings::increment(s, a, r, Some(1), false)
+    }),
+    ("incrby", 3, |s, a, r| {
+        strings::increment(s, a, r, None, false)
+    }),
+    ("info", -1, info),
+    ("mget", -2, strings::mget),
+    ("mset", -3, strings::mset),
+    ("ping", -1, ping),
+    ("pttl", 2, |s, a, r| keys::ttl(s, a, r, true)),
+    ("quit", -1, quit),
+    ("reset", 1, reset),
+    ("select", 2, select),
+    ("set", -3, strings::set),
+    ("strlen", 2, strings::strlen),
+    ("time", 1, time),
+    ("ttl", 2, |s, a, r| keys::ttl(s, a, r, false)),
+    ("type", 2, keys::type_of),
+    ("unlink", -2, keys::del),
+];
+
+/// Runs one request: looks the command up, checks its arity, calls it.
+pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let name = args.get(0);
+    let Some((command, arity, handler)) = lookup(name) else {
+        reply.error(&unknown_command(args));
+        return After::Continue;
+    };
+    let count = i32::try_from(args.len()).unwrap_or(i32::MAX);
+    if (arity > 0 && count != arity) || (arity < 0 && count < -arity) {
+        reply.error(&format!(
+            "ERR wrong number of arguments for '{command}' command"
+        ));
+        return After::Continue;
+    }
+    session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
+    handler(session, args, reply)
+}
+
+fn lookup(name: &[u8]) -> Option<(&'static str, i32, Handler)> {
+    COMMANDS
+        .iter()
+        .find(|(command, _, _)| command.as_bytes().eq_ignore_ascii_case(name))
+        .copied()
+}
+
+/// Redis's text: `ERR unknown command 'x', with args beginning with: 'a' 'b' `.
+fn unknown_command(args: &Args) -> String {
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        printable(args.get(0))
+    );
+    for position in 1..args.len() {
+        let _ = write!(text, "'{}' ", printable(args.get(position)));
+    }
+    text
+}
+
+/// At most 128 bytes of an argument, without line breaks, for an error message.
+fn printable(bytes: &[u8]) -> String {
+    let shown = &bytes[..bytes.len().min(128)];
+    String::from_utf8_lossy(shown).replace(['\r', '\n'], " ")
+}
+
+fn ping(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    match args.len() {
+        1 => reply.simple("PONG"),
+        2 => reply.bulk(args.get(1)),
+        _ => reply.error("ERR wrong number of arguments for 'ping' command"),
+    }
+    After::Continue
+}
+
+fn echo(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    reply.bulk(args.get(1));
+    After::Continue
+}
+
+fn quit(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    reply.ok();
+    After::Close
+}
+
+fn select(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    match keys::parse_i64(args.get(1)) {
+        Ok(0) => reply.ok(),
+        Ok(_) => reply.error("ERR DB index is out of range"),
+        Err(()) => reply.error(keys::NOT_AN_INTEGER),
+    }
+    After::Continue
+}
+
+fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    session.protocol = 2;
+    session.name = None;
+    reply.set_protocol(2);
+    reply.simple("RESET");
+    After::Continue
+}
+
+fn time(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    reply.array(2);
+    reply.bulk(now.as_secs().to_string().as_bytes());
+    reply.bulk(now.subsec_micros().to_string().as_bytes());
+    After::Continue
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]]
+fn hello(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let mut protocol = session.protocol;
+    let mut position = 1;
+    if args.len() > 1 {
+        match keys::parse_i64(args.get(1)) {
+            Ok(version @ (2 | 3)) => protocol = version as u8,
+            Ok(_) => {
+                reply.error("NOPROTO unsupported protocol version");
+                return After::Continue;
+            }
+            Err(()) => {
+                reply.error("ERR Protocol version is not an integer or out of range");
+                return After::Continue;
+            }
+        }
+        position = 2;
+    }
+    while position < args.len() {
+        let option = args.get(position).to_ascii_uppercase();
+        match option.as_slice() {
+            b"AUTH" if position + 2 < args.len() => position += 3,
+            b"SETNAME" if position + 1 < args.len() => {
+                session.name = Some(args.get(position + 1).to_vec());
+                position += 2;
+            }
+            _ => {
+                reply.error(&format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    printable(args.get(position))
+                ));
+                return After::Continue;
+            }
+        }
+    }
+    session.protocol = protocol;
+    reply.set_protocol(protocol);
+    reply.map(7);
+    for (field, value) in [("server", "redis"), ("version", REDIS_VERSION)] {
+        reply.bulk(field.as_bytes());
+        reply.bulk(value.as_bytes());
+    }
+    reply.bulk(b"proto");
+    reply.integer(i64::from(protocol));
+    reply.bulk(b"id");
+    reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX));
+    for (field, value) in [("mode", "standalone"), ("role", "master")] {
+        reply.bulk(field.as_bytes());
+        reply.bulk(value.as_bytes());
+    }
+    reply.bulk(b"modules");
+    reply.array(0);
+    After::Continue
+}
+
+/// CLIENT ID | SETNAME name | GETNAME | SETINFO attr value | INFO | LIST
+fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_uppercase();
+    match (subcommand.as_slice(), args.len()) {
+        (b"ID", 2) => reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX)),
+        (b"GETNAME", 2) => match &session.name {
+            Some(name) => reply.bulk(name),
+            None => reply.null(),
+        },
+        (b"SETNAME", 3) => {
+            let name = args.get(2);
+            if name.iter().any(|&b| b <= b' ' || b > b'~') {
+                reply.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            } else {
+                session.name = (!name.is_empty()).then(|| name.to_vec());
+                reply.ok();
+            }
+        }
+        (b"SETINFO", 4) => reply.ok(),
+        (b"INFO", 2) => reply.bulk(client_line(session).as_bytes()),
+        (b"LIST", _) => reply.bulk(client_line(session).as_bytes()),
+        _ => reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            printable(args.get(1))
+        )),
+    }
+    After::Continue
+}
+
+fn client_line(session: &Session) -> String {
+    let name = session
+        .name
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    format!(
+        "id={} name={} db=0 resp={}\n",
+        session.client_id, name, session.protocol
+    )
+}
+
+/// COMMAND [COUNT | DOCS | INFO ...]: enough for redis-cli and client libraries.
+fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = if args.len() > 1 {
+        args.get(1).to_ascii_uppercase()
+    } else {
+        Vec::new()
+    };
+    match subcommand.as_slice() {
+        b"COUNT" => reply.integer(COMMANDS.len() as i64),
+        b"DOCS" => reply.map(0),
+        b"INFO" => {
+            reply.array(args.len() - 2);
+            for position in 2..args.len() {
+                match lookup(args.get(position)) {
+                    Some((name, arity, _)) => command_info(reply, name, arity),
+                    None => reply.null(),
+                }
+            }
+        }
+        b"" => {
+            reply.array(COMMANDS.len());
+            for (name, arity, _) in COMMANDS {
+                command_info(reply, name, *arity);
+            }
+        }
+        _ => reply.error(&format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            printable(args.get(1))
+        )),
+    }
+    After::Continue
+}
+
+/// One entry of COMMAND: name, arity, flags, first key, last key, step.
+fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
+    reply.array(6);
+    reply.bulk(name.as_bytes());
+    reply.integer(i64::from(arity));
+    reply.array(0);
+    let takes_key = !matches!(
+        name,
+        "client"
+            | "command"
+            | "dbsize"
+            | "echo"
+            | "flushall"
+            | "flushdb"
+            | "hello"
+            | "info"
+            | "ping"
+            | "quit"
+            | "reset"
+            | "select"
+            | "time"
+    );
+    let (first, last) = match (takes_key, name) {
+        (false, _) => (0, 0),
+        (true, "del" | "exists" | "mget" | "unlink") => (1, -1),
+        (true, "mset") => (1, -1),
+        (true, _) => (1, 1),
+    };
+    reply.integer(first);
+    reply.integer(last);
+    reply.integer(if name == "mset" {
+        2
+    } else {
+        i64::from(takes_key)
+    });
+}
+
+/// INFO [section ...]: server, clients, memory, stats and keyspace, from live figures.
+fn info(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
+    let state = &session.state;
+    let keys = state
+        .namespace(state.config.resp_namespace().as_bytes())
+        .map_or(0, |ns| {
+            ns.sets()
+                .into_iter()
+                .find(|s| s.name == state.config.resp.set)
+                .map_or(0, |s| s.objects)
+        });
+    let mut text = String::new();
+    let _ = write!(
+        text,
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\nos:{}\r\n\
+         process_id:{}\r\nuptime_in_seconds:{}\r\n\r\n\
+         # Clients\r\nconnected_clients:{}\r\n\r\n\
+         # Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\n\r\n\
+         # Stats\r\ntotal_commands_processed:{}\r\n\r\n\
+         # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
+        std::env::consts::OS,
+        std::process::id(),
+        state.started.elapsed().as_secs(),
+        state.connections.open_now(),
+        state.resp_commands.load(Ordering::Relaxed),
+        rss = crate::info::resident_set_bytes(),
+    );
+    reply.bulk(text.as_bytes());
+    After::Continue
+}
