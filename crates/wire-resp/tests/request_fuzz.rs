@@ -9,6 +9,8 @@
 //! Each test prints its seed; `SEED=<n> cargo test -p wire-resp --test request_fuzz` replays
 //! it, and `ITERATIONS=<n>` runs longer than the CI default.
 
+use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng as _};
 use wire_resp::{Args, RequestError, decode_request, encode_command};
 
 /// Iterations per test in CI; `ITERATIONS` overrides for long manual runs.
@@ -30,20 +32,16 @@ struct Outcome {
     error: Option<RequestError>,
 }
 
-/// SplitMix64: small, seedable, good enough to pick test inputs.
-struct Rng(u64);
+/// Test-input choices over rand's seeded generator (replayable from the printed seed).
+struct Rng(SmallRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn seeded(seed: u64) -> Rng {
+        Rng(SmallRng::seed_from_u64(seed))
     }
 
     fn below(&mut self, bound: usize) -> usize {
-        (self.next() % bound as u64) as usize
+        self.0.random_range(0..bound)
     }
 
     fn chance(&mut self, one_in: usize) -> bool {
@@ -260,7 +258,7 @@ fn random_garbage(rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn pipelines_decode_the_same_at_every_split_point() {
-    let mut rng = Rng(seed("pipelines_decode_the_same_at_every_split_point"));
+    let mut rng = Rng::seeded(seed("pipelines_decode_the_same_at_every_split_point"));
     for iteration in 0..iterations() {
         let (bytes, requests) = random_pipeline(&mut rng);
         let want = Outcome {
@@ -285,7 +283,7 @@ fn pipelines_decode_the_same_at_every_split_point() {
 
 #[test]
 fn arbitrary_bytes_decode_the_same_whole_or_piecewise_and_never_panic() {
-    let mut rng = Rng(seed("arbitrary_bytes_decode_the_same_whole_or_piecewise"));
+    let mut rng = Rng::seeded(seed("arbitrary_bytes_decode_the_same_whole_or_piecewise"));
     for iteration in 0..iterations() * 10 {
         let bytes = random_garbage(&mut rng);
         let context = format!("iteration {iteration}: {}", bytes.escape_ascii());
@@ -301,7 +299,7 @@ fn arbitrary_bytes_decode_the_same_whole_or_piecewise_and_never_panic() {
 fn huge_declared_sizes_wait_for_bytes_without_reserving_them() {
     // Counts and lengths up to the limits, followed by a few bytes: the decoder must ask for
     // more bytes and hold memory for the few present only (decode_chunks checks the bound).
-    let mut rng = Rng(seed(
+    let mut rng = Rng::seeded(seed(
         "huge_declared_sizes_wait_for_bytes_without_reserving_them",
     ));
     for _ in 0..iterations() {
@@ -326,7 +324,7 @@ fn huge_declared_sizes_wait_for_bytes_without_reserving_them() {
 
 #[test]
 fn encode_command_round_trips_through_decode_request() {
-    let mut rng = Rng(seed("encode_command_round_trips_through_decode_request"));
+    let mut rng = Rng::seeded(seed("encode_command_round_trips_through_decode_request"));
     let mut args = Args::new();
     let mut bytes = Vec::new();
     for _ in 0..iterations() * 10 {
