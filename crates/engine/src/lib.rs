@@ -26,6 +26,7 @@
 
 mod clock;
 mod config;
+mod exclusive;
 mod msgpack;
 mod namespace;
 mod ops;
@@ -42,9 +43,10 @@ mod working_record;
 
 pub use clock::{Clock, ManualClock, Now, SystemClock};
 pub use config::NamespaceConfig;
+pub use exclusive::Watch;
 pub use namespace::Namespace;
 pub use partition::PieceEnd;
-pub use record::{BinIter, BinRef};
+pub use record::{BinIter, BinRef, Bins, NativeValue};
 pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
 pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
@@ -53,4 +55,4 @@ pub use transaction::{
     DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 pub use truncate::TruncateError;
-pub use update::{BinWriter, Current, Decision, Expiry, RecordAddress};
+pub use update::{BinWriter, Current, CurrentMut, Decision, Expiry, RecordAddress};

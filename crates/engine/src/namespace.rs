@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, Now};
 use crate::config::NamespaceConfig;
+use crate::exclusive::{Gate, Watch, WatchRegistry};
 use crate::partition::{PartitionSlot, Visibility};
 use crate::record::{Record, SetId};
 use crate::scan::ScanCounters;
@@ -38,6 +39,10 @@ pub struct Namespace {
     /// Serializes enabling and disabling set indexes (rare; builds run outside it).
     pub(crate) set_index_lock: Mutex<()>,
     pub(crate) scan_counters: ScanCounters,
+    /// Isolation for multi-key transactions ([`Namespace::exclusive`]).
+    pub(crate) gate: Gate,
+    /// Watches on keys ([`Namespace::watch`]).
+    pub(crate) watches: Arc<WatchRegistry>,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -68,6 +73,8 @@ impl Namespace {
             truncate_before_ms: AtomicU64::new(0),
             set_index_lock: Mutex::new(()),
             scan_counters: ScanCounters::default(),
+            gate: Gate::default(),
+            watches: Arc::default(),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -156,6 +163,20 @@ impl Namespace {
             namespace_truncate_before_ms: self.truncate_before_ms.load(Ordering::Acquire),
             sets: &self.sets,
         }
+    }
+
+    /// Runs `run` with no other command of this namespace running: the commands `run` issues
+    /// (on this thread) see and make changes no one else interleaves with. Every other
+    /// command, from either protocol, waits.
+    pub fn exclusive<T>(&self, run: impl FnOnce() -> T) -> T {
+        self.gate.exclusive(run)
+    }
+
+    /// Starts watching the record at `digest`: the watch turns dirty when any write, delete or
+    /// truncate touches it. Register the watch before reading the record, so that a write in
+    /// between is not missed.
+    pub fn watch(&self, digest: Digest) -> Watch {
+        self.watches.watch(digest)
     }
 
     /// The last-update time to stamp on a write: now, or the newest truncate cut-off of the

@@ -4,7 +4,8 @@
 //! - `data_used_bytes` is the sum of `data_size_bytes()` over the records in `index`.
 //! - Every record added or removed goes through [`Partition::insert`], [`Partition::remove`] or
 //!   [`Partition::remove_where`], which keep that sum, the per-set counts and the set indexes
-//!   right.
+//!   right; a native value changed in place reports its change of size through
+//!   [`Partition::resized`].
 //! - For every set id present in `set_indexes`, its digest set holds exactly the digests of
 //!   the records of that set in `index` (visible or not yet reclaimed). A set id is present
 //!   only once its index was built here, so a scan uses a set index only when it is complete.
@@ -91,6 +92,31 @@ impl Partition {
         self.index
             .get(digest)
             .filter(|record| visibility.shows(record))
+    }
+
+    /// The record for `digest` if clients can see it, to change in place.
+    pub(crate) fn live_mut(
+        &mut self,
+        digest: &Digest,
+        visibility: &Visibility<'_>,
+    ) -> Option<&mut Record> {
+        self.index
+            .get_mut(digest)
+            .filter(|record| visibility.shows(record))
+    }
+
+    /// Accounts for a record of `set_id` whose native value changed size in place.
+    pub(crate) fn resized(
+        &mut self,
+        set_id: SetId,
+        before_bytes: usize,
+        after_bytes: usize,
+        sets: &SetRegistry,
+    ) {
+        let (before, after) = (before_bytes as u64, after_bytes as u64);
+        assert!(self.data_used_bytes >= before, "data size accounting underflow");
+        self.data_used_bytes = self.data_used_bytes - before + after;
+        sets.record_resized(set_id, before, after);
     }
 
     /// Stores `record`, replacing whatever was there; returns the replaced record.

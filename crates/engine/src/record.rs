@@ -12,11 +12,24 @@
 //! Varints are LEB128 (7 bits per byte, low bits first), so a 100-byte value costs one length
 //! byte rather than four.
 //!
+//! A record may instead hold a *native* value ([`NativeValue`]): a live structure such as a
+//! Redis list or sorted set, changed in place by the Redis front end so that a push costs
+//! O(1) rather than a copy of the whole value. Its user key is kept in the same key layout as
+//! above; its bins exist only when someone reads them ([`Record::bins`] renders them), so the
+//! Aerospike protocol sees a native value as ordinary bins.
+//!
 //! Invariants:
-//! - `data` was produced by [`encode`] and is never modified in place; a write builds a new one.
+//! - Packed `data` was produced by [`encode`] and is never modified in place; a write builds a
+//!   new one. Only a native value changes in place, under the partition's write lock.
 //! - Every bin has a name of 1..=15 bytes and a particle type other than NULL.
 
+use std::any::Any;
+use std::borrow::Cow;
+use std::fmt::Debug;
+
 use model::{Generation, VoidTime};
+
+use crate::update::BinWriter;
 
 /// The id of a set within its namespace; 0 means the record has no set.
 pub type SetId = u16;
@@ -33,7 +46,45 @@ pub struct Record {
     pub generation: Generation,
     /// The set it belongs to (0 = none).
     pub set_id: SetId,
-    data: Box<[u8]>,
+    data: Data,
+}
+
+/// What a record holds: packed bins, or a native value.
+#[derive(Debug)]
+enum Data {
+    Packed(Box<[u8]>),
+    Native(Box<Native>),
+}
+
+#[derive(Debug)]
+struct Native {
+    /// The user key in the layout of packed data (a bare 0 byte when there is none).
+    key: Box<[u8]>,
+    value: Box<dyn NativeValue>,
+}
+
+/// A value a record holds as a live structure instead of packed bins (see the module docs).
+/// Implementors keep `size_bytes` up to date as they change, in O(1).
+pub trait NativeValue: Any + Send + Sync + Debug {
+    /// Writes the bins an Aerospike client sees for this value.
+    fn write_bins(&self, out: &mut BinWriter);
+    /// Bytes it occupies (for `memory_used_bytes` and the set statistics).
+    fn size_bytes(&self) -> usize;
+}
+
+/// The bins of a record: borrowed when packed, rendered when native.
+#[derive(Debug)]
+pub struct Bins<'a> {
+    encoded: Cow<'a, [u8]>,
+}
+
+impl Bins<'_> {
+    /// The bins in stored order.
+    pub fn iter(&self) -> BinIter<'_> {
+        BinIter {
+            rest: &self.encoded,
+        }
+    }
 }
 
 /// One bin of a record, borrowed.
@@ -59,25 +110,79 @@ impl Record {
             void_time: meta.void_time,
             generation: meta.generation,
             set_id: meta.set_id,
-            data,
+            data: Data::Packed(data),
         }
     }
 
-    /// Bytes of key and bin data (what counts against the record size limit).
+    /// Builds a record holding a native value, with the user key `key`.
+    pub fn new_native(
+        meta: RecordHeader,
+        key: Option<(u8, &[u8])>,
+        value: Box<dyn NativeValue>,
+    ) -> Record {
+        let mut encoded_key = Vec::new();
+        write_key(&mut encoded_key, key);
+        let mut record = Record::new(meta, Box::default());
+        record.data = Data::Native(Box::new(Native {
+            key: encoded_key.into_boxed_slice(),
+            value,
+        }));
+        record
+    }
+
+    /// Bytes of key and bin data (what counts against the record size limit), or of the key
+    /// and native value.
     pub fn data_size_bytes(&self) -> usize {
-        self.data.len()
+        match &self.data {
+            Data::Packed(data) => data.len(),
+            Data::Native(native) => native.key.len() + native.value.size_bytes(),
+        }
     }
 
     /// The stored user key as (particle type, bytes), if the client sent one.
     pub fn user_key(&self) -> Option<(u8, &[u8])> {
-        let (key, _) = split_key(&self.data);
+        let (key, _) = split_key(self.key_and_packed_bins());
         key
     }
 
-    /// The bins in stored order.
-    pub fn bins(&self) -> BinIter<'_> {
-        let (_, bins) = split_key(&self.data);
-        BinIter { rest: bins }
+    /// The bins in stored order (rendered from a native value).
+    pub fn bins(&self) -> Bins<'_> {
+        match &self.data {
+            Data::Packed(data) => Bins {
+                encoded: Cow::Borrowed(split_key(data).1),
+            },
+            Data::Native(native) => {
+                let mut writer = BinWriter::default();
+                native.value.write_bins(&mut writer);
+                Bins {
+                    encoded: Cow::Owned(writer.into_encoded()),
+                }
+            }
+        }
+    }
+
+    /// The native value, if the record holds one.
+    pub fn native(&self) -> Option<&dyn NativeValue> {
+        match &self.data {
+            Data::Packed(_) => None,
+            Data::Native(native) => Some(native.value.as_ref()),
+        }
+    }
+
+    /// The native value, to change in place (under the partition's write lock).
+    pub(crate) fn native_mut(&mut self) -> Option<&mut dyn NativeValue> {
+        match &mut self.data {
+            Data::Packed(_) => None,
+            Data::Native(native) => Some(native.value.as_mut()),
+        }
+    }
+
+    /// Packed data, or a native record's key alone.
+    fn key_and_packed_bins(&self) -> &[u8] {
+        match &self.data {
+            Data::Packed(data) => data,
+            Data::Native(native) => &native.key,
+        }
     }
 }
 
@@ -249,6 +354,11 @@ mod tests {
     }
 
     #[test]
+    fn a_record_is_no_bigger_for_holding_native_values() {
+        assert_eq!(std::mem::size_of::<Data>(), std::mem::size_of::<Box<[u8]>>());
+    }
+
+    #[test]
     fn encode_then_iterate_returns_the_same_key_and_bins() {
         let long = vec![7u8; 300];
         let bins = [
@@ -266,7 +376,7 @@ mod tests {
             };
             let record = Record::new(header, encode(key, bins.iter().copied(), size));
             assert_eq!(record.user_key(), key);
-            assert_eq!(record.bins().collect::<Vec<_>>(), bins.to_vec());
+            assert_eq!(record.bins().iter().collect::<Vec<_>>(), bins.to_vec());
             assert_eq!(record.data_size_bytes(), size);
         }
     }

@@ -12,7 +12,7 @@ use model::{Digest, Generation, PartitionId, VoidTime};
 
 use crate::namespace::Namespace;
 use crate::partition::{LOOKUP_COST_IN_STEPS, PieceEnd, Walk};
-use crate::record::{BinIter, Record, SetId};
+use crate::record::{Bins, Record, SetId};
 
 /// Which records a scan wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl<'a> ScannedRecord<'a> {
     }
 
     /// Its bins in stored order.
-    pub fn bins(&self) -> BinIter<'a> {
+    pub fn bins(&self) -> Bins<'a> {
         self.record.bins()
     }
 }
@@ -123,6 +123,7 @@ impl Namespace {
                 };
             }
         };
+        let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
         let guard = self.partitions[partition.index()].state.read();
         guard.walk_piece(set, after, examine_max, &visibility, |digest, record| {

@@ -133,6 +133,14 @@ impl SetRegistry {
         }
     }
 
+    /// A record of `set_id` changed size in place.
+    pub(crate) fn record_resized(&self, set_id: SetId, before_bytes: u64, after_bytes: u64) {
+        if let Some(slot) = self.slot(set_id) {
+            slot.data_used_bytes.fetch_add(after_bytes, Ordering::Relaxed);
+            slot.data_used_bytes.fetch_sub(before_bytes, Ordering::Relaxed);
+        }
+    }
+
     /// Records of `set_id` last updated before this (Unix ms) are truncated; 0 if none.
     pub(crate) fn truncate_before_ms(&self, set_id: SetId) -> u64 {
         self.slot(set_id)

@@ -184,6 +184,7 @@ impl Namespace {
         }
         let request_key = request.key.map(parse_key).transpose()?;
         let visibility = self.visibility(self.clock.now());
+        let _gate = self.gate.shared();
         let partition = self.slot(&request.digest).state.read();
         let record = partition
             .live(&request.digest, &visibility)
@@ -193,11 +194,12 @@ impl Namespace {
         if request.header_only {
             return Ok(RecordMeta::of(record));
         }
+        let bins = record.bins();
         if request.read_all_bins || summary.has_read_all {
-            record.bins().for_each(|bin| sink.bin(OpCode::Read, bin));
+            bins.iter().for_each(|bin| sink.bin(OpCode::Read, bin));
         } else {
             for op in ops {
-                match record.bins().find(|bin| bin.name == op.bin_name) {
+                match bins.iter().find(|bin| bin.name == op.bin_name) {
                     Some(bin) => sink.bin(OpCode::Read, bin),
                     None if request.respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
                     None => {}
@@ -256,6 +258,7 @@ impl Namespace {
         let now = self.clock.now();
         let visibility = self.visibility(now);
         let slot = self.slot(&request.digest);
+        let _gate = self.gate.shared();
         let mut partition = slot.state.write();
         let existing = partition.live(&request.digest, &visibility);
         match existing {
@@ -276,9 +279,12 @@ impl Namespace {
             Some(record) => record.set_id,
             None => self.sets.id_or_create(request.set_name)?,
         };
-        let mut working = match existing {
-            Some(record) if !request.exists.replaces_bins() => WorkingRecord::from_record(record),
-            _ => WorkingRecord::default(),
+        let existing_bins = existing
+            .filter(|_| !request.exists.replaces_bins())
+            .map(Record::bins);
+        let mut working = match &existing_bins {
+            Some(bins) => WorkingRecord::from_bins(bins.iter()),
+            None => WorkingRecord::default(),
         };
         apply_ops(&mut working, ops, request.respond_all_ops, sink)?;
         if working.is_empty() {
@@ -286,6 +292,7 @@ impl Namespace {
             return match existing {
                 Some(_) => {
                     partition.remove(&request.digest, &self.sets);
+                    self.watches.touched(&request.digest);
                     Ok(RecordMeta::DELETED)
                 }
                 None => Err(ResultCode::NotFound),
@@ -306,7 +313,9 @@ impl Namespace {
         drop(working);
         let stored = Record::new(header, data);
         let meta = RecordMeta::of(&stored);
-        if let Some(replaced) = partition.insert(request.digest, stored, &self.sets) {
+        let replaced = partition.insert(request.digest, stored, &self.sets);
+        self.watches.touched(&request.digest);
+        if let Some(replaced) = replaced {
             // An invisible record the write replaced still counts as expired or truncated.
             if replaced.void_time.is_expired_at(now.epoch_seconds()) {
                 slot.counters.add(Counter::ExpiredObjects, 1);
@@ -350,6 +359,7 @@ impl Namespace {
     fn delete_locked(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
         let request_key = request.key.map(parse_key).transpose()?;
         let visibility = self.visibility(self.clock.now());
+        let _gate = self.gate.shared();
         let mut partition = self.slot(&request.digest).state.write();
         let record = partition
             .live(&request.digest, &visibility)
@@ -358,6 +368,7 @@ impl Namespace {
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
         partition.remove(&request.digest, &self.sets);
+        self.watches.touched(&request.digest);
         Ok(RecordMeta::DELETED)
     }
 

@@ -32,6 +32,7 @@ impl Namespace {
         set: Option<&[u8]>,
         before_ms: Option<u64>,
     ) -> Result<bool, TruncateError> {
+        let _gate = self.gate.shared();
         let now_ms = self.clock.now().unix_ms;
         if before_ms.is_some_and(|before_ms| before_ms > now_ms) {
             return Err(TruncateError::CutoffInFuture);
@@ -53,6 +54,7 @@ impl Namespace {
         // the new one must pass it too. Later writes are stamped at least the new cut-off and
         // survive (see `last_update_ms_for`).
         let before_ms = before_ms.unwrap_or_else(|| (now_ms + 1).max(previous_ms + 1));
+        self.watches.touched_all();
         Ok(match set_id {
             None => {
                 self.truncate_before_ms

@@ -15,10 +15,10 @@ use model::{Generation, ResultCode, VoidTime};
 
 use crate::clock::Now;
 use crate::namespace::Namespace;
-use crate::record::{self, BinIter, Record, RecordHeader};
+use crate::record::{self, Bins, NativeValue, Record, RecordHeader};
 use crate::stats::Counter;
 
-/// The record a read-modify-write or a view finds, borrowed under the lock.
+/// The record a view finds, borrowed under the lock.
 #[derive(Clone, Copy, Debug)]
 pub struct Current<'a> {
     /// Its generation.
@@ -37,14 +37,39 @@ impl<'a> Current<'a> {
         }
     }
 
-    /// Its bins in stored order.
-    pub fn bins(&self) -> BinIter<'a> {
+    /// Its bins in stored order (rendered, for a native value).
+    pub fn bins(&self) -> Bins<'a> {
         self.record.bins()
     }
 
     /// The stored user key as (particle type, bytes), if any.
     pub fn user_key(&self) -> Option<(u8, &'a [u8])> {
         self.record.user_key()
+    }
+
+    /// Its native value, if it holds one.
+    pub fn native(&self) -> Option<&'a dyn NativeValue> {
+        self.record.native()
+    }
+}
+
+/// The record a read-modify-write finds, borrowed under the write lock: readable as a
+/// [`Current`], and its native value changeable in place.
+#[derive(Debug)]
+pub struct CurrentMut<'a> {
+    record: &'a mut Record,
+}
+
+impl CurrentMut<'_> {
+    /// The record as it is now.
+    pub fn get(&self) -> Current<'_> {
+        Current::of(self.record)
+    }
+
+    /// Its native value, to change in place. Whoever changes it must then return
+    /// [`Decision::Touch`] (or [`Decision::Delete`]), and no error.
+    pub fn native_mut(&mut self) -> Option<&mut dyn NativeValue> {
+        self.record.native_mut()
     }
 }
 
@@ -60,14 +85,20 @@ pub enum Expiry {
 }
 
 /// What the closure of [`Namespace::update`] decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Decision {
     /// Change nothing.
     Keep,
     /// Delete the record (nothing happens if there is none).
     Delete,
-    /// Replace every bin with the bins written to the [`BinWriter`], expiring as said.
+    /// Replace the record's value with the bins written to the [`BinWriter`], expiring as said.
     Store(Expiry),
+    /// Replace the record's value with this native value, expiring as said.
+    StoreNative(Box<dyn NativeValue>, Expiry),
+    /// Keep the value as it now is (a native value may have changed in place) and count a
+    /// write: the generation and last-update time advance, the expiry is set as said. Nothing
+    /// happens if there is no record.
+    Touch(Expiry),
 }
 
 /// The new bins of a record, encoded as they are written (the record's own bin layout).
@@ -111,6 +142,11 @@ impl BinWriter {
         self.bin_count += 1;
     }
 
+    /// The bins written, in the record's bin layout.
+    pub(crate) fn into_encoded(self) -> Vec<u8> {
+        self.encoded
+    }
+
     fn clear(&mut self) {
         self.encoded.clear();
         self.bin_count = 0;
@@ -145,6 +181,7 @@ impl Namespace {
     ) -> Result<T, ResultCode> {
         let visibility = self.visibility(self.clock.now());
         let slot = self.slot(&address.digest);
+        let _gate = self.gate.shared();
         let partition = slot.state.read();
         let record = partition.live(&address.digest, &visibility);
         if let Some(record) = record {
@@ -168,52 +205,84 @@ impl Namespace {
         &self,
         address: &RecordAddress<'_>,
         writer: &mut BinWriter,
-        decide: impl FnOnce(Option<Current<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+        decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
         let now = self.clock.now();
         let visibility = self.visibility(now);
         let slot = self.slot(&address.digest);
+        let _gate = self.gate.shared();
         let mut partition = slot.state.write();
-        let existing = partition.live(&address.digest, &visibility);
-        if let Some(record) = existing {
+        let mut existing = partition.live_mut(&address.digest, &visibility);
+        if let Some(record) = existing.as_deref() {
             self.check_set(address.set_name, record)?;
         }
+        let size_before_bytes = existing.as_deref().map(Record::data_size_bytes);
         writer.clear();
-        let (decision, result) = decide(existing.map(Current::of), writer)?;
+        let current = existing.as_deref_mut().map(|record| CurrentMut { record });
+        let (decision, result) = decide(current, writer)?;
         let expiry = match decision {
             Decision::Keep => return Ok(result),
+            Decision::Touch(expiry) => {
+                if let (Some(record), Some(before_bytes)) = (existing, size_before_bytes) {
+                    let set_id = record.set_id;
+                    record.generation = record.generation.next();
+                    record.last_update_ms = self.last_update_ms_for(set_id, now);
+                    record.void_time = expiry.void_time(record.void_time);
+                    let after_bytes = record.data_size_bytes();
+                    partition.resized(set_id, before_bytes, after_bytes, &self.sets);
+                    self.watches.touched(&address.digest);
+                    slot.counters.add(Counter::WriteSuccess, 1);
+                }
+                return Ok(result);
+            }
+            Decision::StoreNative(_, expiry) => expiry,
             Decision::Store(expiry) if writer.bin_count > 0 => expiry,
             // A record has at least one bin: storing none is deleting.
             Decision::Delete | Decision::Store(_) => {
                 if existing.is_some() {
                     partition.remove(&address.digest, &self.sets);
+                    self.watches.touched(&address.digest);
                     slot.counters.add(Counter::DeleteSuccess, 1);
                 }
                 return Ok(result);
             }
         };
+        let existing = existing.as_deref();
         let set_id = match existing {
             Some(record) => record.set_id,
             None => self.sets.id_or_create(address.set_name)?,
         };
-        let key = existing.and_then(Record::user_key).or(address.key);
-        let data = record::encode_prepared(key, &writer.encoded);
-        if data.len() > self.config.max_record_size_bytes as usize {
-            return Err(ResultCode::RecordTooBig);
-        }
-        let void_time = match expiry {
-            Expiry::Keep => existing.map_or(VoidTime::NEVER, |record| record.void_time),
-            Expiry::Never => VoidTime::NEVER,
-            Expiry::At(void_time) => void_time,
-        };
         let header = RecordHeader {
             last_update_ms: self.last_update_ms_for(set_id, now),
-            void_time,
+            void_time: expiry.void_time(existing.map_or(VoidTime::NEVER, |r| r.void_time)),
             generation: existing.map_or(Generation::FIRST, |r| r.generation.next()),
             set_id,
         };
-        partition.insert(address.digest, Record::new(header, data), &self.sets);
+        let key = existing.and_then(Record::user_key).or(address.key);
+        let record = match decision {
+            Decision::StoreNative(value, _) => Record::new_native(header, key, value),
+            _ => {
+                let data = record::encode_prepared(key, &writer.encoded);
+                if data.len() > self.config.max_record_size_bytes as usize {
+                    return Err(ResultCode::RecordTooBig);
+                }
+                Record::new(header, data)
+            }
+        };
+        partition.insert(address.digest, record, &self.sets);
+        self.watches.touched(&address.digest);
         slot.counters.add(Counter::WriteSuccess, 1);
         Ok(result)
+    }
+}
+
+impl Expiry {
+    /// The void time of a record that had `before`.
+    fn void_time(self, before: VoidTime) -> VoidTime {
+        match self {
+            Expiry::Keep => before,
+            Expiry::Never => VoidTime::NEVER,
+            Expiry::At(void_time) => void_time,
+        }
     }
 }

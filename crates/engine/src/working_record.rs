@@ -9,7 +9,7 @@
 
 use smallvec::SmallVec;
 
-use crate::record::{BinRef, Record};
+use crate::record::{BinIter, BinRef};
 
 /// A bin value during a write.
 #[derive(Clone, Debug)]
@@ -47,9 +47,8 @@ pub(crate) struct WorkingRecord<'a> {
 
 impl<'a> WorkingRecord<'a> {
     /// Starts from the bins of a stored record.
-    pub(crate) fn from_record(record: &'a Record) -> WorkingRecord<'a> {
-        let bins = record
-            .bins()
+    pub(crate) fn from_bins(bins: BinIter<'a>) -> WorkingRecord<'a> {
+        let bins = bins
             .map(|bin| WorkingBin {
                 name: bin.name,
                 particle_type: bin.particle_type,

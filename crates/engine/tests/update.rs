@@ -1,12 +1,16 @@
 //! Read-modify-write by closure (`Namespace::update`) and reads by closure (`Namespace::view`),
 //! as the Redis front end uses them.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use engine::{
-    BinWriter, Current, Decision, Expiry, ManualClock, Namespace, NamespaceConfig, RecordAddress,
+    BinRef, BinWriter, Current, Decision, ExistsPolicy, Expiry, GenerationPolicy, ManualClock,
+    Namespace, NamespaceConfig, NativeValue, ReadRequest, RecordAddress, ReplySink, WriteRequest,
 };
-use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ResultCode, UserKey, VoidTime};
+use model::{
+    CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, ResultCode, TtlRequest, UserKey, VoidTime,
+};
 
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
 const STRING: u8 = 3;
@@ -35,14 +39,14 @@ fn value(ns: &Namespace, at: &RecordAddress<'_>) -> Option<Vec<u8>> {
 }
 
 fn first_value(current: &Current<'_>) -> Vec<u8> {
-    current.bins().next().expect("one bin").value.to_vec()
+    current.bins().iter().next().expect("one bin").value.to_vec()
 }
 
 /// Adds `by` to the decimal number in bin "value", as Redis INCRBY does.
 fn increment(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter, by: i64) -> i64 {
     ns.update(at, writer, |current, out| {
         let old: i64 = current.map_or(0, |c| {
-            String::from_utf8(first_value(&c))
+            String::from_utf8(first_value(&c.get()))
                 .expect("utf8")
                 .parse()
                 .expect("a number")
@@ -159,4 +163,151 @@ fn increment_keeps_expiry(
     .expect("store");
     let after = ns.view(at, |c| c.map(|c| c.void_time)).expect("same set");
     assert_eq!(after, Some(void_time), "Expiry::Keep keeps the void time");
+}
+
+/// A native value for the tests: a list of bytes rendered as one BLOB bin, "items".
+#[derive(Debug, Default)]
+struct Items(Vec<u8>);
+
+impl NativeValue for Items {
+    fn write_bins(&self, out: &mut BinWriter) {
+        out.bin(b"items", BLOB, &self.0);
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+const BLOB: u8 = 4;
+
+/// Appends `byte` to the native Items at `at`, creating it; returns its length.
+fn push(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter, byte: u8) -> usize {
+    ns.update(at, writer, |current, _| {
+        let Some(mut current) = current else {
+            return Ok((Decision::StoreNative(Box::new(Items(vec![byte])), Expiry::Keep), 1));
+        };
+        let native = current.native_mut().expect("a native record");
+        let items = (native as &mut dyn Any)
+            .downcast_mut::<Items>()
+            .expect("Items");
+        items.0.push(byte);
+        Ok((Decision::Touch(Expiry::Keep), items.0.len()))
+    })
+    .expect("push")
+}
+
+struct Collect(Vec<(Vec<u8>, u8, Vec<u8>)>);
+
+impl ReplySink for Collect {
+    fn bin(&mut self, _op_code: OpCode, bin: BinRef<'_>) {
+        self.0
+            .push((bin.name.to_vec(), bin.particle_type, bin.value.to_vec()));
+    }
+}
+
+#[test]
+fn a_native_value_changes_in_place_and_reads_as_bins() {
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"list");
+    let mut writer = BinWriter::default();
+    for byte in 1..=3 {
+        assert_eq!(push(&ns, &at, &mut writer, byte), usize::from(byte));
+    }
+    let generation = ns.view(&at, |c| c.map(|c| c.generation.0)).expect("view");
+    assert_eq!(generation, Some(3), "each change in place is a write");
+    assert_eq!(value(&ns, &at), Some(vec![1, 2, 3]), "rendered bins");
+    let key_bytes = 1 + 1 + b"list".len();
+    assert_eq!(ns.summary().data_used_bytes, (key_bytes + 3) as u64);
+    let mut sink = Collect(Vec::new());
+    let request = ReadRequest {
+        digest: at.digest,
+        set_name: b"redis",
+        key: None,
+        read_all_bins: true,
+        header_only: false,
+        respond_all_ops: false,
+    };
+    ns.read(&request, std::iter::empty(), &mut sink).expect("read");
+    assert_eq!(sink.0, vec![(b"items".to_vec(), BLOB, vec![1, 2, 3])]);
+}
+
+#[test]
+fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"list");
+    let mut writer = BinWriter::default();
+    push(&ns, &at, &mut writer, 9);
+    let request = WriteRequest {
+        digest: at.digest,
+        set_name: b"redis",
+        key: None,
+        exists: ExistsPolicy::Update,
+        generation: GenerationPolicy::None,
+        ttl: TtlRequest::NeverExpire,
+        respond_all_ops: false,
+    };
+    let op = Op {
+        code: OpCode::Write,
+        particle_type: STRING,
+        bin_name: b"other",
+        value: b"x",
+    };
+    ns.write(&request, std::iter::once(op), &mut Collect(Vec::new()))
+        .expect("write");
+    let (native, bins) = ns
+        .view(&at, |c| {
+            let c = c.expect("exists");
+            let bins: Vec<Vec<u8>> = c.bins().iter().map(|b| b.name.to_vec()).collect();
+            (c.native().is_some(), bins)
+        })
+        .expect("view");
+    assert!(!native, "an Aerospike write stores packed bins");
+    assert_eq!(bins, vec![b"items".to_vec(), b"other".to_vec()]);
+}
+
+#[test]
+fn a_watch_turns_dirty_on_any_write_to_its_key_only() {
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"w");
+    let other = address(b"redis", b"other");
+    let mut writer = BinWriter::default();
+    let watch = ns.watch(at.digest);
+    increment(&ns, &other, &mut writer, 1);
+    assert!(!watch.is_dirty(), "another key");
+    let kept: () = ns
+        .update(&at, &mut writer, |_, _| Ok((Decision::Keep, ())))
+        .expect("keep");
+    let () = kept;
+    assert!(!watch.is_dirty(), "a decision to keep writes nothing");
+    increment(&ns, &at, &mut writer, 1);
+    assert!(watch.is_dirty(), "an update");
+    let watch = ns.watch(at.digest);
+    ns.update(&at, &mut writer, |_, _| Ok((Decision::Delete, ())))
+        .expect("delete");
+    assert!(watch.is_dirty(), "a delete");
+    let watch = ns.watch(at.digest);
+    ns.truncate(None, None).expect("truncate");
+    assert!(watch.is_dirty(), "a truncate");
+}
+
+#[test]
+fn an_exclusive_section_holds_off_other_commands() {
+    let ns = Arc::new(namespace(1024 * 1024));
+    let at = address(b"redis", b"x");
+    let writer_thread = ns.exclusive(|| {
+        let thread = {
+            let ns = Arc::clone(&ns);
+            std::thread::spawn(move || {
+                increment(&ns, &address(b"redis", b"x"), &mut BinWriter::default(), 100)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut writer = BinWriter::default();
+        // Inside the section: two commands see only each other.
+        assert_eq!(increment(&ns, &at, &mut writer, 1), 1);
+        assert_eq!(increment(&ns, &at, &mut writer, 1), 2);
+        thread
+    });
+    assert_eq!(writer_thread.join().expect("thread"), 102);
 }

@@ -108,7 +108,7 @@ impl BinSelection {
         match self {
             BinSelection::All | BinSelection::NoBins => true,
             BinSelection::Named(names) => {
-                record.bins().any(|bin| names.iter().any(|n| n == bin.name))
+                record.bins().iter().any(|bin| names.iter().any(|n| n == bin.name))
             }
         }
     }
@@ -561,7 +561,7 @@ fn encode_record(
         field_count += 1;
     }
     let mut op_count: u16 = 0;
-    for bin in record.bins() {
+    for bin in record.bins().iter() {
         let selected = match bins {
             BinSelection::All => true,
             BinSelection::NoBins => false,

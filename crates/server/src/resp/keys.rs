@@ -1,7 +1,7 @@
 //! Key commands and what every Redis command shares: where a key lives, expiry arguments,
 //! and Redis's error texts.
 
-use engine::{BinWriter, Current, Decision, Expiry, Namespace, Now, RecordAddress};
+use engine::{BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, Now, RecordAddress};
 use model::{Digest, ParticleType, ResultCode, UserKey, VoidTime};
 use wire_resp::Args;
 
@@ -54,7 +54,7 @@ impl<'s> Target<'s> {
     pub fn update<T>(
         &self,
         writer: &mut BinWriter,
-        decide: impl FnOnce(Option<Current<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+        decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
         self.namespace.update(&self.address, writer, decide)
     }

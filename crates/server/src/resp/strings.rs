@@ -32,7 +32,8 @@ impl StringValue {
 
 /// The string value of a record, or `Err(())` when it holds another type.
 pub fn string_of(current: &Current<'_>) -> Result<StringValue, ()> {
-    let bin = current.bins().find(|bin| bin.name == VALUE_BIN).ok_or(())?;
+    let bins = current.bins();
+    let bin = bins.iter().find(|bin| bin.name == VALUE_BIN).ok_or(())?;
     match bin.particle_type {
         t if t == ParticleType::String as u8 || t == ParticleType::Blob as u8 => {
             Ok(StringValue::Bytes(bin.value.to_vec()))
@@ -127,7 +128,7 @@ pub fn set(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     };
     let target = Target::of(&session.state, args.get(1));
     let result = target.update(&mut session.writer, |current, writer| {
-        let old = match current.map(|c| string_of(&c)) {
+        let old = match current.map(|c| string_of(&c.get())) {
             Some(Err(())) if options.return_old => return Err(ResultCode::IncompatibleType),
             Some(old) => Some(old.ok()),
             None => None,
@@ -170,7 +171,7 @@ pub fn increment(
     };
     let target = Target::of(&session.state, args.get(1));
     let result = target.update(&mut session.writer, |current, writer| {
-        let old = match current.map(|c| string_of(&c)) {
+        let old = match current.map(|c| string_of(&c.get())) {
             None => 0,
             Some(Ok(StringValue::Integer(value))) => value,
             Some(Ok(StringValue::Bytes(bytes))) => {
@@ -196,7 +197,7 @@ pub fn append(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     let suffix = args.get(2);
     let target = Target::of(&session.state, args.get(1));
     let result = target.update(&mut session.writer, |current, writer| {
-        let mut bytes = match current.map(|c| string_of(&c)) {
+        let mut bytes = match current.map(|c| string_of(&c.get())) {
             None => Vec::new(),
             Some(Ok(value)) => value.into_bytes(),
             Some(Err(())) => return Err(ResultCode::IncompatibleType),
@@ -264,7 +265,7 @@ pub fn mset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 pub fn getdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
     let result = target.update(&mut session.writer, |current, _| {
-        match current.map(|c| string_of(&c)) {
+        match current.map(|c| string_of(&c.get())) {
             None => Ok((Decision::Keep, None)),
             Some(Ok(value)) => Ok((Decision::Delete, Some(value))),
             Some(Err(())) => Err(ResultCode::IncompatibleType),

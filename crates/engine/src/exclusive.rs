@@ -1,0 +1,227 @@
+//! Whole-namespace isolation for multi-key transactions (Redis's MULTI/EXEC and atomic MSET),
+//! and the watches that WATCH sets on keys.
+//!
+//! [`Gate`]: every command takes one stripe of the gate shared before its partition lock; an
+//! exclusive holder takes every stripe, so no other command of the namespace runs until it is
+//! done. Stripes are per thread (chosen once per thread), so the shared side costs an
+//! uncontended lock on a cache line the thread mostly has to itself.
+//!
+//! [`WatchRegistry`]: a write marks every watch on its digest dirty, under the partition lock
+//! and inside the gate, so an exclusive holder that finds a watch clean knows no write touched
+//! the key since it was watched.
+//!
+//! Invariants:
+//! - Lock order: gate, then partition locks. An exclusive holder takes the stripes in index
+//!   order; a thread holding the gate exclusively passes through the shared side (it already
+//!   excludes everyone), so the commands it runs do not deadlock on it.
+//! - `active` equals the number of live [`Watch`] handles; when it is 0 a write skips the
+//!   registry entirely.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use model::Digest;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Stripes of the gate; threads beyond this share stripes, which only costs contention.
+const STRIPE_COUNT: usize = 32;
+
+thread_local! {
+    /// This thread's stripe.
+    static STRIPE: usize = next_stripe();
+    /// Whether this thread holds some gate exclusively.
+    static HOLDS_EXCLUSIVE: Cell<bool> = const { Cell::new(false) };
+}
+
+fn next_stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed) % STRIPE_COUNT
+}
+
+/// A lock on its own cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(RwLock<()>);
+
+/// The namespace's gate (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Gate {
+    stripes: Box<[Stripe]>,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            stripes: (0..STRIPE_COUNT).map(|_| Stripe::default()).collect(),
+        }
+    }
+}
+
+/// Held by a command for its duration; `None` inside an exclusive section.
+pub(crate) type SharedGuard<'a> = Option<RwLockReadGuard<'a, ()>>;
+
+impl Gate {
+    /// Enters as one command among many.
+    pub(crate) fn shared(&self) -> SharedGuard<'_> {
+        if HOLDS_EXCLUSIVE.with(Cell::get) {
+            return None;
+        }
+        Some(self.stripes[STRIPE.with(|stripe| *stripe)].0.read())
+    }
+
+    /// Runs `run` while no other command of the namespace runs.
+    pub(crate) fn exclusive<T>(&self, run: impl FnOnce() -> T) -> T {
+        if HOLDS_EXCLUSIVE.with(Cell::get) {
+            return run();
+        }
+        let guards: Vec<RwLockWriteGuard<'_, ()>> =
+            self.stripes.iter().map(|stripe| stripe.0.write()).collect();
+        HOLDS_EXCLUSIVE.with(|holds| holds.set(true));
+        let reset = ResetOnDrop;
+        let result = run();
+        drop(reset);
+        drop(guards);
+        result
+    }
+}
+
+/// Clears the thread's exclusive mark, also when `run` panics.
+struct ResetOnDrop;
+
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        HOLDS_EXCLUSIVE.with(|holds| holds.set(false));
+    }
+}
+
+/// Watches by digest (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct WatchRegistry {
+    active: AtomicUsize,
+    flags: Mutex<HashMap<Digest, Vec<Arc<AtomicBool>>>>,
+}
+
+/// A watch on one digest: dirty once a write touched it. Dropping it unregisters it.
+#[derive(Debug)]
+pub struct Watch {
+    registry: Arc<WatchRegistry>,
+    digest: Digest,
+    dirty: Arc<AtomicBool>,
+}
+
+impl Watch {
+    /// Whether a write touched the digest since the watch began.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// The digest watched.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut flags = self.registry.flags.lock();
+        if let Some(list) = flags.get_mut(&self.digest) {
+            list.retain(|flag| !Arc::ptr_eq(flag, &self.dirty));
+            if list.is_empty() {
+                flags.remove(&self.digest);
+            }
+        }
+        self.registry.active.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl WatchRegistry {
+    /// Starts watching `digest`.
+    pub(crate) fn watch(self: &Arc<Self>, digest: Digest) -> Watch {
+        let dirty = Arc::new(AtomicBool::new(false));
+        let mut flags = self.flags.lock();
+        flags.entry(digest).or_default().push(Arc::clone(&dirty));
+        self.active.fetch_add(1, Ordering::Release);
+        Watch {
+            registry: Arc::clone(self),
+            digest,
+            dirty,
+        }
+    }
+
+    /// A write changed (or deleted) the record at `digest`.
+    pub(crate) fn touched(&self, digest: &Digest) {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(list) = self.flags.lock().get(digest) {
+            list.iter().for_each(|flag| flag.store(true, Ordering::Release));
+        }
+    }
+
+    /// Every record may have changed (a truncate).
+    pub(crate) fn touched_all(&self) {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for list in self.flags.lock().values() {
+            list.iter().for_each(|flag| flag.store(true, Ordering::Release));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(byte: u8) -> Digest {
+        Digest([byte; 20])
+    }
+
+    #[test]
+    fn a_write_dirties_only_the_watches_on_its_digest() {
+        let registry = Arc::new(WatchRegistry::default());
+        let first = registry.watch(digest(1));
+        let second = registry.watch(digest(2));
+        registry.touched(&digest(1));
+        assert!(first.is_dirty());
+        assert!(!second.is_dirty());
+        registry.touched_all();
+        assert!(second.is_dirty());
+    }
+
+    #[test]
+    fn dropping_every_watch_empties_the_registry() {
+        let registry = Arc::new(WatchRegistry::default());
+        let watches: Vec<Watch> = (0..3).map(|_| registry.watch(digest(7))).collect();
+        assert_eq!(registry.active.load(Ordering::Relaxed), 3);
+        drop(watches);
+        assert_eq!(registry.active.load(Ordering::Relaxed), 0);
+        assert!(registry.flags.lock().is_empty());
+    }
+
+    #[test]
+    fn the_exclusive_holder_passes_through_the_shared_side() {
+        let gate = Gate::default();
+        let inner = gate.exclusive(|| gate.shared().is_none());
+        assert!(inner, "nested commands run inside the exclusive section");
+        assert!(gate.shared().is_some(), "outside it, commands take a stripe");
+    }
+
+    #[test]
+    fn exclusive_waits_for_commands_in_flight() {
+        let gate = Arc::new(Gate::default());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let shared = gate.shared();
+        let thread = {
+            let (gate, order) = (Arc::clone(&gate), Arc::clone(&order));
+            std::thread::spawn(move || gate.exclusive(|| order.lock().push("exclusive")))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        order.lock().push("shared done");
+        drop(shared);
+        thread.join().expect("exclusive thread");
+        assert_eq!(*order.lock(), vec!["shared done", "exclusive"]);
+    }
+}
