@@ -4,60 +4,62 @@
 //! Arity follows Redis: a positive arity is the exact argument count (command name included),
 //! a negative one the minimum.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
 
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{After, Session, keys, strings};
+use super::{After, Session, hashes, keys, lists, sets, strings, zsets};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
 const REDIS_VERSION: &str = "7.2.0";
 
-type Handler = fn(&mut Session, &Args, &mut Reply<'_>) -> After;
+/// A command's handler.
+pub type Handler = fn(&mut Session, &Args, &mut Reply<'_>) -> After;
 
-/// Every command: lower-case name, arity, handler.
-const COMMANDS: &[(&str, i32, Handler)] = &[
-    ("append", 3, strings::append),
+/// A command: lower-case name, arity, handler.
+pub type Command = (&'static str, i32, Handler);
+
+/// The connection and server commands.
+const SERVER_COMMANDS: &[Command] = &[
     ("client", -2, client),
     ("command", -1, command),
-    ("dbsize", 1, keys::dbsize),
-    ("decr", 2, |s, a, r| {
-        strings::increment(s, a, r, Some(1), true)
-    }),
-    ("decrby", 3, |s, a, r| {
-        strings::increment(s, a, r, None, true)
-    }),
-    ("del", -2, keys::del),
     ("echo", 2, echo),
-    ("exists", -2, keys::exists),
-    ("flushall", -1, keys::flushdb),
-    ("flushdb", -1, keys::flushdb),
-    ("get", 2, strings::get),
-    ("getdel", 2, strings::getdel),
     ("hello", -1, hello),
-    ("incr", 2, |s, a, r| {
-        strings::increment(s, a, r, Some(1), false)
-    }),
-    ("incrby", 3, |s, a, r| {
-        strings::increment(s, a, r, None, false)
-    }),
     ("info", -1, info),
-    ("mget", -2, strings::mget),
-    ("mset", -3, strings::mset),
     ("ping", -1, ping),
-    ("pttl", 2, |s, a, r| keys::ttl(s, a, r, true)),
     ("quit", -1, quit),
     ("reset", 1, reset),
     ("select", 2, select),
-    ("set", -3, strings::set),
-    ("strlen", 2, strings::strlen),
     ("time", 1, time),
-    ("ttl", 2, |s, a, r| keys::ttl(s, a, r, false)),
-    ("type", 2, keys::type_of),
-    ("unlink", -2, keys::del),
 ];
+
+/// Every command table.
+const TABLES: &[&[Command]] = &[
+    SERVER_COMMANDS,
+    keys::COMMANDS,
+    strings::COMMANDS,
+    hashes::COMMANDS,
+    lists::COMMANDS,
+    sets::COMMANDS,
+    zsets::COMMANDS,
+];
+
+/// Every command by lower-case name.
+static BY_NAME: LazyLock<HashMap<&'static [u8], Command>> = LazyLock::new(|| {
+    let mut by_name = HashMap::new();
+    for &command in TABLES.iter().copied().flatten() {
+        let previous = by_name.insert(command.0.as_bytes(), command);
+        assert!(previous.is_none(), "command {} defined twice", command.0);
+    }
+    by_name
+});
+
+/// Longest command name looked up (longer names are unknown).
+const NAME_BYTES_MAX: usize = 32;
 
 /// Runs one request: looks the command up, checks its arity, calls it.
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
@@ -77,11 +79,12 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     handler(session, args, reply)
 }
 
-fn lookup(name: &[u8]) -> Option<(&'static str, i32, Handler)> {
-    COMMANDS
-        .iter()
-        .find(|(command, _, _)| command.as_bytes().eq_ignore_ascii_case(name))
-        .copied()
+fn lookup(name: &[u8]) -> Option<Command> {
+    let mut lower = [0u8; NAME_BYTES_MAX];
+    let lower = lower.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    BY_NAME.get(&*lower).copied()
 }
 
 /// Redis's text: `ERR unknown command 'x', with args beginning with: 'a' 'b' `.
@@ -254,7 +257,7 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         Vec::new()
     };
     match subcommand.as_slice() {
-        b"COUNT" => reply.integer(COMMANDS.len() as i64),
+        b"COUNT" => reply.integer(BY_NAME.len() as i64),
         b"DOCS" => reply.map(0),
         b"INFO" => {
             reply.array(args.len() - 2);
@@ -266,8 +269,8 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             }
         }
         b"" => {
-            reply.array(COMMANDS.len());
-            for (name, arity, _) in COMMANDS {
+            reply.array(BY_NAME.len());
+            for (name, arity, _) in BY_NAME.values() {
                 command_info(reply, name, *arity);
             }
         }

@@ -5,8 +5,9 @@ use engine::{BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, Now, R
 use model::{Digest, ParticleType, ResultCode, UserKey, VoidTime};
 use wire_resp::Args;
 
+use super::collection;
+use super::commands::Command;
 use super::reply::Reply;
-use super::strings;
 use super::{After, Session};
 use crate::state::ServerState;
 
@@ -18,6 +19,19 @@ pub const SYNTAX_ERROR: &str = "ERR syntax error";
 pub const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 /// Redis's reply to an expiry that is not positive or overflows.
 const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
+
+/// The key commands.
+pub const COMMANDS: &[Command] = &[
+    ("dbsize", 1, dbsize),
+    ("del", -2, del),
+    ("exists", -2, exists),
+    ("flushall", -1, flushdb),
+    ("flushdb", -1, flushdb),
+    ("pttl", 2, |s, a, r| ttl(s, a, r, true)),
+    ("ttl", 2, |s, a, r| ttl(s, a, r, false)),
+    ("type", 2, type_of),
+    ("unlink", -2, del),
+];
 
 /// Longest TTL a record can hold, in seconds (Aerospike's ten years).
 const TTL_SECONDS_MAX: u64 = model::TTL_SECONDS_MAX as u64;
@@ -178,12 +192,7 @@ pub fn exists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 /// TYPE key
 pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let name = target.view(|current| match current {
-        None => "none",
-        Some(c) if strings::string_of(&c).is_ok() => "string",
-        // Records written through Aerospike with other bins have no Redis type yet.
-        Some(_) => "none",
-    });
+    let name = target.view(|current| current.map_or("none", |c| collection::type_name(&c)));
     reply.simple(name.unwrap_or("none"));
     After::Continue
 }

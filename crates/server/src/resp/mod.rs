@@ -10,10 +10,17 @@
 //! - Every request gets exactly one reply, in request order.
 //! - A protocol error is answered with Redis's text, then the connection closes, as Redis does.
 
+mod collection;
 mod commands;
+mod glob;
+mod hashes;
 mod keys;
+mod lists;
+mod msgpack;
 mod reply;
+mod sets;
 mod strings;
+mod zsets;
 
 use std::sync::Arc;
 
@@ -127,4 +134,65 @@ fn answer_buffered(
     }
     input.advance(consumed);
     after
+}
+
+/// A double as Redis prints one: the shortest text that reads back as the same value,
+/// integers without a fraction, exponents from 1e17 up and below 1e-4, `inf` and `-inf`.
+pub fn format_double(value: f64) -> String {
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .expect("{:e} always has an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} writes a decimal exponent");
+    if (-4..17).contains(&exponent) {
+        return format!("{value}");
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
+}
+
+/// A double as Redis parses one (`string2d`): decimal or exponent notation, `inf`, `+inf`,
+/// `-inf`; no spaces, no NaN.
+pub fn parse_double(bytes: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let value: f64 = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => text.parse().ok()?,
+    };
+    (!value.is_nan()).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_as_redis_prints_them() {
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(-2.5), "-2.5");
+        assert_eq!(format_double(0.1), "0.1");
+        assert_eq!(format_double(1e21), "1e+21");
+        assert_eq!(format_double(1.5e-7), "1.5e-07");
+        assert_eq!(format_double(0.0001), "0.0001");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+    }
+
+    #[test]
+    fn doubles_parse_as_redis_parses_them() {
+        assert_eq!(parse_double(b"1.5"), Some(1.5));
+        assert_eq!(parse_double(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_double(b"+inf"), Some(f64::INFINITY));
+        assert_eq!(parse_double(b"1e3"), Some(1000.0));
+        assert_eq!(parse_double(b"nan"), None);
+        assert_eq!(parse_double(b" 1"), None);
+        assert_eq!(parse_double(b""), None);
+        assert_eq!(parse_double(b"abc"), None);
+    }
 }

@@ -6,8 +6,24 @@ use model::{ParticleType, ResultCode};
 use wire_resp::Args;
 
 use super::keys::{self, Target, WRONGTYPE};
+use super::commands::Command;
 use super::reply::Reply;
 use super::{After, Session};
+
+/// The string commands.
+pub const COMMANDS: &[Command] = &[
+    ("append", 3, append),
+    ("decr", 2, |s, a, r| increment(s, a, r, Some(1), true)),
+    ("decrby", 3, |s, a, r| increment(s, a, r, None, true)),
+    ("get", 2, get),
+    ("getdel", 2, getdel),
+    ("incr", 2, |s, a, r| increment(s, a, r, Some(1), false)),
+    ("incrby", 3, |s, a, r| increment(s, a, r, None, false)),
+    ("mget", -2, mget),
+    ("mset", -3, mset),
+    ("set", -3, set),
+    ("strlen", 2, strlen),
+];
 
 /// The bin holding a string value.
 pub const VALUE_BIN: &[u8] = b"value";
@@ -30,10 +46,16 @@ impl StringValue {
     }
 }
 
-/// The string value of a record, or `Err(())` when it holds another type.
+/// The string value of a record, or `Err(())` when it holds another type: a string is a
+/// record whose only bin is `value` (a record with more bins is left to Aerospike clients, so
+/// that no Redis write drops a bin).
 pub fn string_of(current: &Current<'_>) -> Result<StringValue, ()> {
     let bins = current.bins();
-    let bin = bins.iter().find(|bin| bin.name == VALUE_BIN).ok_or(())?;
+    let mut iter = bins.iter();
+    let bin = iter.next().filter(|bin| bin.name == VALUE_BIN).ok_or(())?;
+    if iter.next().is_some() {
+        return Err(());
+    }
     match bin.particle_type {
         t if t == ParticleType::String as u8 || t == ParticleType::Blob as u8 => {
             Ok(StringValue::Bytes(bin.value.to_vec()))
