@@ -181,7 +181,7 @@ impl std::error::Error for RequestError {}
 ///
 /// Between a call that returned `Ok(None)` and the next call it also holds the request's
 /// progress; see [`decode_request`].
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Args {
     /// The arguments' bytes, back to back.
     arena: Vec<u8>,

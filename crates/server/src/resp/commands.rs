@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{After, Session, hashes, keys, lists, sets, strings, zsets};
+use super::{After, Session, hashes, keys, lists, sets, strings, transactions, zsets};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
 const REDIS_VERSION: &str = "7.2.0";
@@ -46,6 +46,7 @@ const TABLES: &[&[Command]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    transactions::COMMANDS,
 ];
 
 /// Every command by lower-case name.
@@ -61,22 +62,35 @@ static BY_NAME: LazyLock<HashMap<&'static [u8], Command>> = LazyLock::new(|| {
 /// Longest command name looked up (longer names are unknown).
 const NAME_BYTES_MAX: usize = 32;
 
-/// Runs one request: looks the command up, checks its arity, calls it.
+/// Runs one request: looks the command up, checks its arity, calls it (or queues it inside
+/// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let name = args.get(0);
-    let Some((command, arity, handler)) = lookup(name) else {
-        reply.error(&unknown_command(args));
-        return After::Continue;
+    if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
+        return after;
+    }
+    let handler = match check(args) {
+        Ok(handler) => handler,
+        Err(message) => {
+            reply.error(&message);
+            return After::Continue;
+        }
+    };
+    session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
+    handler(session, args, reply)
+}
+
+/// The handler of a known command called with a valid argument count, or Redis's error.
+pub fn check(args: &Args) -> Result<Handler, String> {
+    let Some((command, arity, handler)) = lookup(args.get(0)) else {
+        return Err(unknown_command(args));
     };
     let count = i32::try_from(args.len()).unwrap_or(i32::MAX);
     if (arity > 0 && count != arity) || (arity < 0 && count < -arity) {
-        reply.error(&format!(
+        return Err(format!(
             "ERR wrong number of arguments for '{command}' command"
         ));
-        return After::Continue;
     }
-    session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
-    handler(session, args, reply)
+    Ok(handler)
 }
 
 fn lookup(name: &[u8]) -> Option<Command> {
@@ -136,6 +150,8 @@ fn select(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.protocol = 2;
     session.name = None;
+    session.transaction = None;
+    session.watched.clear();
     reply.set_protocol(2);
     reply.simple("RESET");
     After::Continue

@@ -59,6 +59,11 @@ impl<'s> Target<'s> {
         }
     }
 
+    /// The record's digest.
+    pub fn digest(&self) -> Digest {
+        self.address.digest
+    }
+
     /// Calls `look` with the record, under its partition's read lock.
     pub fn view<T>(&self, look: impl FnOnce(Option<Current<'_>>) -> T) -> Result<T, ResultCode> {
         self.namespace.view(&self.address, look)

@@ -20,6 +20,7 @@ mod msgpack;
 mod reply;
 mod sets;
 mod strings;
+mod transactions;
 mod zsets;
 
 use std::sync::Arc;
@@ -50,6 +51,10 @@ pub struct Session {
     name: Option<Vec<u8>>,
     /// Scratch space for the bins a write builds.
     writer: engine::BinWriter,
+    /// The transaction being queued, between MULTI and EXEC.
+    transaction: Option<transactions::Transaction>,
+    /// Keys watched by WATCH.
+    watched: Vec<transactions::WatchedKey>,
 }
 
 /// What the connection does after a command.
@@ -77,6 +82,8 @@ pub async fn serve(
         client_id,
         name: None,
         writer: engine::BinWriter::default(),
+        transaction: None,
+        watched: Vec::new(),
     };
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = Vec::with_capacity(READ_CHUNK_BYTES);

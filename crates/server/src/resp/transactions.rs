@@ -1,0 +1,175 @@
+//! MULTI, EXEC, DISCARD, WATCH and UNWATCH with Redis's semantics on one node.
+//!
+//! - Between MULTI and EXEC, commands are checked (known, right arity) and queued; one that
+//!   fails the check is answered with its error and dooms the transaction (EXECABORT).
+//! - EXEC runs the queue inside the namespace's exclusive section (`Namespace::exclusive`), so
+//!   no other command, from either protocol, interleaves with it: all-or-nothing visibility.
+//!   A command that fails at run time does not undo the others, as in Redis.
+//! - WATCH registers an engine watch on each key's record, which every write, delete and
+//!   truncate of that record dirties. EXEC, inside the exclusive section, aborts (null reply)
+//!   when a watch is dirty or a key watched while present has since expired.
+//!
+//! Invariants:
+//! - `Session::transaction` is `Some` exactly between MULTI and EXEC/DISCARD/RESET.
+//! - Watches end with EXEC, DISCARD, UNWATCH, RESET and the connection.
+//! - The queue holds at most `QUEUED_BYTES_MAX` bytes of arguments; past it the connection
+//!   closes, as Redis closes a client over its query buffer limit.
+
+use engine::Watch;
+use wire_resp::Args;
+
+use super::commands::{self, Command};
+use super::keys::Target;
+use super::reply::Reply;
+use super::{After, Session};
+
+/// Bytes of queued arguments a transaction may hold (Redis's query buffer limit).
+const QUEUED_BYTES_MAX: usize = wire_resp::QUERY_BUFFER_LIMIT_BYTES;
+
+/// The transaction commands.
+pub const COMMANDS: &[Command] = &[
+    ("discard", 1, discard),
+    ("exec", 1, exec),
+    ("multi", 1, multi),
+    ("unwatch", 1, unwatch),
+    ("watch", -2, watch),
+];
+
+/// Commands that run at once even inside MULTI (as in Redis).
+const NOT_QUEUED: &[&[u8]] = &[b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"];
+
+/// A transaction being queued.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    queued: Vec<Args>,
+    queued_bytes: usize,
+    /// A queued command failed its check: EXEC will refuse.
+    doomed: bool,
+}
+
+/// A watched key.
+#[derive(Debug)]
+pub struct WatchedKey {
+    watch: Watch,
+    /// Whether the key existed when watched (its expiry then aborts EXEC).
+    existed: bool,
+    key: Vec<u8>,
+}
+
+/// Inside MULTI, queues `args` instead of running it (answering `+QUEUED` or the check's
+/// error); `None` when the command is not to be queued.
+pub fn queue_if_in_multi(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Option<After> {
+    let transaction = session.transaction.as_mut()?;
+    let name = args.get(0).to_ascii_lowercase();
+    if NOT_QUEUED.contains(&name.as_slice()) {
+        return None;
+    }
+    if let Err(message) = commands::check(args) {
+        transaction.doomed = true;
+        reply.error(&message);
+        return Some(After::Continue);
+    }
+    transaction.queued_bytes += args.total_bytes();
+    if transaction.queued_bytes > QUEUED_BYTES_MAX {
+        return Some(After::Close);
+    }
+    transaction.queued.push(args.clone());
+    reply.simple("QUEUED");
+    Some(After::Continue)
+}
+
+/// MULTI
+fn multi(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    if session.transaction.is_some() {
+        reply.error("ERR MULTI calls can not be nested");
+    } else {
+        session.transaction = Some(Transaction::default());
+        reply.ok();
+    }
+    After::Continue
+}
+
+/// DISCARD
+fn discard(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    if session.transaction.take().is_some() {
+        session.watched.clear();
+        reply.ok();
+    } else {
+        reply.error("ERR DISCARD without MULTI");
+    }
+    After::Continue
+}
+
+/// EXEC: the queued replies, or null when a watched key changed.
+fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    let Some(transaction) = session.transaction.take() else {
+        reply.error("ERR EXEC without MULTI");
+        return After::Continue;
+    };
+    let watched = std::mem::take(&mut session.watched);
+    if transaction.doomed {
+        reply.error("EXECABORT Transaction discarded because of previous errors.");
+        return After::Continue;
+    }
+    let state = session.state.clone();
+    let namespace = state
+        .namespace(state.config.resp_namespace().as_bytes())
+        .expect("the RESP namespace is validated at start-up");
+    namespace.exclusive(|| {
+        if watched.iter().any(|key| changed(session, key)) {
+            reply.null_array();
+            return After::Continue;
+        }
+        reply.array(transaction.queued.len());
+        let mut after = After::Continue;
+        for args in &transaction.queued {
+            if commands::execute(session, args, reply) == After::Close {
+                after = After::Close;
+            }
+        }
+        after
+    })
+}
+
+/// Whether a watched key was written, deleted or has expired since WATCH.
+fn changed(session: &Session, key: &WatchedKey) -> bool {
+    if key.watch.is_dirty() {
+        return true;
+    }
+    let target = Target::of(&session.state, &key.key);
+    let exists = target.view(|current| current.is_some()).unwrap_or(false);
+    key.existed && !exists
+}
+
+/// WATCH key [key ...]
+fn watch(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if session.transaction.is_some() {
+        reply.error("ERR WATCH inside MULTI is not allowed");
+        return After::Continue;
+    }
+    let state = session.state.clone();
+    let namespace = state
+        .namespace(state.config.resp_namespace().as_bytes())
+        .expect("the RESP namespace is validated at start-up");
+    for position in 1..args.len() {
+        let key = args.get(position);
+        let target = Target::of(&state, key);
+        // Watch first, then look: a write in between dirties the watch.
+        let watch = namespace.watch(target.digest());
+        let existed = target.view(|current| current.is_some()).unwrap_or(false);
+        session.watched.push(WatchedKey {
+            watch,
+            existed,
+            key: key.to_vec(),
+        });
+    }
+    reply.ok();
+    After::Continue
+}
+
+/// UNWATCH
+fn unwatch(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    session.watched.clear();
+    reply.ok();
+    After::Continue
+}
