@@ -35,6 +35,8 @@ pub struct ServerState {
     pub resp_client_ids: AtomicU64,
     /// Redis commands run (INFO's `total_commands_processed`).
     pub resp_commands: AtomicU64,
+    /// Redis connections open now (INFO's `connected_clients`).
+    pub resp_connected: AtomicU64,
 }
 
 /// Client connection counters for `statistics`.
@@ -75,6 +77,7 @@ impl ServerState {
             scan_jobs: ScanJobs::default(),
             resp_client_ids: AtomicU64::new(0),
             resp_commands: AtomicU64::new(0),
+            resp_connected: AtomicU64::new(0),
             config,
         }
     }

@@ -12,10 +12,12 @@ use std::sync::atomic::Ordering;
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{After, Session, hashes, keys, lists, sets, strings, transactions, zsets};
+use super::{
+    After, Session, hashes, keys, lists, server_info, sets, strings, transactions, zsets,
+};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
-const REDIS_VERSION: &str = "7.2.0";
+pub const REDIS_VERSION: &str = "7.2.0";
 
 /// A command's handler.
 pub type Handler = fn(&mut Session, &Args, &mut Reply<'_>) -> After;
@@ -29,7 +31,6 @@ const SERVER_COMMANDS: &[Command] = &[
     ("command", -1, command),
     ("echo", 2, echo),
     ("hello", -1, hello),
-    ("info", -1, info),
     ("ping", -1, ping),
     ("quit", -1, quit),
     ("reset", 1, reset),
@@ -47,6 +48,7 @@ const TABLES: &[&[Command]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     transactions::COMMANDS,
+    server_info::COMMANDS,
 ];
 
 /// Every command by lower-case name.
@@ -335,33 +337,3 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
     });
 }
 
-/// INFO [section ...]: server, clients, memory, stats and keyspace, from live figures.
-fn info(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
-    let state = &session.state;
-    let keys = state
-        .namespace(state.config.resp_namespace().as_bytes())
-        .map_or(0, |ns| {
-            ns.sets()
-                .into_iter()
-                .find(|s| s.name == state.config.resp.set)
-                .map_or(0, |s| s.objects)
-        });
-    let mut text = String::new();
-    let _ = write!(
-        text,
-        "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\nos:{}\r\n\
-         process_id:{}\r\nuptime_in_seconds:{}\r\n\r\n\
-         # Clients\r\nconnected_clients:{}\r\n\r\n\
-         # Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\n\r\n\
-         # Stats\r\ntotal_commands_processed:{}\r\n\r\n\
-         # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
-        std::env::consts::OS,
-        std::process::id(),
-        state.started.elapsed().as_secs(),
-        state.connections.open_now(),
-        state.resp_commands.load(Ordering::Relaxed),
-        rss = crate::info::resident_set_bytes(),
-    );
-    reply.bulk(text.as_bytes());
-    After::Continue
-}

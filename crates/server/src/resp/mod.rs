@@ -18,6 +18,7 @@ mod keys;
 mod lists;
 mod msgpack;
 mod reply;
+mod server_info;
 mod sets;
 mod strings;
 mod transactions;
@@ -76,6 +77,7 @@ pub async fn serve(
         .resp_client_ids
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         + 1;
+    let _connected = ConnectedGuard::new(&state);
     let mut session = Session {
         state,
         protocol: 2,
@@ -111,6 +113,26 @@ pub async fn serve(
             },
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// Counts a Redis connection in `resp_connected` while it lives.
+struct ConnectedGuard(Arc<ServerState>);
+
+impl ConnectedGuard {
+    fn new(state: &Arc<ServerState>) -> ConnectedGuard {
+        state
+            .resp_connected
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ConnectedGuard(Arc::clone(state))
+    }
+}
+
+impl Drop for ConnectedGuard {
+    fn drop(&mut self) {
+        self.0
+            .resp_connected
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -63,6 +63,11 @@ impl<'o> Reply<'o> {
         encode::null_array(self.out, self.version());
     }
 
+    /// Text for humans (INFO): a verbatim string in RESP3, a bulk string in RESP2.
+    pub fn verbatim(&mut self, text: &[u8]) {
+        encode::verbatim_string(self.out, self.version(), b"txt", text);
+    }
+
     /// The header of an array of `length` elements.
     pub fn array(&mut self, length: usize) {
         encode::array_header(self.out, length);

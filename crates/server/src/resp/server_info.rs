@@ -1,0 +1,209 @@
+//! INFO and CONFIG: what a Redis tool asks a server about itself, answered from live figures
+//! and from Osprey's real settings.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use engine::NamespaceSummary;
+use wire_resp::Args;
+
+use super::commands::{Command, REDIS_VERSION};
+use super::reply::Reply;
+use super::{After, Session, glob};
+use crate::state::ServerState;
+
+/// INFO and CONFIG.
+pub const COMMANDS: &[Command] = &[("config", -2, config), ("info", -1, info)];
+
+/// The sections INFO knows, in the order it prints them.
+const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
+
+/// INFO [section ...]: every section for no argument, `all`, `default` or `everything`.
+fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let wanted: Vec<String> = (1..args.len())
+        .map(|position| String::from_utf8_lossy(args.get(position)).to_ascii_lowercase())
+        .collect();
+    let everything = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| matches!(w.as_str(), "all" | "default" | "everything"));
+    let state = &session.state;
+    let summary = resp_summary(state);
+    let mut text = String::new();
+    for &section in SECTIONS {
+        if everything || wanted.iter().any(|w| w == section) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            write_section(&mut text, section, state, &summary);
+        }
+    }
+    reply.verbatim(text.as_bytes());
+    After::Continue
+}
+
+/// The RESP namespace's summary and its RESP set's key count.
+struct RespSummary {
+    namespace: NamespaceSummary,
+    keys: u64,
+}
+
+fn resp_summary(state: &ServerState) -> RespSummary {
+    let namespace = state
+        .namespace(state.config.resp_namespace().as_bytes())
+        .expect("the RESP namespace is validated at start-up");
+    let keys = namespace
+        .sets()
+        .into_iter()
+        .find(|set| set.name == state.config.resp.set)
+        .map_or(0, |set| set.objects);
+    RespSummary {
+        namespace: namespace.summary(),
+        keys,
+    }
+}
+
+fn write_section(text: &mut String, section: &str, state: &ServerState, summary: &RespSummary) {
+    let ns = &summary.namespace;
+    let uptime_s = state.started.elapsed().as_secs();
+    let used_memory = ns.data_used_bytes + ns.index_used_bytes + ns.set_index_used_bytes;
+    let _ = match section {
+        "server" => write!(
+            text,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nosprey_version:{}\r\n\
+             redis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\n\
+             uptime_in_seconds:{uptime_s}\r\nuptime_in_days:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            uptime_s / 86_400,
+        ),
+        "clients" => write!(
+            text,
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\n",
+            state.resp_connected.load(Ordering::Relaxed),
+        ),
+        "memory" => write!(
+            text,
+            "# Memory\r\nused_memory:{used_memory}\r\nused_memory_human:{}\r\n\
+             used_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\
+             maxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
+            human_bytes(used_memory),
+            crate::info::resident_set_bytes(),
+            ns.data_used_bytes,
+            if cfg!(feature = "jemalloc") { "jemalloc" } else { "libc" },
+        ),
+        "persistence" => write!(
+            text,
+            "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\n"
+        ),
+        "stats" => write!(
+            text,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             keyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\n",
+            state.resp_client_ids.load(Ordering::Relaxed),
+            state.resp_commands.load(Ordering::Relaxed),
+            ns.client_read_success,
+            ns.client_read_not_found,
+            ns.expired_objects,
+        ),
+        _ => {
+            let mut line = String::from("# Keyspace\r\n");
+            if summary.keys > 0 {
+                let _ = write!(line, "db0:keys={}\r\n", summary.keys);
+            }
+            text.push_str(&line);
+            Ok(())
+        }
+    };
+}
+
+/// `1.50M`-style sizes, as Redis's `used_memory_human`.
+fn human_bytes(bytes: u64) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (unit, size) in units {
+        if bytes >= size {
+            return format!("{:.2}{unit}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// The Redis settings Osprey has, with their values: each is fixed while it runs.
+fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
+    let resp = &state.config.resp;
+    vec![
+        ("appendonly", "no".to_owned()),
+        ("bind", resp.address.clone()),
+        ("client-query-buffer-limit", wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string()),
+        ("databases", "1".to_owned()),
+        ("maxmemory", "0".to_owned()),
+        ("maxmemory-policy", "noeviction".to_owned()),
+        ("port", resp.port.to_string()),
+        ("proto-max-bulk-len", wire_resp::RequestLimits::DEFAULT.bulk_length_max_bytes.to_string()),
+        ("save", String::new()),
+        ("timeout", "0".to_owned()),
+    ]
+}
+
+/// CONFIG GET pattern [pattern ...] | SET name value [name value ...] | RESETSTAT
+fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_uppercase();
+    match subcommand.as_slice() {
+        b"GET" if args.len() >= 3 => config_get(session, args, reply),
+        b"SET" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(session, args, reply),
+        b"RESETSTAT" if args.len() == 2 => {
+            session.state.resp_commands.store(0, Ordering::Relaxed);
+            reply.ok();
+        }
+        _ => reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(args.get(1))
+        )),
+    }
+    After::Continue
+}
+
+fn config_get(session: &Session, args: &Args, reply: &mut Reply<'_>) {
+    let parameters = parameters(&session.state);
+    let matching: Vec<&(&str, String)> = parameters
+        .iter()
+        .filter(|(name, _)| {
+            (2..args.len()).any(|position| {
+                glob::matches(&args.get(position).to_ascii_lowercase(), name.as_bytes())
+            })
+        })
+        .collect();
+    reply.map(matching.len());
+    for (name, value) in matching {
+        reply.bulk(name.as_bytes());
+        reply.bulk(value.as_bytes());
+    }
+}
+
+/// Every setting is fixed at start-up: setting one to its current value is accepted (tools
+/// often do so), any other value is refused as Redis refuses an immutable setting.
+fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
+    let parameters = parameters(&session.state);
+    for position in (2..args.len()).step_by(2) {
+        let name = args.get(position).to_ascii_lowercase();
+        let printable = String::from_utf8_lossy(&name).into_owned();
+        match parameters.iter().find(|(known, _)| known.as_bytes() == name) {
+            None => {
+                reply.error(&format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{printable}'"
+                ));
+                return;
+            }
+            Some((_, value)) if value.as_bytes() != args.get(position + 1) => {
+                reply.error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{printable}') - \
+                     can't set immutable config"
+                ));
+                return;
+            }
+            Some(_) => {}
+        }
+    }
+    reply.ok();
+}

@@ -1,0 +1,65 @@
+"""INFO and CONFIG through redis-py (RESP2 and RESP3): live figures, section selection, the
+settings Osprey has, and Redis's errors for the rest.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import harness
+
+
+@pytest.fixture(scope="module")
+def resp_server():
+    server = harness.start_server(service={}, namespaces=[harness.namespace("test")], tag="osprey-resp-info")
+    yield server
+    server.close_clients()
+    server.stop()
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def r(resp_server, request):
+    return resp_server.redis(protocol=request.param)
+
+
+def test_info_reports_live_figures(r):
+    prefix = harness.unique("info")
+    before = r.info()
+    r.mset({f"{prefix}:{i}": "x" * 100 for i in range(50)})
+    r.get(f"{prefix}:0")
+    r.get(f"{prefix}:missing")
+    after = r.info()
+    assert after["redis_version"].startswith("7.")
+    assert after["connected_clients"] >= 1
+    assert after["db0"]["keys"] >= before.get("db0", {"keys": 0})["keys"] + 50
+    assert after["used_memory"] > before["used_memory"]
+    assert after["used_memory_rss"] > 0
+    assert after["total_commands_processed"] > before["total_commands_processed"]
+    assert after["keyspace_hits"] > before["keyspace_hits"]
+    assert after["keyspace_misses"] > before["keyspace_misses"]
+
+
+def test_info_prints_only_the_sections_asked_for(r):
+    memory = r.info("memory")
+    assert "used_memory" in memory and "redis_version" not in memory
+    both = r.execute_command("INFO", "server", "clients")
+    assert "redis_version" in both and "connected_clients" in both and "used_memory" not in both
+    assert r.info("nosuchsection") == {}
+
+
+def test_config_get_matches_patterns_and_set_refuses_changes(r):
+    assert r.config_get("save") == {"save": ""}
+    assert r.config_get("appendonly") == {"appendonly": "no"}
+    assert r.config_get("databases") == {"databases": "1"}
+    several = r.config_get("max*")
+    assert set(several) == {"maxmemory", "maxmemory-policy"}
+    assert r.config_get("nosuchsetting") == {}
+    assert r.config_set("save", "") is True, "setting the current value is accepted"
+    with pytest.raises(redis.ResponseError, match="can't set immutable config"):
+        r.config_set("maxmemory", "100mb")
+    with pytest.raises(redis.ResponseError, match="Unknown option or number of arguments for CONFIG SET - 'nosuch'"):
+        r.config_set("nosuch", "1")
+    with pytest.raises(redis.ResponseError, match="unknown subcommand or wrong number of arguments for 'NOPE'"):
+        r.execute_command("CONFIG", "NOPE")
+    assert r.config_resetstat() is True
