@@ -156,7 +156,8 @@ impl WatchRegistry {
             return;
         }
         if let Some(list) = self.flags.lock().get(digest) {
-            list.iter().for_each(|flag| flag.store(true, Ordering::Release));
+            list.iter()
+                .for_each(|flag| flag.store(true, Ordering::Release));
         }
     }
 
@@ -166,7 +167,8 @@ impl WatchRegistry {
             return;
         }
         for list in self.flags.lock().values() {
-            list.iter().for_each(|flag| flag.store(true, Ordering::Release));
+            list.iter()
+                .for_each(|flag| flag.store(true, Ordering::Release));
         }
     }
 }
@@ -206,7 +208,10 @@ mod tests {
         let gate = Gate::default();
         let inner = gate.exclusive(|| gate.shared().is_none());
         assert!(inner, "nested commands run inside the exclusive section");
-        assert!(gate.shared().is_some(), "outside it, commands take a stripe");
+        assert!(
+            gate.shared().is_some(),
+            "outside it, commands take a stripe"
+        );
     }
 
     #[test]

@@ -114,7 +114,10 @@ impl Partition {
         sets: &SetRegistry,
     ) {
         let (before, after) = (before_bytes as u64, after_bytes as u64);
-        assert!(self.data_used_bytes >= before, "data size accounting underflow");
+        assert!(
+            self.data_used_bytes >= before,
+            "data size accounting underflow"
+        );
         self.data_used_bytes = self.data_used_bytes - before + after;
         sets.record_resized(set_id, before, after);
     }

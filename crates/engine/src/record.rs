@@ -355,7 +355,10 @@ mod tests {
 
     #[test]
     fn a_record_is_no_bigger_for_holding_native_values() {
-        assert_eq!(std::mem::size_of::<Data>(), std::mem::size_of::<Box<[u8]>>());
+        assert_eq!(
+            std::mem::size_of::<Data>(),
+            std::mem::size_of::<Box<[u8]>>()
+        );
     }
 
     #[test]

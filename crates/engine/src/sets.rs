@@ -136,8 +136,10 @@ impl SetRegistry {
     /// A record of `set_id` changed size in place.
     pub(crate) fn record_resized(&self, set_id: SetId, before_bytes: u64, after_bytes: u64) {
         if let Some(slot) = self.slot(set_id) {
-            slot.data_used_bytes.fetch_add(after_bytes, Ordering::Relaxed);
-            slot.data_used_bytes.fetch_sub(before_bytes, Ordering::Relaxed);
+            slot.data_used_bytes
+                .fetch_add(after_bytes, Ordering::Relaxed);
+            slot.data_used_bytes
+                .fetch_sub(before_bytes, Ordering::Relaxed);
         }
     }
 

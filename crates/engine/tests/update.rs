@@ -39,7 +39,13 @@ fn value(ns: &Namespace, at: &RecordAddress<'_>) -> Option<Vec<u8>> {
 }
 
 fn first_value(current: &Current<'_>) -> Vec<u8> {
-    current.bins().iter().next().expect("one bin").value.to_vec()
+    current
+        .bins()
+        .iter()
+        .next()
+        .expect("one bin")
+        .value
+        .to_vec()
 }
 
 /// Adds `by` to the decimal number in bin "value", as Redis INCRBY does.
@@ -185,7 +191,10 @@ const BLOB: u8 = 4;
 fn push(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter, byte: u8) -> usize {
     ns.update(at, writer, |current, _| {
         let Some(mut current) = current else {
-            return Ok((Decision::StoreNative(Box::new(Items(vec![byte])), Expiry::Keep), 1));
+            return Ok((
+                Decision::StoreNative(Box::new(Items(vec![byte])), Expiry::Keep),
+                1,
+            ));
         };
         let native = current.native_mut().expect("a native record");
         let items = (native as &mut dyn Any)
@@ -228,7 +237,8 @@ fn a_native_value_changes_in_place_and_reads_as_bins() {
         header_only: false,
         respond_all_ops: false,
     };
-    ns.read(&request, std::iter::empty(), &mut sink).expect("read");
+    ns.read(&request, std::iter::empty(), &mut sink)
+        .expect("read");
     assert_eq!(sink.0, vec![(b"items".to_vec(), BLOB, vec![1, 2, 3])]);
 }
 
@@ -299,7 +309,12 @@ fn an_exclusive_section_holds_off_other_commands() {
         let thread = {
             let ns = Arc::clone(&ns);
             std::thread::spawn(move || {
-                increment(&ns, &address(b"redis", b"x"), &mut BinWriter::default(), 100)
+                increment(
+                    &ns,
+                    &address(b"redis", b"x"),
+                    &mut BinWriter::default(),
+                    100,
+                )
             })
         };
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -107,9 +107,10 @@ impl BinSelection {
     fn wants(&self, record: &ScannedRecord<'_>) -> bool {
         match self {
             BinSelection::All | BinSelection::NoBins => true,
-            BinSelection::Named(names) => {
-                record.bins().iter().any(|bin| names.iter().any(|n| n == bin.name))
-            }
+            BinSelection::Named(names) => record
+                .bins()
+                .iter()
+                .any(|bin| names.iter().any(|n| n == bin.name)),
         }
     }
 }

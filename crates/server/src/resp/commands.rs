@@ -12,9 +12,7 @@ use std::sync::atomic::Ordering;
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{
-    After, Session, hashes, keys, lists, server_info, sets, strings, transactions, zsets,
-};
+use super::{After, Session, hashes, keys, lists, server_info, sets, strings, transactions, zsets};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
 pub const REDIS_VERSION: &str = "7.2.0";
@@ -336,4 +334,3 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
         i64::from(takes_key)
     });
 }
-

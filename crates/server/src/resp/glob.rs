@@ -61,7 +61,10 @@ fn match_class(pattern: &[u8], mut p: usize, byte: u8) -> Option<usize> {
             found |= pattern[p + 1] == byte;
             p += 2;
         } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
-            let (low, high) = (pattern[p].min(pattern[p + 2]), pattern[p].max(pattern[p + 2]));
+            let (low, high) = (
+                pattern[p].min(pattern[p + 2]),
+                pattern[p].max(pattern[p + 2]),
+            );
             found |= (low..=high).contains(&byte);
             p += 3;
         } else {

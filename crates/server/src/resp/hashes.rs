@@ -7,9 +7,9 @@ use model::ParticleType;
 use wire_resp::Args;
 
 use super::collection::{self, Change, Collection, Failure, ScanOptions};
+use super::commands::Command;
 use super::keys::{self, Target};
 use super::msgpack::{self, Reader};
-use super::commands::Command;
 use super::reply::Reply;
 use super::{After, Session, format_double, parse_double};
 
@@ -158,13 +158,18 @@ pub fn hset(session: &mut Session, args: &Args, reply: &mut Reply<'_>, legacy_ok
         return After::Continue;
     }
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |hash: &mut HashValue| {
-        let mut added = 0;
-        for position in (2..args.len()).step_by(2) {
-            added += i64::from(hash.insert(args.get(position), args.get(position + 1)));
-        }
-        Ok(Change::Changed(added))
-    });
+    let outcome = collection::modify(
+        &target,
+        &mut session.writer,
+        true,
+        |hash: &mut HashValue| {
+            let mut added = 0;
+            for position in (2..args.len()).step_by(2) {
+                added += i64::from(hash.insert(args.get(position), args.get(position + 1)));
+            }
+            Ok(Change::Changed(added))
+        },
+    );
     finish(reply, outcome, |reply, added| {
         if legacy_ok {
             reply.ok();
@@ -177,13 +182,18 @@ pub fn hset(session: &mut Session, args: &Args, reply: &mut Reply<'_>, legacy_ok
 /// HSETNX key field value: 1 if the field was set, 0 if it existed.
 pub fn hsetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |hash: &mut HashValue| {
-        if hash.get(args.get(2)).is_some() {
-            return Ok(Change::Unchanged(0));
-        }
-        hash.insert(args.get(2), args.get(3));
-        Ok(Change::Changed(1))
-    });
+    let outcome = collection::modify(
+        &target,
+        &mut session.writer,
+        true,
+        |hash: &mut HashValue| {
+            if hash.get(args.get(2)).is_some() {
+                return Ok(Change::Unchanged(0));
+            }
+            hash.insert(args.get(2), args.get(3));
+            Ok(Change::Changed(1))
+        },
+    );
     finish(reply, outcome, |reply, set| reply.integer(set.unwrap_or(0)))
 }
 
@@ -261,13 +271,20 @@ pub fn hgetall(session: &mut Session, args: &Args, reply: &mut Reply<'_>, parts:
 /// HDEL key field [field ...]: fields removed.
 pub fn hdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, false, |hash: &mut HashValue| {
-        let removed: i64 = (2..args.len())
-            .map(|position| i64::from(hash.remove(args.get(position))))
-            .sum();
-        Ok(Change::when(removed > 0, removed))
-    });
-    finish(reply, outcome, |reply, removed| reply.integer(removed.unwrap_or(0)))
+    let outcome = collection::modify(
+        &target,
+        &mut session.writer,
+        false,
+        |hash: &mut HashValue| {
+            let removed: i64 = (2..args.len())
+                .map(|position| i64::from(hash.remove(args.get(position))))
+                .sum();
+            Ok(Change::when(removed > 0, removed))
+        },
+    );
+    finish(reply, outcome, |reply, removed| {
+        reply.integer(removed.unwrap_or(0))
+    })
 }
 
 /// HEXISTS key field
@@ -276,13 +293,17 @@ pub fn hexists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         hash.is_some_and(|hash| hash.get(args.get(2)).is_some())
     });
-    finish(reply, outcome, |reply, found| reply.integer(i64::from(found)))
+    finish(reply, outcome, |reply, found| {
+        reply.integer(i64::from(found))
+    })
 }
 
 /// HLEN key
 pub fn hlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::read(&target, |hash: Option<&HashValue>| hash.map_or(0, HashValue::len));
+    let outcome = collection::read(&target, |hash: Option<&HashValue>| {
+        hash.map_or(0, HashValue::len)
+    });
     finish(reply, outcome, |reply, len| {
         reply.integer(i64::try_from(len).unwrap_or(i64::MAX));
     })
@@ -292,7 +313,8 @@ pub fn hlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 pub fn hstrlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
-        hash.and_then(|hash| hash.get(args.get(2))).map_or(0, <[u8]>::len)
+        hash.and_then(|hash| hash.get(args.get(2)))
+            .map_or(0, <[u8]>::len)
     });
     finish(reply, outcome, |reply, len| {
         reply.integer(i64::try_from(len).unwrap_or(i64::MAX));
@@ -306,18 +328,23 @@ pub fn hincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         return After::Continue;
     };
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |hash: &mut HashValue| {
-        let old = match hash.get(args.get(2)) {
-            None => 0,
-            Some(text) => keys::parse_i64(text)
-                .map_err(|()| Failure::message("ERR hash value is not an integer"))?,
-        };
-        let new = old
-            .checked_add(increment)
-            .ok_or_else(|| Failure::message("ERR increment or decrement would overflow"))?;
-        hash.insert(args.get(2), new.to_string().as_bytes());
-        Ok(Change::Changed(new))
-    });
+    let outcome = collection::modify(
+        &target,
+        &mut session.writer,
+        true,
+        |hash: &mut HashValue| {
+            let old = match hash.get(args.get(2)) {
+                None => 0,
+                Some(text) => keys::parse_i64(text)
+                    .map_err(|()| Failure::message("ERR hash value is not an integer"))?,
+            };
+            let new = old
+                .checked_add(increment)
+                .ok_or_else(|| Failure::message("ERR increment or decrement would overflow"))?;
+            hash.insert(args.get(2), new.to_string().as_bytes());
+            Ok(Change::Changed(new))
+        },
+    );
     finish(reply, outcome, |reply, new| reply.integer(new.unwrap_or(0)))
 }
 
@@ -328,20 +355,27 @@ pub fn hincrbyfloat(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -
         return After::Continue;
     };
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |hash: &mut HashValue| {
-        let old = match hash.get(args.get(2)) {
-            None => 0.0,
-            Some(text) => parse_double(text)
-                .ok_or_else(|| Failure::message("ERR hash value is not a float"))?,
-        };
-        let new = old + increment;
-        if !new.is_finite() {
-            return Err(Failure::message("ERR increment would produce NaN or Infinity"));
-        }
-        let text = format_double(new);
-        hash.insert(args.get(2), text.as_bytes());
-        Ok(Change::Changed(text))
-    });
+    let outcome = collection::modify(
+        &target,
+        &mut session.writer,
+        true,
+        |hash: &mut HashValue| {
+            let old = match hash.get(args.get(2)) {
+                None => 0.0,
+                Some(text) => parse_double(text)
+                    .ok_or_else(|| Failure::message("ERR hash value is not a float"))?,
+            };
+            let new = old + increment;
+            if !new.is_finite() {
+                return Err(Failure::message(
+                    "ERR increment would produce NaN or Infinity",
+                ));
+            }
+            let text = format_double(new);
+            hash.insert(args.get(2), text.as_bytes());
+            Ok(Change::Changed(text))
+        },
+    );
     finish(reply, outcome, |reply, text| {
         reply.bulk(text.unwrap_or_default().as_bytes());
     })
@@ -367,7 +401,9 @@ pub fn hscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
         }
         out
     });
-    finish(reply, outcome, |reply, items| collection::reply_scan(reply, 2, &items))
+    finish(reply, outcome, |reply, items| {
+        collection::reply_scan(reply, 2, &items)
+    })
 }
 
 #[cfg(test)]

@@ -187,7 +187,10 @@ pub fn format_double(value: f64) -> String {
 /// `-inf`; no spaces, no NaN.
 pub fn parse_double(bytes: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(bytes).ok()?;
-    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
         return None;
     }
     let value: f64 = match text.to_ascii_lowercase().as_str() {

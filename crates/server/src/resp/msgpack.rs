@@ -141,9 +141,7 @@ impl<'a> Reader<'a> {
         self.rest = rest;
         match payload.split_first() {
             None => Some(Scalar::Bytes(payload)),
-            Some((3 | 4 | 23, bytes)) => {
-                Some(Scalar::Bytes(bytes))
-            }
+            Some((3 | 4 | 23, bytes)) => Some(Scalar::Bytes(bytes)),
             Some(_) => None,
         }
     }
@@ -189,10 +187,24 @@ mod tests {
 
     #[test]
     fn declared_lengths_beyond_the_input_are_refused() {
-        assert_eq!(Reader::new(&[0xdd, 0xff, 0xff, 0xff, 0xff]).array_len(), None);
-        assert_eq!(Reader::new(&[0xdb, 0xff, 0xff, 0xff, 0xff, 3]).scalar(), None);
-        assert_eq!(Reader::new(&[0x91]).array_len(), None, "one element, no bytes");
+        assert_eq!(
+            Reader::new(&[0xdd, 0xff, 0xff, 0xff, 0xff]).array_len(),
+            None
+        );
+        assert_eq!(
+            Reader::new(&[0xdb, 0xff, 0xff, 0xff, 0xff, 3]).scalar(),
+            None
+        );
+        assert_eq!(
+            Reader::new(&[0x91]).array_len(),
+            None,
+            "one element, no bytes"
+        );
         assert_eq!(Reader::new(&[0x90]).array_len(), Some(0));
-        assert_eq!(Reader::new(&[0xc3]).scalar(), None, "booleans are not Redis values");
+        assert_eq!(
+            Reader::new(&[0xc3]).scalar(),
+            None,
+            "booleans are not Redis values"
+        );
     }
 }

@@ -16,7 +16,14 @@ use crate::state::ServerState;
 pub const COMMANDS: &[Command] = &[("config", -2, config), ("info", -1, info)];
 
 /// The sections INFO knows, in the order it prints them.
-const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "keyspace",
+];
 
 /// INFO [section ...]: every section for no argument, `all`, `default` or `everything`.
 fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
@@ -91,7 +98,11 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
             human_bytes(used_memory),
             crate::info::resident_set_bytes(),
             ns.data_used_bytes,
-            if cfg!(feature = "jemalloc") { "jemalloc" } else { "libc" },
+            if cfg!(feature = "jemalloc") {
+                "jemalloc"
+            } else {
+                "libc"
+            },
         ),
         "persistence" => write!(
             text,
@@ -135,12 +146,20 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
     vec![
         ("appendonly", "no".to_owned()),
         ("bind", resp.address.clone()),
-        ("client-query-buffer-limit", wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string()),
+        (
+            "client-query-buffer-limit",
+            wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string(),
+        ),
         ("databases", "1".to_owned()),
         ("maxmemory", "0".to_owned()),
         ("maxmemory-policy", "noeviction".to_owned()),
         ("port", resp.port.to_string()),
-        ("proto-max-bulk-len", wire_resp::RequestLimits::DEFAULT.bulk_length_max_bytes.to_string()),
+        (
+            "proto-max-bulk-len",
+            wire_resp::RequestLimits::DEFAULT
+                .bulk_length_max_bytes
+                .to_string(),
+        ),
         ("save", String::new()),
         ("timeout", "0".to_owned()),
     ]
@@ -151,7 +170,9 @@ fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match subcommand.as_slice() {
         b"GET" if args.len() >= 3 => config_get(session, args, reply),
-        b"SET" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(session, args, reply),
+        b"SET" if args.len() >= 4 && args.len().is_multiple_of(2) => {
+            config_set(session, args, reply)
+        }
         b"RESETSTAT" if args.len() == 2 => {
             session.state.resp_commands.store(0, Ordering::Relaxed);
             reply.ok();
@@ -188,7 +209,10 @@ fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
     for position in (2..args.len()).step_by(2) {
         let name = args.get(position).to_ascii_lowercase();
         let printable = String::from_utf8_lossy(&name).into_owned();
-        match parameters.iter().find(|(known, _)| known.as_bytes() == name) {
+        match parameters
+            .iter()
+            .find(|(known, _)| known.as_bytes() == name)
+        {
             None => {
                 reply.error(&format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{printable}'"

@@ -5,8 +5,8 @@ use engine::{Current, Decision, Expiry};
 use model::{ParticleType, ResultCode};
 use wire_resp::Args;
 
-use super::keys::{self, Target, WRONGTYPE};
 use super::commands::Command;
+use super::keys::{self, Target, WRONGTYPE};
 use super::reply::Reply;
 use super::{After, Session};
 

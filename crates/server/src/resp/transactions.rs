@@ -58,7 +58,11 @@ pub struct WatchedKey {
 
 /// Inside MULTI, queues `args` instead of running it (answering `+QUEUED` or the check's
 /// error); `None` when the command is not to be queued.
-pub fn queue_if_in_multi(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Option<After> {
+pub fn queue_if_in_multi(
+    session: &mut Session,
+    args: &Args,
+    reply: &mut Reply<'_>,
+) -> Option<After> {
     let transaction = session.transaction.as_mut()?;
     let name = args.get(0).to_ascii_lowercase();
     if NOT_QUEUED.contains(&name.as_slice()) {
