@@ -8,12 +8,16 @@
 //! `cargo xtask compare-redis [ARGS]` builds release binaries and runs the Osprey versus
 //! redis-server comparison (`scripts/compare-redis`), passing `ARGS` through.
 //!
+//! `cargo xtask compare-resp [ARGS]` builds release binaries and runs the comparison of Osprey's
+//! Redis front end with redis-server under `redis-benchmark` (`scripts/compare-resp`), passing
+//! `ARGS` through (`--quick` for a smoke run).
+//!
 //! `cargo xtask set-index [ARGS]` builds release binaries and runs the set-index experiment
 //! (`scripts/set-index-experiment`), passing `ARGS` through (`--quick` for a smoke run).
 //!
 //! Builds go to cargo's target directory: `target/`, or `CARGO_TARGET_DIR` when set (so a long
 //! benchmark build need not share `target/` with other builds); `scripts/set-index-experiment`
-//! looks for the binaries by the same rule.
+//! and `scripts/compare-resp` look for the binaries by the same rule.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -25,9 +29,12 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "blackbox" => blackbox(&[]),
         "compare-redis" => compare_redis(&rest),
+        "compare-resp" => compare_resp(&rest),
         "set-index" => set_index(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <ci|blackbox|compare-redis [ARGS]|set-index [ARGS]>");
+            eprintln!(
+                "usage: cargo xtask <ci|blackbox|compare-redis [ARGS]|compare-resp [ARGS]|set-index [ARGS]>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -90,6 +97,13 @@ fn compare_redis(args: &[String]) -> Result<(), String> {
         &["tests/requirements.txt", "bench/requirements.txt"],
         args,
     )
+}
+
+/// Builds release binaries and runs `scripts/compare-resp` with `args`; it needs `redis-server`
+/// and `redis-benchmark`, and no Python package.
+fn compare_resp(args: &[String]) -> Result<(), String> {
+    ensure_redis()?;
+    run_release_script("scripts/compare-resp", &[], args)
 }
 
 /// Builds release binaries and runs `scripts/set-index-experiment` with `args`.
