@@ -77,4 +77,9 @@ impl<'o> Reply<'o> {
     pub fn map(&mut self, length: usize) {
         encode::map_header(self.out, self.version(), length);
     }
+
+    /// The header of a set of `length` elements (RESP2: an array).
+    pub fn set(&mut self, length: usize) {
+        encode::set_header(self.out, self.version(), length);
+    }
 }
