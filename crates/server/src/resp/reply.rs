@@ -58,6 +58,22 @@ impl<'o> Reply<'o> {
         encode::null(self.out, self.version());
     }
 
+    /// The null array (RESP2 `*-1`, RESP3 `_`).
+    pub fn null_array(&mut self) {
+        encode::null_array(self.out, self.version());
+    }
+
+    /// A double as Redis's `addReplyDouble` writes one: RESP3 `,1.5`, RESP2 the bulk string
+    /// `1.5`; the text is Redis 7.2's (`d2string`).
+    pub fn double(&mut self, value: f64) {
+        encode::double(self.out, self.version(), value);
+    }
+
+    /// Whether the connection speaks RESP3 (some replies change shape, not only encoding).
+    pub fn is_resp3(&self) -> bool {
+        self.protocol == 3
+    }
+
     /// The header of an array of `length` elements.
     pub fn array(&mut self, length: usize) {
         encode::array_header(self.out, length);
