@@ -165,22 +165,12 @@ fn answer_buffered(
     after
 }
 
-/// A double as Redis prints one: the shortest text that reads back as the same value,
-/// integers without a fraction, exponents from 1e17 up and below 1e-4, `inf` and `-inf`.
+/// A double as Redis 7.2 prints one (`wire_resp::encode::double_text`): the shortest text
+/// that reads back as the same value, `inf` and `-inf`.
 pub fn format_double(value: f64) -> String {
-    if value.is_infinite() {
-        return if value > 0.0 { "inf" } else { "-inf" }.to_owned();
-    }
-    let scientific = format!("{value:e}");
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("{:e} always has an exponent");
-    let exponent: i32 = exponent.parse().expect("{:e} writes a decimal exponent");
-    if (-4..17).contains(&exponent) {
-        return format!("{value}");
-    }
-    let sign = if exponent < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exponent.abs())
+    let mut text = Vec::new();
+    wire_resp::encode::double_text(&mut text, value);
+    String::from_utf8(text).expect("a double's text is ASCII")
 }
 
 /// A double as Redis parses one (`string2d`): decimal or exponent notation, `inf`, `+inf`,
@@ -210,9 +200,8 @@ mod tests {
         assert_eq!(format_double(3.0), "3");
         assert_eq!(format_double(-2.5), "-2.5");
         assert_eq!(format_double(0.1), "0.1");
-        assert_eq!(format_double(1e21), "1e+21");
-        assert_eq!(format_double(1.5e-7), "1.5e-07");
-        assert_eq!(format_double(0.0001), "0.0001");
+        assert_eq!(format_double(1e17), "100000000000000000");
+        assert_eq!(format_double(0.00001), "0.00001");
         assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
     }
 

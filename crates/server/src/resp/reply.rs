@@ -58,7 +58,8 @@ impl<'o> Reply<'o> {
         encode::null(self.out, self.version());
     }
 
-    /// The null array (RESP2 `*-1`, RESP3 `_`): EXEC aborted by WATCH.
+    /// The null array (RESP2 `*-1`, RESP3 `_`): EXEC aborted by WATCH, and other empty
+    /// answers.
     pub fn null_array(&mut self) {
         encode::null_array(self.out, self.version());
     }
@@ -66,6 +67,17 @@ impl<'o> Reply<'o> {
     /// Text for humans (INFO): a verbatim string in RESP3, a bulk string in RESP2.
     pub fn verbatim(&mut self, text: &[u8]) {
         encode::verbatim_string(self.out, self.version(), b"txt", text);
+    }
+
+    /// A double as Redis's `addReplyDouble` writes one: RESP3 `,1.5`, RESP2 the bulk string
+    /// `1.5`; the text is Redis 7.2's (`d2string`).
+    pub fn double(&mut self, value: f64) {
+        encode::double(self.out, self.version(), value);
+    }
+
+    /// Whether the connection speaks RESP3 (some replies change shape, not only encoding).
+    pub fn is_resp3(&self) -> bool {
+        self.protocol == 3
     }
 
     /// The header of an array of `length` elements.
