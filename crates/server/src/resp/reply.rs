@@ -58,6 +58,11 @@ impl<'o> Reply<'o> {
         encode::null(self.out, self.version());
     }
 
+    /// The null array (RESP2 `*-1`, RESP3 `_`).
+    pub fn null_array(&mut self) {
+        encode::null_array(self.out, self.version());
+    }
+
     /// The header of an array of `length` elements.
     pub fn array(&mut self, length: usize) {
         encode::array_header(self.out, length);
