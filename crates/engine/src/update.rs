@@ -239,7 +239,11 @@ impl Namespace {
             Decision::Store(expiry) if writer.bin_count > 0 => expiry,
             // A record has at least one bin: storing none is deleting.
             Decision::Delete | Decision::Store(_) => {
-                if existing.is_some() {
+                if let (Some(record), Some(before_bytes)) = (existing, size_before_bytes) {
+                    // A native value emptied in place is smaller now than the partition and
+                    // set have it: account that before removing it, or they keep the rest.
+                    let (set_id, after_bytes) = (record.set_id, record.data_size_bytes());
+                    partition.resized(set_id, before_bytes, after_bytes, &self.sets);
                     partition.remove(&address.digest, &self.sets);
                     self.watches.touched(&address.digest);
                     slot.counters.add(Counter::DeleteSuccess, 1);

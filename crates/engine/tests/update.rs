@@ -243,6 +243,30 @@ fn a_native_value_changes_in_place_and_reads_as_bins() {
 }
 
 #[test]
+fn a_native_value_emptied_in_place_and_deleted_leaves_no_bytes_counted() {
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"list");
+    let mut writer = BinWriter::default();
+    for byte in 1..=3 {
+        push(&ns, &at, &mut writer, byte);
+    }
+    assert!(ns.summary().data_used_bytes > 0);
+    // As LPOP of the last elements does: empty the value in place, then delete the record.
+    ns.update(&at, &mut writer, |current, _| {
+        let mut current = current.expect("exists");
+        let native = current.native_mut().expect("a native record");
+        let items = (native as &mut dyn Any)
+            .downcast_mut::<Items>()
+            .expect("Items");
+        items.0.clear();
+        Ok((Decision::Delete, ()))
+    })
+    .expect("delete");
+    assert_eq!(value(&ns, &at), None);
+    assert_eq!(ns.summary().data_used_bytes, 0);
+}
+
+#[test]
 fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
     let ns = namespace(1024 * 1024);
     let at = address(b"redis", b"list");
