@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{After, Session, hashes, keys, lists, sets, strings, zsets};
+use super::{After, Session, hashes, keys, keyspace, lists, sets, strings, zsets};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
 const REDIS_VERSION: &str = "7.2.0";
@@ -41,6 +41,7 @@ const SERVER_COMMANDS: &[Command] = &[
 const TABLES: &[&[Command]] = &[
     SERVER_COMMANDS,
     keys::COMMANDS,
+    keyspace::COMMANDS,
     strings::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
