@@ -12,7 +12,9 @@ use std::sync::atomic::Ordering;
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{After, Session, hashes, keys, lists, server_info, sets, strings, transactions, zsets};
+use super::{
+    After, Session, hashes, keys, keyspace, lists, server_info, sets, strings, transactions, zsets,
+};
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
 pub const REDIS_VERSION: &str = "7.2.0";
@@ -40,6 +42,7 @@ const SERVER_COMMANDS: &[Command] = &[
 const TABLES: &[&[Command]] = &[
     SERVER_COMMANDS,
     keys::COMMANDS,
+    keyspace::COMMANDS,
     strings::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
@@ -304,33 +307,24 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
     reply.bulk(name.as_bytes());
     reply.integer(i64::from(arity));
     reply.array(0);
-    let takes_key = !matches!(
-        name,
-        "client"
-            | "command"
-            | "dbsize"
-            | "echo"
-            | "flushall"
-            | "flushdb"
-            | "hello"
-            | "info"
-            | "ping"
-            | "quit"
-            | "reset"
-            | "select"
-            | "time"
-    );
-    let (first, last) = match (takes_key, name) {
-        (false, _) => (0, 0),
-        (true, "del" | "exists" | "mget" | "unlink") => (1, -1),
-        (true, "mset") => (1, -1),
-        (true, _) => (1, 1),
-    };
+    let (first, last, step) = key_positions(name);
     reply.integer(first);
     reply.integer(last);
-    reply.integer(if name == "mset" {
-        2
-    } else {
-        i64::from(takes_key)
-    });
+    reply.integer(step);
+}
+
+/// Where a command's keys are, as COMMAND reports them: first, last (-1 = the last argument)
+/// and step; (0, 0, 0) for a command without keys.
+fn key_positions(name: &str) -> (i64, i64, i64) {
+    match name {
+        "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
+        | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
+        | "reset" | "scan" | "select" | "time" | "unwatch" => (0, 0, 0),
+        "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
+        | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" => (1, -1, 1),
+        "sintercard" => (2, -1, 1),
+        "mset" | "msetnx" => (1, -1, 2),
+        "copy" | "rename" | "renamenx" | "smove" => (1, 2, 1),
+        _ => (1, 1, 1),
+    }
 }

@@ -1,13 +1,25 @@
 //! Key commands and what every Redis command shares: where a key lives, expiry arguments,
 //! and Redis's error texts.
+//!
+//! RENAME, RENAMENX and COPY run inside the namespace's exclusive section, so no command sees
+//! the value at both keys or at neither. A collection is copied by rendering it as the bins an
+//! Aerospike client sees and decoding those again (O(n)): native values cannot be cloned.
 
-use engine::{BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, Now, RecordAddress};
-use model::{Digest, ParticleType, ResultCode, UserKey, VoidTime};
+use std::any::Any;
+
+use engine::{
+    BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, NativeValue, Now, RecordAddress,
+};
+use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ParticleType, ResultCode, UserKey, VoidTime};
 use wire_resp::Args;
 
-use super::collection;
+use super::collection::{self, Collection};
 use super::commands::Command;
+use super::hashes::HashValue;
+use super::lists::ListValue;
 use super::reply::Reply;
+use super::sets::SetValue;
+use super::zsets::ZSetValue;
 use super::{After, Session};
 use crate::state::ServerState;
 
@@ -17,17 +29,32 @@ pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong
 pub const SYNTAX_ERROR: &str = "ERR syntax error";
 /// Redis's reply to an argument that must be a 64-bit integer.
 pub const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
-/// Redis's reply to an expiry that is not positive or overflows.
-const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
 
 /// The key commands.
 pub const COMMANDS: &[Command] = &[
+    ("copy", -3, copy),
     ("dbsize", 1, dbsize),
     ("del", -2, del),
     ("exists", -2, exists),
+    ("expire", -3, |s, a, r| expire(s, a, r, ExpireForm::EXPIRE)),
+    ("expireat", -3, |s, a, r| {
+        expire(s, a, r, ExpireForm::EXPIREAT)
+    }),
+    ("expiretime", 2, |s, a, r| expiretime(s, a, r, false)),
     ("flushall", -1, flushdb),
     ("flushdb", -1, flushdb),
+    ("persist", 2, persist),
+    ("pexpire", -3, |s, a, r| {
+        expire(s, a, r, ExpireForm::PEXPIRE)
+    }),
+    ("pexpireat", -3, |s, a, r| {
+        expire(s, a, r, ExpireForm::PEXPIREAT)
+    }),
+    ("pexpiretime", 2, |s, a, r| expiretime(s, a, r, true)),
     ("pttl", 2, |s, a, r| ttl(s, a, r, true)),
+    ("rename", 3, |s, a, r| rename(s, a, r, false)),
+    ("renamenx", 3, |s, a, r| rename(s, a, r, true)),
+    ("touch", -2, exists),
     ("ttl", 2, |s, a, r| ttl(s, a, r, false)),
     ("type", 2, type_of),
     ("unlink", -2, del),
@@ -45,9 +72,7 @@ pub struct Target<'s> {
 impl<'s> Target<'s> {
     /// The record for Redis key `key`.
     pub fn of(state: &'s ServerState, key: &'s [u8]) -> Target<'s> {
-        let namespace = state
-            .namespace(state.config.resp_namespace().as_bytes())
-            .expect("the RESP namespace is validated at start-up");
+        let namespace = namespace_of(state);
         let set = state.config.resp.set.as_bytes();
         Target {
             namespace,
@@ -79,13 +104,16 @@ impl<'s> Target<'s> {
     }
 }
 
-/// The clock of the RESP namespace.
-pub fn now_of(session: &Session) -> Now {
-    let state = &session.state;
+/// The namespace Redis keys live in.
+pub fn namespace_of(state: &ServerState) -> &Namespace {
     state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up")
-        .now()
+}
+
+/// The clock of the RESP namespace.
+pub fn now_of(session: &Session) -> Now {
+    namespace_of(&session.state).now()
 }
 
 /// Answers an engine failure in Redis's words.
@@ -109,7 +137,52 @@ pub fn parse_i64(bytes: &[u8]) -> Result<i64, ()> {
     text.parse().map_err(|_| ())
 }
 
-/// An expiry given to SET or a SETEX-like command.
+/// Redis's reply to an expiry that is not positive or overflows, naming the command.
+pub fn invalid_expire(command: &str) -> String {
+    format!("ERR invalid expire time in '{command}' command")
+}
+
+/// When a key is to expire: already, or at a void time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// The time asked for is not after now: the key goes at once.
+    Past,
+    /// At this void time (never [`VoidTime::NEVER`]).
+    At(VoidTime),
+}
+
+impl Deadline {
+    /// The deadline of the Unix time `at_ms` at `now`. Void times are whole seconds: the
+    /// second `at_ms` falls in, as Aerospike's TTLs count (up to a second early, never late),
+    /// but at least the next one, so that a key with a future expiry exists now.
+    ///
+    /// # Errors
+    /// When it is further than a record's longest TTL (Aerospike's ten years) from now.
+    pub fn at_unix_ms(at_ms: i128, now: Now) -> Result<Deadline, ()> {
+        let now_ms = i128::from(now.unix_ms);
+        if at_ms <= now_ms {
+            return Ok(Deadline::Past);
+        }
+        if at_ms - now_ms > i128::from(TTL_SECONDS_MAX) * 1000 {
+            return Err(());
+        }
+        let epoch_ms = i128::from(CITRUSLEAF_EPOCH_UNIX_SECONDS) * 1000;
+        let floor_seconds = (at_ms - epoch_ms).div_euclid(1000);
+        let earliest_seconds = i128::from(now.epoch_seconds()) + 1;
+        let seconds = u32::try_from(floor_seconds.max(earliest_seconds)).map_err(|_| ())?;
+        Ok(Deadline::At(VoidTime(seconds)))
+    }
+
+    /// The void time to compare with a record's (GT, LT): a past deadline is before any.
+    fn void_time(self) -> VoidTime {
+        match self {
+            Deadline::Past => VoidTime::NEVER,
+            Deadline::At(void_time) => void_time,
+        }
+    }
+}
+
+/// An expiry given to SET, GETEX or a SETEX-like command.
 #[derive(Clone, Copy, Debug)]
 pub enum ExpiryArg {
     /// EX: seconds from now.
@@ -124,6 +197,9 @@ pub enum ExpiryArg {
 
 impl ExpiryArg {
     /// `option` is EX, PX, EXAT or PXAT (upper case).
+    ///
+    /// # Errors
+    /// Redis's text when `value` is not an integer.
     pub fn parse(option: &[u8], value: &[u8]) -> Result<ExpiryArg, &'static str> {
         let value = parse_i64(value).map_err(|()| NOT_AN_INTEGER)?;
         Ok(match option {
@@ -134,24 +210,21 @@ impl ExpiryArg {
         })
     }
 
-    /// The void time this expiry means at `now`: Redis refuses values of 0 or less.
-    /// Milliseconds round up to the next whole second (void times are seconds).
-    pub fn void_time(self, now: Now) -> Result<VoidTime, &'static str> {
+    /// What this expiry means at `now` (a Unix time in the past: [`Deadline::Past`]).
+    ///
+    /// # Errors
+    /// For a value of 0 or less, as Redis, or beyond a record's longest TTL; answer it with
+    /// [`invalid_expire`].
+    pub fn deadline(self, now: Now) -> Result<Deadline, ()> {
         let now_ms = i128::from(now.unix_ms);
         let at_ms = match self {
             ExpiryArg::Seconds(s) if s > 0 => now_ms + i128::from(s) * 1000,
             ExpiryArg::Milliseconds(ms) if ms > 0 => now_ms + i128::from(ms),
             ExpiryArg::UnixSeconds(s) if s > 0 => i128::from(s) * 1000,
             ExpiryArg::UnixMilliseconds(ms) if ms > 0 => i128::from(ms),
-            _ => return Err(INVALID_EXPIRE),
+            _ => return Err(()),
         };
-        let ttl_ms = (at_ms - now_ms).max(1);
-        let ttl_seconds = u64::try_from((ttl_ms + 999) / 1000).map_err(|_| INVALID_EXPIRE)?;
-        if ttl_seconds > TTL_SECONDS_MAX {
-            return Err(INVALID_EXPIRE);
-        }
-        let ttl_seconds = u32::try_from(ttl_seconds).map_err(|_| INVALID_EXPIRE)?;
-        Ok(VoidTime::after(now.epoch_seconds(), ttl_seconds))
+        Deadline::at_unix_ms(at_ms, now)
     }
 }
 
@@ -202,7 +275,9 @@ pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     After::Continue
 }
 
-/// TTL key (`in_ms` false) and PTTL key (`in_ms` true): -2 missing, -1 no expiry.
+/// TTL key (`in_ms` false) and PTTL key (`in_ms` true): -2 missing, -1 no expiry. TTL rounds
+/// the remaining time up to whole seconds, so it reads back what EXPIRE set even though the
+/// void time is the whole second at or before the expiry asked for.
 pub fn ttl(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
     let now = now_of(session);
     let target = Target::of(&session.state, args.get(1));
@@ -215,7 +290,7 @@ pub fn ttl(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: boo
             if in_ms {
                 remaining_ms
             } else {
-                (remaining_ms + 500) / 1000
+                seconds_rounded_up(remaining_ms)
             }
         }
     };
@@ -223,10 +298,17 @@ pub fn ttl(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: boo
     After::Continue
 }
 
+fn seconds_rounded_up(ms: i64) -> i64 {
+    (ms + 999) / 1000
+}
+
 fn remaining_ms(void_time: VoidTime, now: Now) -> i64 {
-    let expires_unix_ms =
-        (i64::from(void_time.0) + model::CITRUSLEAF_EPOCH_UNIX_SECONDS as i64) * 1000;
-    (expires_unix_ms - now.unix_ms as i64).max(0)
+    (unix_seconds(void_time) * 1000 - i64::try_from(now.unix_ms).unwrap_or(i64::MAX)).max(0)
+}
+
+/// The Unix time of a void time, in seconds.
+fn unix_seconds(void_time: VoidTime) -> i64 {
+    i64::from(void_time.0) + i64::try_from(CITRUSLEAF_EPOCH_UNIX_SECONDS).unwrap_or(0)
 }
 
 /// DBSIZE: the records of the RESP set.
@@ -270,4 +352,488 @@ pub fn flushdb(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         Err(error) => reply.error(&format!("ERR {error}")),
     }
     After::Continue
+}
+
+/// How EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT read their time argument.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpireForm {
+    /// The command's name, for its error text.
+    name: &'static str,
+    /// Whether the time is in milliseconds (else seconds).
+    in_ms: bool,
+    /// Whether the time is a Unix time (else from now).
+    absolute: bool,
+}
+
+impl ExpireForm {
+    const EXPIRE: ExpireForm = ExpireForm {
+        name: "expire",
+        in_ms: false,
+        absolute: false,
+    };
+    const PEXPIRE: ExpireForm = ExpireForm {
+        name: "pexpire",
+        in_ms: true,
+        absolute: false,
+    };
+    const EXPIREAT: ExpireForm = ExpireForm {
+        name: "expireat",
+        in_ms: false,
+        absolute: true,
+    };
+    const PEXPIREAT: ExpireForm = ExpireForm {
+        name: "pexpireat",
+        in_ms: true,
+        absolute: true,
+    };
+
+    /// The Unix time `value` names at `now`, in milliseconds; `None` where Redis finds it
+    /// overflows.
+    fn unix_ms(self, value: i64, now: Now) -> Option<i128> {
+        let ms = if self.in_ms {
+            value
+        } else {
+            value.checked_mul(1000)?
+        };
+        let base_ms = if self.absolute {
+            0
+        } else {
+            i64::try_from(now.unix_ms).ok()?
+        };
+        ms.checked_add(base_ms).map(i128::from)
+    }
+}
+
+/// The conditions of EXPIRE and its variants.
+#[derive(Clone, Copy, Debug, Default)]
+struct ExpireConditions {
+    /// NX: only a key without an expiry.
+    nx: bool,
+    /// XX: only a key with an expiry.
+    xx: bool,
+    /// GT: only a later expiry (no expiry counts as the latest).
+    gt: bool,
+    /// LT: only an earlier expiry.
+    lt: bool,
+}
+
+impl ExpireConditions {
+    /// The options after the time (position 3 on).
+    fn parse(args: &Args) -> Result<ExpireConditions, String> {
+        let mut conditions = ExpireConditions::default();
+        for position in 3..args.len() {
+            match args.get(position).to_ascii_uppercase().as_slice() {
+                b"NX" => conditions.nx = true,
+                b"XX" => conditions.xx = true,
+                b"GT" => conditions.gt = true,
+                b"LT" => conditions.lt = true,
+                _ => {
+                    let option = String::from_utf8_lossy(args.get(position));
+                    return Err(format!(
+                        "ERR Unsupported option {}",
+                        option.replace(['\r', '\n'], " ")
+                    ));
+                }
+            }
+        }
+        if conditions.nx && (conditions.xx || conditions.gt || conditions.lt) {
+            return Err(
+                "ERR NX and XX, GT or LT options at the same time are not compatible".to_owned(),
+            );
+        }
+        if conditions.gt && conditions.lt {
+            return Err("ERR GT and LT options at the same time are not compatible".to_owned());
+        }
+        Ok(conditions)
+    }
+
+    /// Whether a key expiring at `current` takes the deadline `new`. Both are compared as
+    /// stored, in whole seconds.
+    fn allow(self, current: VoidTime, new: Deadline) -> bool {
+        let new = new.void_time();
+        if current == VoidTime::NEVER {
+            return !self.xx && !self.gt;
+        }
+        let later = new > current;
+        let earlier = new < current;
+        !self.nx && (!self.gt || later) && (!self.lt || earlier)
+    }
+}
+
+/// EXPIRE key seconds, PEXPIRE key ms, EXPIREAT key unix-s, PEXPIREAT key unix-ms, each
+/// [NX | XX | GT | LT]: 1 if the expiry was set (a time not in the future deletes the key),
+/// 0 if the key is missing or a condition failed.
+fn expire(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: ExpireForm) -> After {
+    let conditions = match ExpireConditions::parse(args) {
+        Ok(conditions) => conditions,
+        Err(text) => {
+            reply.error(&text);
+            return After::Continue;
+        }
+    };
+    let Ok(value) = parse_i64(args.get(2)) else {
+        reply.error(NOT_AN_INTEGER);
+        return After::Continue;
+    };
+    let now = now_of(session);
+    let deadline = form
+        .unix_ms(value, now)
+        .ok_or(())
+        .and_then(|at_ms| Deadline::at_unix_ms(at_ms, now));
+    let Ok(deadline) = deadline else {
+        reply.error(&invalid_expire(form.name));
+        return After::Continue;
+    };
+    let target = Target::of(&session.state, args.get(1));
+    let result = target.update(&mut session.writer, |current, _| {
+        let Some(current) = current else {
+            return Ok((Decision::Keep, 0));
+        };
+        if !conditions.allow(current.get().void_time, deadline) {
+            return Ok((Decision::Keep, 0));
+        }
+        let decision = match deadline {
+            Deadline::Past => Decision::Delete,
+            Deadline::At(void_time) => Decision::Touch(Expiry::At(void_time)),
+        };
+        Ok((decision, 1))
+    });
+    match result {
+        Ok(value) => reply.integer(value),
+        Err(code) => engine_error(reply, code),
+    }
+    After::Continue
+}
+
+/// EXPIRETIME key (`in_ms` false) and PEXPIRETIME key (`in_ms` true): the Unix time the key
+/// expires at; -2 missing, -1 no expiry.
+fn expiretime(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
+    let target = Target::of(&session.state, args.get(1));
+    let value = match target.view(|current| current.map(|c| c.void_time)) {
+        Ok(None) | Err(_) => -2,
+        Ok(Some(VoidTime::NEVER)) => -1,
+        Ok(Some(void_time)) if in_ms => unix_seconds(void_time) * 1000,
+        Ok(Some(void_time)) => unix_seconds(void_time),
+    };
+    reply.integer(value);
+    After::Continue
+}
+
+/// PERSIST key: 1 if the key had an expiry and now has none.
+fn persist(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let target = Target::of(&session.state, args.get(1));
+    let result = target.update(&mut session.writer, |current, _| match current {
+        Some(current) if current.get().void_time != VoidTime::NEVER => {
+            Ok((Decision::Touch(Expiry::Never), 1))
+        }
+        _ => Ok((Decision::Keep, 0)),
+    });
+    match result {
+        Ok(value) => reply.integer(value),
+        Err(code) => engine_error(reply, code),
+    }
+    After::Continue
+}
+
+/// A record's value and expiry, copied out to be stored under another key.
+struct Copied {
+    /// The collection rebuilt, when the record holds one natively.
+    native: Option<Box<dyn NativeValue>>,
+    /// Otherwise its bins: name, particle type, value.
+    bins: Vec<(Vec<u8>, u8, Vec<u8>)>,
+    /// When it expires.
+    void_time: VoidTime,
+}
+
+impl Copied {
+    fn of(current: &Current<'_>) -> Copied {
+        let native = rebuilt_native(current);
+        let bins = if native.is_some() {
+            Vec::new()
+        } else {
+            let bins = current.bins();
+            let copied = bins
+                .iter()
+                .map(|bin| (bin.name.to_vec(), bin.particle_type, bin.value.to_vec()));
+            copied.collect()
+        };
+        Copied {
+            native,
+            bins,
+            void_time: current.void_time,
+        }
+    }
+
+    /// Stores the copy: the decision for the destination's update.
+    fn store(self, writer: &mut BinWriter) -> Decision {
+        let expiry = match self.void_time {
+            VoidTime::NEVER => Expiry::Never,
+            void_time => Expiry::At(void_time),
+        };
+        if let Some(native) = self.native {
+            return Decision::StoreNative(native, expiry);
+        }
+        for (name, particle_type, value) in &self.bins {
+            writer.bin(name, *particle_type, value);
+        }
+        Decision::Store(expiry)
+    }
+}
+
+/// A copy of the record's native collection, rebuilt from the bins it renders.
+fn rebuilt_native(current: &Current<'_>) -> Option<Box<dyn NativeValue>> {
+    let native: &dyn Any = current.native()?;
+    let bins = current.bins();
+    let bin = bins.iter().next()?;
+    if native.is::<HashValue>() {
+        decoded::<HashValue>(bin.value)
+    } else if native.is::<ListValue>() {
+        decoded::<ListValue>(bin.value)
+    } else if native.is::<SetValue>() {
+        decoded::<SetValue>(bin.value)
+    } else if native.is::<ZSetValue>() {
+        decoded::<ZSetValue>(bin.value)
+    } else {
+        None
+    }
+}
+
+fn decoded<C: Collection>(value: &[u8]) -> Option<Box<dyn NativeValue>> {
+    let collection = C::decode(value).filter(|collection| !collection.is_empty())?;
+    Some(Box::new(collection))
+}
+
+/// Copies `source`'s value and expiry to `destination`, over what it holds when `replace`.
+/// `None`: no source; `Some(false)`: the destination exists and is kept.
+fn copy_key(
+    session: &mut Session,
+    source: &[u8],
+    destination: &[u8],
+    replace: bool,
+) -> Result<Option<bool>, ResultCode> {
+    let copied = Target::of(&session.state, source).view(|c| c.map(|c| Copied::of(&c)))?;
+    let Some(copied) = copied else {
+        return Ok(None);
+    };
+    let target = Target::of(&session.state, destination);
+    let stored = target.update(&mut session.writer, |current, writer| {
+        if current.is_some() && !replace {
+            return Ok((Decision::Keep, false));
+        }
+        Ok((copied.store(writer), true))
+    })?;
+    Ok(Some(stored))
+}
+
+/// RENAME key newkey (`only_if_missing` false) and RENAMENX key newkey (true): moves the
+/// value with its expiry, whatever its type; RENAMENX keeps an existing `newkey`.
+fn rename(
+    session: &mut Session,
+    args: &Args,
+    reply: &mut Reply<'_>,
+    only_if_missing: bool,
+) -> After {
+    let (source, destination) = (args.get(1), args.get(2));
+    let state = std::sync::Arc::clone(&session.state);
+    let moved = namespace_of(&state).exclusive(|| {
+        if source == destination {
+            let exists = Target::of(&state, source).view(|c| c.is_some())?;
+            return Ok(exists.then_some(!only_if_missing));
+        }
+        let stored = copy_key(session, source, destination, !only_if_missing)?;
+        if stored == Some(true) {
+            let target = Target::of(&state, source);
+            target.update(&mut session.writer, |_, _| Ok((Decision::Delete, ())))?;
+        }
+        Ok(stored)
+    });
+    match moved {
+        Ok(None) => reply.error("ERR no such key"),
+        Ok(Some(_)) if !only_if_missing => reply.ok(),
+        Ok(Some(moved)) => reply.integer(i64::from(moved)),
+        Err(code) => engine_error(reply, code),
+    }
+    After::Continue
+}
+
+/// COPY source destination [DB 0] [REPLACE]: 1 if copied (value and expiry), 0 if the source
+/// is missing or the destination exists without REPLACE. Database 0 is the only one.
+fn copy(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let replace = match parse_copy_options(args) {
+        Ok(replace) => replace,
+        Err(message) => {
+            reply.error(message);
+            return After::Continue;
+        }
+    };
+    let (source, destination) = (args.get(1), args.get(2));
+    if source == destination {
+        reply.error("ERR source and destination objects are the same");
+        return After::Continue;
+    }
+    let state = std::sync::Arc::clone(&session.state);
+    let copied = namespace_of(&state).exclusive(|| copy_key(session, source, destination, replace));
+    match copied {
+        Ok(copied) => reply.integer(i64::from(copied == Some(true))),
+        Err(code) => engine_error(reply, code),
+    }
+    After::Continue
+}
+
+/// COPY's options from position 3: whether REPLACE was given.
+fn parse_copy_options(args: &Args) -> Result<bool, &'static str> {
+    let mut replace = false;
+    let mut position = 3;
+    while position < args.len() {
+        match args.get(position).to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"DB" if position + 1 < args.len() => {
+                position += 1;
+                match parse_i64(args.get(position)) {
+                    Ok(0) => {}
+                    Ok(db) if i32::try_from(db).is_err() => {
+                        return Err("ERR value is out of range, value must between \
+                                    -2147483648 and 2147483647");
+                    }
+                    Ok(_) => return Err("ERR DB index is out of range"),
+                    Err(()) => return Err(NOT_AN_INTEGER),
+                }
+            }
+            _ => return Err(SYNTAX_ERROR),
+        }
+        position += 1;
+    }
+    Ok(replace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unix milliseconds of a fixed instant, 2025-01-01, plus `ms`.
+    fn now_at(ms: u64) -> Now {
+        Now {
+            unix_ms: 1_735_689_600_000 + ms,
+        }
+    }
+
+    /// Builds a request's arguments.
+    fn args_of(words: &[&str]) -> Args {
+        let words: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
+        let mut encoded = Vec::new();
+        wire_resp::encode_command(&mut encoded, &words);
+        let mut args = Args::new();
+        let decoded = wire_resp::decode_request(&encoded, &mut args).expect("a valid request");
+        assert_eq!(decoded, Some(encoded.len()), "one whole request");
+        args
+    }
+
+    fn ttl_shown(deadline: Deadline, now: Now) -> i64 {
+        let Deadline::At(void_time) = deadline else {
+            panic!("a future deadline");
+        };
+        seconds_rounded_up(remaining_ms(void_time, now))
+    }
+
+    #[test]
+    fn whole_seconds_read_back_exactly_whatever_the_milliseconds_of_now() {
+        for fraction_ms in [0, 1, 499, 500, 501, 999] {
+            let now = now_at(fraction_ms);
+            for seconds in [1, 2, 100, 86_400] {
+                let deadline = ExpiryArg::Seconds(seconds).deadline(now).expect("valid");
+                assert_eq!(
+                    ttl_shown(deadline, now),
+                    seconds,
+                    "EX {seconds} at +{fraction_ms}ms"
+                );
+                let Deadline::At(void_time) = deadline else {
+                    panic!("a future deadline");
+                };
+                let aerospike_ttl = void_time.0 - now.epoch_seconds();
+                assert_eq!(i64::from(aerospike_ttl), seconds, "as Aerospike counts it");
+                assert!(remaining_ms(void_time, now) <= seconds * 1000, "never late");
+            }
+        }
+    }
+
+    #[test]
+    fn a_future_deadline_is_never_already_expired() {
+        for fraction_ms in [0, 400, 999] {
+            let now = now_at(fraction_ms);
+            let Ok(Deadline::At(void_time)) = ExpiryArg::Milliseconds(1).deadline(now) else {
+                panic!("PX 1 is in the future");
+            };
+            assert!(!void_time.is_expired_at(now.epoch_seconds()));
+        }
+    }
+
+    #[test]
+    fn past_zero_and_too_far_deadlines() {
+        let now = now_at(0);
+        assert_eq!(ExpiryArg::UnixSeconds(1).deadline(now), Ok(Deadline::Past));
+        assert_eq!(ExpiryArg::Seconds(0).deadline(now), Err(()));
+        assert_eq!(ExpiryArg::Milliseconds(-5).deadline(now), Err(()));
+        let ten_years = i64::from(model::TTL_SECONDS_MAX);
+        assert!(ExpiryArg::Seconds(ten_years).deadline(now).is_ok());
+        assert_eq!(ExpiryArg::Seconds(ten_years + 1).deadline(now), Err(()));
+        assert_eq!(ExpiryArg::Seconds(i64::MAX).deadline(now), Err(()));
+    }
+
+    #[test]
+    fn expire_forms_overflow_as_redis_checks() {
+        let now = now_at(0);
+        assert_eq!(ExpireForm::EXPIRE.unix_ms(i64::MAX / 1000 + 1, now), None);
+        assert_eq!(ExpireForm::PEXPIRE.unix_ms(i64::MAX, now), None);
+        assert_eq!(
+            ExpireForm::EXPIREAT.unix_ms(5, now),
+            Some(5000),
+            "absolute seconds"
+        );
+        assert_eq!(
+            ExpireForm::PEXPIRE.unix_ms(-10, now),
+            Some(i128::from(now.unix_ms) - 10)
+        );
+    }
+
+    #[test]
+    fn expire_conditions_parse_with_redis_errors() {
+        let parse = |words: &[&str]| ExpireConditions::parse(&args_of(words));
+        assert!(parse(&["EXPIRE", "k", "1", "nx"]).is_ok());
+        assert!(parse(&["EXPIRE", "k", "1", "xx", "gt"]).is_ok());
+        let incompatible = "ERR NX and XX, GT or LT options at the same time are not compatible";
+        assert_eq!(
+            parse(&["EXPIRE", "k", "1", "NX", "LT"]).err().as_deref(),
+            Some(incompatible)
+        );
+        assert_eq!(
+            parse(&["EXPIRE", "k", "1", "gt", "lt"]).err().as_deref(),
+            Some("ERR GT and LT options at the same time are not compatible")
+        );
+        assert_eq!(
+            parse(&["EXPIRE", "k", "1", "soon"]).err().as_deref(),
+            Some("ERR Unsupported option soon")
+        );
+    }
+
+    #[test]
+    fn expire_conditions_compare_with_the_current_expiry() {
+        let all = |nx, xx, gt, lt| ExpireConditions { nx, xx, gt, lt };
+        let (none, at_10, at_20) = (VoidTime::NEVER, VoidTime(10), VoidTime(20));
+        let new_15 = Deadline::At(VoidTime(15));
+        assert!(all(true, false, false, false).allow(none, new_15));
+        assert!(!all(true, false, false, false).allow(at_10, new_15));
+        assert!(!all(false, true, false, false).allow(none, new_15));
+        assert!(all(false, true, false, false).allow(at_10, new_15));
+        assert!(
+            !all(false, false, true, false).allow(none, new_15),
+            "no expiry is the latest"
+        );
+        assert!(all(false, false, true, false).allow(at_10, new_15));
+        assert!(!all(false, false, true, false).allow(at_20, new_15));
+        assert!(all(false, false, false, true).allow(none, new_15));
+        assert!(all(false, false, false, true).allow(at_20, new_15));
+        assert!(!all(false, false, false, true).allow(at_10, new_15));
+        assert!(all(false, false, false, true).allow(at_10, Deadline::Past));
+        assert!(!all(false, false, true, false).allow(at_10, Deadline::Past));
+    }
 }

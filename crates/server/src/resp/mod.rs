@@ -15,6 +15,7 @@ mod commands;
 mod glob;
 mod hashes;
 mod keys;
+mod keyspace;
 mod lists;
 mod msgpack;
 mod reply;

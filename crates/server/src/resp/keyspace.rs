@@ -1,0 +1,277 @@
+//! Commands over the whole key space: KEYS, SCAN and RANDOMKEY. They walk the records of the
+//! RESP set partition by partition, a piece at a time (`engine::Namespace::scan_piece`), and
+//! answer the user keys stored with them.
+//!
+//! SCAN's cursor is the next partition to walk (0 starts and ends an iteration). Each call
+//! walks whole partitions, in order, until it has examined at least COUNT keys or reached the
+//! last partition. So a full iteration returns every key present throughout it exactly once,
+//! a key added or deleted meanwhile at most once, and the cursor stays valid across writes.
+//! MATCH and TYPE filter what a call examined, so a call may answer fewer keys than COUNT,
+//! or none, before the iteration ends, as in Redis.
+//!
+//! Invariants:
+//! - A partition's lock is held for one piece (`PIECE_ENTRIES` index entries) at most.
+//! - Only records with a stored STRING key are Redis keys here: a record an Aerospike client
+//!   wrote without its key, or with an integer or bytes key, cannot be named by Redis.
+
+use std::hash::BuildHasher;
+
+use engine::{Namespace, ScanScope};
+use model::{Digest, PARTITION_COUNT, ParticleType, PartitionId};
+use wire_resp::Args;
+
+use super::collection;
+use super::commands::Command;
+use super::glob;
+use super::keys::{self, Target};
+use super::reply::Reply;
+use super::{After, Session};
+use crate::state::ServerState;
+
+/// The key-space commands.
+pub const COMMANDS: &[Command] = &[
+    ("keys", 2, keys_matching),
+    ("randomkey", 1, randomkey),
+    ("scan", -2, scan),
+];
+
+/// Index entries examined per partition lock.
+const PIECE_ENTRIES: usize = 256;
+
+/// SCAN's COUNT when none is given.
+const SCAN_COUNT_DEFAULT: u64 = 10;
+
+/// The RESP namespace and the scope of its set.
+fn resp_scope(state: &ServerState) -> (&Namespace, ScanScope) {
+    let namespace = keys::namespace_of(state);
+    let scope = namespace.scan_scope(state.config.resp.set.as_bytes());
+    (namespace, scope)
+}
+
+/// Calls `visit` with each Redis key in `partition`, in digest order, until it returns false.
+fn walk_partition(
+    namespace: &Namespace,
+    scope: ScanScope,
+    partition: u16,
+    mut visit: impl FnMut(&[u8]) -> bool,
+) {
+    let mut after: Option<Digest> = None;
+    let mut stopped = false;
+    while !stopped {
+        let end = namespace.scan_piece(
+            PartitionId(partition),
+            scope,
+            after.as_ref(),
+            PIECE_ENTRIES,
+            |record| match record.user_key() {
+                Some((particle_type, key)) if particle_type == ParticleType::String as u8 => {
+                    stopped = !visit(key);
+                    !stopped
+                }
+                _ => true,
+            },
+        );
+        if end.exhausted {
+            return;
+        }
+        after = end.last;
+    }
+}
+
+/// The number of partitions, as a partition number.
+fn partition_count() -> u16 {
+    u16::try_from(PARTITION_COUNT).expect("the partition count fits a partition number")
+}
+
+/// KEYS pattern: every key matching the glob pattern, in no particular order.
+fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let pattern = args.get(1);
+    let match_all = pattern == b"*";
+    let (namespace, scope) = resp_scope(&session.state);
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    for partition in 0..partition_count() {
+        walk_partition(namespace, scope, partition, |key| {
+            if match_all || glob::matches(pattern, key) {
+                found.push(key.to_vec());
+            }
+            true
+        });
+    }
+    reply.array(found.len());
+    found.iter().for_each(|key| reply.bulk(key));
+    After::Continue
+}
+
+/// Options of SCAN.
+#[derive(Debug)]
+struct ScanRequest<'a> {
+    /// The first partition to walk; `PARTITION_COUNT` or more: the iteration is over.
+    cursor: u64,
+    /// Keys to examine before answering (at least).
+    count: u64,
+    /// MATCH's glob pattern.
+    pattern: Option<&'a [u8]>,
+    /// TYPE's type name.
+    type_name: Option<&'a [u8]>,
+}
+
+impl<'a> ScanRequest<'a> {
+    /// Parses `cursor [MATCH pattern] [COUNT count] [TYPE type]`; an option may repeat (the
+    /// last counts).
+    fn parse(args: &'a Args) -> Result<ScanRequest<'a>, &'static str> {
+        let cursor = parse_cursor(args.get(1)).ok_or("ERR invalid cursor")?;
+        let mut request = ScanRequest {
+            cursor,
+            count: SCAN_COUNT_DEFAULT,
+            pattern: None,
+            type_name: None,
+        };
+        let mut position = 2;
+        while position < args.len() {
+            let word = args.get(position).to_ascii_uppercase();
+            if position + 1 == args.len() {
+                return Err(keys::SYNTAX_ERROR);
+            }
+            let value = args.get(position + 1);
+            match word.as_slice() {
+                b"COUNT" => match keys::parse_i64(value) {
+                    Ok(count) if count >= 1 => request.count = count.unsigned_abs(),
+                    Ok(_) => return Err(keys::SYNTAX_ERROR),
+                    Err(()) => return Err(keys::NOT_AN_INTEGER),
+                },
+                b"MATCH" => request.pattern = (value != b"*").then_some(value),
+                b"TYPE" => request.type_name = Some(value),
+                _ => return Err(keys::SYNTAX_ERROR),
+            }
+            position += 2;
+        }
+        Ok(request)
+    }
+}
+
+/// A cursor as Redis reads one (`strtoull`): an unsigned decimal; a negative one wraps around
+/// to a huge cursor, here one past the last partition.
+fn parse_cursor(bytes: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    match text.strip_prefix('-') {
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(u64::MAX)
+        }
+        Some(_) => None,
+        None => text.parse().ok(),
+    }
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: the next cursor and the keys of
+/// the partitions walked (see the module docs).
+fn scan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let request = match ScanRequest::parse(args) {
+        Ok(request) => request,
+        Err(message) => {
+            reply.error(message);
+            return After::Continue;
+        }
+    };
+    let (next, mut found) = scan_partitions(&session.state, &request);
+    if let Some(type_name) = request.type_name {
+        found.retain(|key| {
+            type_of(&session.state, key)
+                .is_some_and(|t| t.as_bytes().eq_ignore_ascii_case(type_name))
+        });
+    }
+    reply.array(2);
+    reply.bulk(next.to_string().as_bytes());
+    reply.array(found.len());
+    found.iter().for_each(|key| reply.bulk(key));
+    After::Continue
+}
+
+/// Walks partitions from the request's cursor until COUNT keys were examined or none is left:
+/// the next cursor (0 when done) and the keys that passed MATCH.
+fn scan_partitions(state: &ServerState, request: &ScanRequest<'_>) -> (u16, Vec<Vec<u8>>) {
+    let (namespace, scope) = resp_scope(state);
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut examined: u64 = 0;
+    let mut partition = u16::try_from(request.cursor).unwrap_or(u16::MAX);
+    while partition < partition_count() && examined < request.count {
+        walk_partition(namespace, scope, partition, |key| {
+            examined += 1;
+            if request
+                .pattern
+                .is_none_or(|pattern| glob::matches(pattern, key))
+            {
+                found.push(key.to_vec());
+            }
+            true
+        });
+        partition += 1;
+    }
+    let next = if partition < partition_count() {
+        partition
+    } else {
+        0
+    };
+    (next, found)
+}
+
+/// The type of the value at `key`, as TYPE names it; `None` if it is gone.
+fn type_of(state: &ServerState, key: &[u8]) -> Option<&'static str> {
+    let target = Target::of(state, key);
+    target
+        .view(|current| current.map(|c| collection::type_name(&c)))
+        .ok()
+        .flatten()
+}
+
+/// RANDOMKEY: a key from the first partition holding any, starting at a random one (one of
+/// at most `PIECE_ENTRIES` keys there, at random); nil when there are none.
+fn randomkey(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
+    let (namespace, scope) = resp_scope(&session.state);
+    let random = random_u64();
+    let start = (random % u64::from(partition_count())) as u16;
+    let mut candidates: Vec<Vec<u8>> = Vec::new();
+    for step in 0..partition_count() {
+        let partition = (start + step) % partition_count();
+        walk_partition(namespace, scope, partition, |key| {
+            candidates.push(key.to_vec());
+            candidates.len() < PIECE_ENTRIES
+        });
+        if !candidates.is_empty() {
+            break;
+        }
+    }
+    let chosen = (random >> 12) as usize % candidates.len().max(1);
+    match candidates.get(chosen) {
+        Some(key) => reply.bulk(key),
+        None => reply.null(),
+    }
+    After::Continue
+}
+
+/// A random number, from the standard library's randomly keyed hasher.
+fn random_u64() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_as_redis_reads_them() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"4095"), Some(4095));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"-"), None);
+        assert_eq!(parse_cursor(b"abc"), None);
+        assert_eq!(parse_cursor(b""), None);
+    }
+
+    #[test]
+    fn random_numbers_differ() {
+        let draws: std::collections::HashSet<u64> = (0..16).map(|_| random_u64()).collect();
+        assert!(draws.len() > 1);
+    }
+}
