@@ -2,6 +2,9 @@
 SCAN, RANDOMKEY) and the string commands beyond GET/SET (SETNX, SETEX, PSETEX, GETSET, GETEX,
 MSETNX, INCRBYFLOAT, GETRANGE, SUBSTR, SETRANGE), through redis-py in RESP2 and RESP3, and the
 same records through the Aerospike client.
+
+A TTL read right after a write is checked within one second of what was set: on a loaded
+machine a second boundary may pass between the two.
 """
 
 from __future__ import annotations
@@ -90,20 +93,20 @@ def test_expire_sets_a_ttl_and_conditions_follow_redis(r, key):
     assert r.expire(key, 100) is False
     r.set(key, "v")
     assert r.expire(key, 100) is True
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     assert r.expire(key, 200, nx=True) is False
     assert r.expire(key, 200, xx=True) is True
-    assert r.ttl(key) == 200
+    assert 199 <= r.ttl(key) <= 200
     assert r.expire(key, 100, gt=True) is False
     assert r.expire(key, 300, gt=True) is True
     assert r.expire(key, 400, lt=True) is False
     assert r.expire(key, 50, lt=True) is True
-    assert r.ttl(key) == 50
+    assert 49 <= r.ttl(key) <= 50
     assert r.persist(key) is True
     assert r.expire(key, 100, xx=True) is False
     assert r.expire(key, 100, gt=True) is False, "no expiry counts as the latest"
     assert r.expire(key, 100, lt=True) is True
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     r.set(key, "v")
     assert r.expire(key, 100, nx=True) is True
 
@@ -162,7 +165,7 @@ def test_pexpire_expireat_and_pexpireat(r, key):
 def test_expiry_reaches_every_type(r, key):
     r.hset(key, "f", "v")
     assert r.expire(key, 100) is True
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     assert r.hget(key, "f") == b"v"
     assert r.persist(key) is True
     assert r.ttl(key) == -1
@@ -204,11 +207,11 @@ def test_rename_moves_the_value_and_its_ttl(r, key):
     assert r.rename(key, key + "new") is True
     assert r.exists(key) == 0
     assert r.get(key + "new") == b"v"
-    assert r.ttl(key + "new") == 100
+    assert 99 <= r.ttl(key + "new") <= 100
     r.set(key + "other", "old")
     assert r.rename(key + "new", key + "other") is True
     assert r.get(key + "other") == b"v"
-    assert r.ttl(key + "other") == 100
+    assert 99 <= r.ttl(key + "other") <= 100
 
 
 def test_rename_replaces_a_key_of_another_type(r, key):
@@ -228,7 +231,7 @@ def test_rename_onto_itself(r, key):
     assert r.rename(key, key) is True
     assert r.renamenx(key, key) is False
     assert r.get(key) == b"v"
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
 
 
 def test_renamenx_keeps_an_existing_destination(r, key):
@@ -251,7 +254,7 @@ def test_rename_moves_a_hash_with_its_contents_and_ttl(r, key):
     assert r.type(key + "new") in (b"hash", "hash")
     got = r.hgetall(key + "new")
     assert {k.decode(): v.decode() for k, v in got.items()} == fields
-    assert r.ttl(key + "new") == 100
+    assert 99 <= r.ttl(key + "new") <= 100
     assert r.hset(key + "new", "more", "x") == 1
     assert r.hlen(key + "new") == 51
 
@@ -261,7 +264,7 @@ def test_copy_copies_value_and_ttl(r, key):
     r.set(key, "v", ex=100)
     assert r.copy(key, key + "dst") is True
     assert r.get(key + "dst") == b"v"
-    assert r.ttl(key + "dst") == 100
+    assert 99 <= r.ttl(key + "dst") <= 100
     assert r.get(key) == b"v"
     r.set(key, "w")
     assert r.copy(key, key + "dst") is False
@@ -461,7 +464,7 @@ def test_setex_and_psetex(r, key):
     r.hset(key, "f", "v")
     assert r.setex(key, 100, "v") is True
     assert r.get(key) == b"v"
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     assert r.psetex(key, 50_000, "w") is True
     assert 49_000 <= r.pttl(key) <= 50_000
     assert error_of(r, "SETEX", key, "0", "v") == "invalid expire time in 'setex' command"
@@ -491,7 +494,7 @@ def test_getex(r, key):
     assert r.getex(key) == b"v"
     assert r.ttl(key) == -1
     assert r.getex(key, ex=100) == b"v"
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     assert r.getex(key, px=50_000) == b"v"
     assert 49_000 <= r.pttl(key) <= 50_000
     assert r.getex(key, persist=True) == b"v"
@@ -502,7 +505,7 @@ def test_getex(r, key):
     assert r.getex(key, pxat=(at + 10) * 1000) == b"v"
     assert r.expiretime(key) == at + 10
     assert raw(r, "GETEX", key, "EX", "10", "EX", "20") == b"v"
-    assert r.ttl(key) == 20
+    assert 19 <= r.ttl(key) <= 20
     assert r.getex(key, exat=1) == b"v", "a time in the past answers the value, then deletes"
     assert r.exists(key) == 0
     r.set(key, "v")
@@ -520,7 +523,7 @@ def test_getex_errors(r, key):
     assert error_of(r, "GETEX", key, "NX") == "syntax error"
     assert error_of(r, "GETEX", key, "KEEPTTL") == "syntax error"
     assert error_of(r, "GETEX", key, "EX") == "syntax error"
-    assert r.ttl(key) == 100, "a failed GETEX changes nothing"
+    assert 99 <= r.ttl(key) <= 100, "a failed GETEX changes nothing"
     r.hset(key + "h", "f", "v")
     with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
         r.getex(key + "h", ex=10)
@@ -528,7 +531,7 @@ def test_getex_errors(r, key):
 
 def test_set_options_repeat_as_in_redis_and_past_times_delete(r, key):
     assert r.execute_command("SET", key, "v", "EX", "10", "EX", "20")
-    assert r.ttl(key) == 20
+    assert 19 <= r.ttl(key) <= 20
     assert error_of(r, "SET", key, "v", "EX", "10", "PX", "10") == "syntax error"
     assert error_of(r, "SET", key, "v", "EX", "abc", "NX", "XX") == "syntax error"
     assert error_of(r, "SET", key, "v", "EX", "abc") == "value is not an integer or out of range"
@@ -573,7 +576,7 @@ def test_incrbyfloat(r, key):
     assert raw(r, "INCRBYFLOAT", key + "n", "1.5") == b"7.5"
     r.set(key + "t", "1", ex=100)
     r.incrbyfloat(key + "t", 1)
-    assert r.ttl(key + "t") == 100, "the expiry stays"
+    assert 99 <= r.ttl(key + "t") <= 100, "the expiry stays"
 
 
 def test_incrbyfloat_errors(r, key):
@@ -616,7 +619,7 @@ def test_setrange(r, key):
     r.set(key, "Hello World", ex=100)
     assert r.setrange(key, 6, "Redis") == 11
     assert r.get(key) == b"Hello Redis"
-    assert r.ttl(key) == 100
+    assert 99 <= r.ttl(key) <= 100
     assert r.setrange(key, 13, "!") == 14
     assert r.get(key) == b"Hello Redis\x00\x00!"
     assert r.setrange(key + "none", 5, "") == 0
