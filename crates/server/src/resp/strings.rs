@@ -63,6 +63,21 @@ impl StringValue {
 /// record whose only bin is `value` (a record with more bins is left to Aerospike clients, so
 /// that no Redis write drops a bin).
 pub fn string_of(current: &Current<'_>) -> Result<StringValue, ()> {
+    with_string(current, |value| match value {
+        StringRef::Bytes(bytes) => StringValue::Bytes(bytes.to_vec()),
+        StringRef::Integer(value) => StringValue::Integer(value),
+    })
+}
+
+/// A string value borrowed from its record.
+enum StringRef<'a> {
+    Bytes(&'a [u8]),
+    Integer(i64),
+}
+
+/// Calls `look` with the record's string value in place (no copy), or `Err(())` when the
+/// record holds another type.
+fn with_string<T>(current: &Current<'_>, look: impl FnOnce(StringRef<'_>) -> T) -> Result<T, ()> {
     if current.native().is_some() {
         // A collection: no need to render it to find it is not a string.
         return Err(());
@@ -75,11 +90,11 @@ pub fn string_of(current: &Current<'_>) -> Result<StringValue, ()> {
     }
     match bin.particle_type {
         t if t == ParticleType::String as u8 || t == ParticleType::Blob as u8 => {
-            Ok(StringValue::Bytes(bin.value.to_vec()))
+            Ok(look(StringRef::Bytes(bin.value)))
         }
         t if t == ParticleType::Integer as u8 => {
             let bytes: [u8; 8] = bin.value.try_into().map_err(|_| ())?;
-            Ok(StringValue::Integer(i64::from_be_bytes(bytes)))
+            Ok(look(StringRef::Integer(i64::from_be_bytes(bytes))))
         }
         _ => Err(()),
     }
@@ -102,9 +117,18 @@ fn write_integer(writer: &mut engine::BinWriter, value: i64) {
 /// GET key
 pub fn get(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    match target.view(|current| current.map(|c| string_of(&c))) {
+    // The reply is written under the read lock, straight from the record.
+    let found = target.view(|current| {
+        current.map(|c| {
+            with_string(&c, |value| match value {
+                StringRef::Bytes(bytes) => reply.bulk(bytes),
+                StringRef::Integer(value) => reply.bulk(value.to_string().as_bytes()),
+            })
+        })
+    });
+    match found {
         Ok(None) => reply.null(),
-        Ok(Some(Ok(value))) => reply.bulk(&value.into_bytes()),
+        Ok(Some(Ok(()))) => {}
         Ok(Some(Err(()))) => reply.error(WRONGTYPE),
         Err(code) => keys::engine_error(reply, code),
     }
