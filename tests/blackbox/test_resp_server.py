@@ -63,3 +63,13 @@ def test_config_get_matches_patterns_and_set_refuses_changes(r):
     with pytest.raises(redis.ResponseError, match="unknown subcommand or wrong number of arguments for 'NOPE'"):
         r.execute_command("CONFIG", "NOPE")
     assert r.config_resetstat() is True
+
+
+def test_command_entries_have_redis_7s_ten_fields(r):
+    """redis-py's RESP3 parser reads all ten fields of each COMMAND entry; Osprey's first
+    entries had six, and `r.command()` raised IndexError under RESP3."""
+    commands = r.command()
+    assert len(commands) == r.command_count()
+    get = commands["get"]
+    assert (get["arity"], get["first_key_pos"], get["last_key_pos"], get["step_count"]) == (2, 1, 1, 1)
+    assert commands["mset"]["step_count"] == 2 and commands["ping"]["first_key_pos"] == 0

@@ -96,6 +96,11 @@ pub fn check(args: &Args) -> Result<Handler, String> {
     Ok(handler)
 }
 
+/// The name of every command served, in table order.
+pub(super) fn names() -> impl Iterator<Item = &'static str> {
+    TABLES.iter().copied().flatten().map(|command| command.0)
+}
+
 fn lookup(name: &[u8]) -> Option<Command> {
     let mut lower = [0u8; NAME_BYTES_MAX];
     let lower = lower.get_mut(..name.len())?;
@@ -277,7 +282,7 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     };
     match subcommand.as_slice() {
         b"COUNT" => reply.integer(BY_NAME.len() as i64),
-        b"DOCS" => reply.map(0),
+        b"DOCS" => super::docs::command_docs(args, reply),
         b"INFO" => {
             reply.array(args.len() - 2);
             for position in 2..args.len() {
@@ -301,9 +306,11 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// One entry of COMMAND: name, arity, flags, first key, last key, step.
+/// One entry of COMMAND, in Redis 7's shape (see the body).
 fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
-    reply.array(6);
+    // Redis 7's ten fields: name, arity, flags, first key, last key, step, ACL categories,
+    // tips, key specifications, subcommands (clients index all ten).
+    reply.array(10);
     reply.bulk(name.as_bytes());
     reply.integer(i64::from(arity));
     reply.array(0);
@@ -311,6 +318,9 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
     reply.integer(first);
     reply.integer(last);
     reply.integer(step);
+    for _ in 0..4 {
+        reply.array(0);
+    }
 }
 
 /// Where a command's keys are, as COMMAND reports them: first, last (-1 = the last argument)

@@ -12,6 +12,7 @@
 
 mod collection;
 mod commands;
+mod docs;
 mod glob;
 mod hashes;
 mod keys;

@@ -1,0 +1,709 @@
+//! COMMAND DOCS: a summary, group, first version and argument structure for every command
+//! Osprey serves, as redis-server 7 gives them, which is what redis-cli builds its inline
+//! argument hints from.
+//!
+//! The table holds each command's syntax as Redis documents it; the argument structure is
+//! parsed from it on demand. Syntax notation: an UPPER-CASE word is a literal token, `[...]`
+//! is optional, `<a | b>` and `[a | b]` are alternatives, and `x [x ...]` repeats `x`. An
+//! argument is a string unless named `key`, `newkey`, `source` or `destination` (a key),
+//! `pattern` (a pattern) or `unix-time-*` (a Unix time), or typed by a `:type` suffix, which
+//! is not part of its name (`seconds:integer`).
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use wire_resp::Args;
+
+use super::commands;
+use super::reply::Reply;
+
+/// A command's documentation: name (`container|subcommand` for a subcommand), the Redis
+/// version that introduced it, a one-line summary, and its syntax after the name.
+type Doc = (&'static str, &'static str, &'static str, &'static str);
+
+/// Every documented command and subcommand, by Redis command group.
+#[rustfmt::skip]
+const GROUPS: &[(&str, &[Doc])] = &[
+    ("connection", &[
+        ("client", "2.4.0", "A container for client connection commands", ""),
+        ("client|getname", "2.6.9", "Get the current connection name", ""),
+        ("client|id", "5.0.0", "Returns the client ID for the current connection", ""),
+        ("client|info", "6.2.0", "Returns information about the current client connection.", ""),
+        ("client|list", "2.4.0", "Get the list of client connections",
+            "[TYPE <NORMAL | MASTER | REPLICA | PUBSUB>] [ID client-id:integer [client-id:integer ...]]"),
+        ("client|setinfo", "7.2.0", "Sets information specific to the client or connection.",
+            "<LIB-NAME libname | LIB-VER libver>"),
+        ("client|setname", "2.6.9", "Set the current connection name", "connection-name"),
+        ("echo", "1.0.0", "Echo the given string", "message"),
+        ("hello", "6.0.0", "Handshake with Redis",
+            "[protover:integer [AUTH username password] [SETNAME clientname]]"),
+        ("ping", "1.0.0", "Ping the server", "[message]"),
+        ("quit", "1.0.0", "Close the connection", ""),
+        ("reset", "6.2.0", "Reset the connection", ""),
+        ("select", "1.0.0", "Change the selected database for the current connection",
+            "index:integer"),
+    ]),
+    ("server", &[
+        ("command", "2.8.13", "Get array of Redis command details", ""),
+        ("command|count", "2.8.13", "Get total number of Redis commands", ""),
+        ("command|docs", "7.0.0", "Get array of specific Redis command documentation",
+            "[command-name [command-name ...]]"),
+        ("command|info", "2.8.13", "Get array of specific Redis command details, or all when no argument is given.",
+            "[command-name [command-name ...]]"),
+        ("config", "2.0.0", "A container for server configuration commands", ""),
+        ("config|get", "2.0.0", "Get the values of configuration parameters",
+            "parameter [parameter ...]"),
+        ("config|resetstat", "2.0.0", "Reset the stats returned by INFO", ""),
+        ("config|set", "2.0.0", "Set configuration parameters to the given values",
+            "parameter value [parameter value ...]"),
+        ("dbsize", "1.0.0", "Return the number of keys in the selected database", ""),
+        ("flushall", "1.0.0", "Remove all keys from all databases", "[ASYNC | SYNC]"),
+        ("flushdb", "1.0.0", "Remove all keys from the current database", "[ASYNC | SYNC]"),
+        ("info", "1.0.0", "Get information and statistics about the server",
+            "[section [section ...]]"),
+        ("time", "2.6.0", "Return the current server time", ""),
+    ]),
+    ("transactions", &[
+        ("discard", "2.0.0", "Discard all commands issued after MULTI", ""),
+        ("exec", "1.2.0", "Execute all commands issued after MULTI", ""),
+        ("multi", "1.2.0", "Mark the start of a transaction block", ""),
+        ("unwatch", "2.2.0", "Forget about all watched keys", ""),
+        ("watch", "2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block",
+            "key [key ...]"),
+    ]),
+    ("generic", &[
+        ("copy", "6.2.0", "Copy a key", "source destination [DB destination-db:integer] [REPLACE]"),
+        ("del", "1.0.0", "Delete a key", "key [key ...]"),
+        ("exists", "1.0.0", "Determine if a key exists", "key [key ...]"),
+        ("expire", "1.0.0", "Set a key's time to live in seconds",
+            "key seconds:integer [NX | XX | GT | LT]"),
+        ("expireat", "1.2.0", "Set the expiration for a key as a UNIX timestamp",
+            "key unix-time-seconds [NX | XX | GT | LT]"),
+        ("expiretime", "7.0.0", "Get the expiration Unix timestamp for a key", "key"),
+        ("keys", "1.0.0", "Find all keys matching the given pattern", "pattern"),
+        ("persist", "2.2.0", "Remove the expiration from a key", "key"),
+        ("pexpire", "2.6.0", "Set a key's time to live in milliseconds",
+            "key milliseconds:integer [NX | XX | GT | LT]"),
+        ("pexpireat", "2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
+            "key unix-time-milliseconds [NX | XX | GT | LT]"),
+        ("pexpiretime", "7.0.0", "Get the expiration Unix timestamp for a key in milliseconds",
+            "key"),
+        ("pttl", "2.6.0", "Get the time to live for a key in milliseconds", "key"),
+        ("randomkey", "1.0.0", "Return a random key from the keyspace", ""),
+        ("rename", "1.0.0", "Rename a key", "key newkey"),
+        ("renamenx", "1.0.0", "Rename a key, only if the new key does not exist", "key newkey"),
+        ("scan", "2.8.0", "Incrementally iterate the keys space",
+            "cursor:integer [MATCH pattern] [COUNT count:integer] [TYPE type]"),
+        ("touch", "3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+            "key [key ...]"),
+        ("ttl", "1.0.0", "Get the time to live for a key in seconds", "key"),
+        ("type", "1.0.0", "Determine the type stored at key", "key"),
+        ("unlink", "4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
+            "key [key ...]"),
+    ]),
+    ("string", &[
+        ("append", "2.0.0", "Append a value to a key", "key value"),
+        ("decr", "1.0.0", "Decrement the integer value of a key by one", "key"),
+        ("decrby", "1.0.0", "Decrement the integer value of a key by the given number",
+            "key decrement:integer"),
+        ("get", "1.0.0", "Get the value of a key", "key"),
+        ("getdel", "6.2.0", "Get the value of a key and delete the key", "key"),
+        ("getex", "6.2.0", "Get the value of a key and optionally set its expiration",
+            "key [EX seconds:integer | PX milliseconds:integer | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST]"),
+        ("getrange", "2.4.0", "Get a substring of the string stored at a key",
+            "key start:integer end:integer"),
+        ("getset", "1.0.0", "Set the string value of a key and return its old value", "key value"),
+        ("incr", "1.0.0", "Increment the integer value of a key by one", "key"),
+        ("incrby", "1.0.0", "Increment the integer value of a key by the given amount",
+            "key increment:integer"),
+        ("incrbyfloat", "2.6.0", "Increment the float value of a key by the given amount",
+            "key increment:double"),
+        ("mget", "1.0.0", "Get the values of all the given keys", "key [key ...]"),
+        ("mset", "1.0.1", "Set multiple keys to multiple values", "key value [key value ...]"),
+        ("msetnx", "1.0.1", "Set multiple keys to multiple values, only if none of the keys exist",
+            "key value [key value ...]"),
+        ("psetex", "2.6.0", "Set the value and expiration in milliseconds of a key",
+            "key milliseconds:integer value"),
+        ("set", "1.0.0", "Set the string value of a key",
+            "key value [NX | XX] [GET] [EX seconds:integer | PX milliseconds:integer | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]"),
+        ("setex", "2.0.0", "Set the value and expiration of a key", "key seconds:integer value"),
+        ("setnx", "1.0.0", "Set the value of a key, only if the key does not exist", "key value"),
+        ("setrange", "2.2.0", "Overwrite part of a string at key starting at the specified offset",
+            "key offset:integer value"),
+        ("strlen", "2.2.0", "Get the length of the value stored in a key", "key"),
+        ("substr", "1.0.0", "Get a substring of the string stored at a key",
+            "key start:integer end:integer"),
+    ]),
+    ("hash", &[
+        ("hdel", "2.0.0", "Delete one or more hash fields", "key field [field ...]"),
+        ("hexists", "2.0.0", "Determine if a hash field exists", "key field"),
+        ("hget", "2.0.0", "Get the value of a hash field", "key field"),
+        ("hgetall", "2.0.0", "Get all the fields and values in a hash", "key"),
+        ("hincrby", "2.0.0", "Increment the integer value of a hash field by the given number",
+            "key field increment:integer"),
+        ("hincrbyfloat", "2.6.0", "Increment the float value of a hash field by the given amount",
+            "key field increment:double"),
+        ("hkeys", "2.0.0", "Get all the fields in a hash", "key"),
+        ("hlen", "2.0.0", "Get the number of fields in a hash", "key"),
+        ("hmget", "2.0.0", "Get the values of all the given hash fields", "key field [field ...]"),
+        ("hmset", "2.0.0", "Set multiple hash fields to multiple values",
+            "key field value [field value ...]"),
+        ("hscan", "2.8.0", "Incrementally iterate hash fields and associated values",
+            "key cursor:integer [MATCH pattern] [COUNT count:integer]"),
+        ("hset", "2.0.0", "Set the string value of a hash field",
+            "key field value [field value ...]"),
+        ("hsetnx", "2.0.0", "Set the value of a hash field, only if the field does not exist",
+            "key field value"),
+        ("hstrlen", "3.2.0", "Get the length of the value of a hash field", "key field"),
+        ("hvals", "2.0.0", "Get all the values in a hash", "key"),
+    ]),
+    ("list", &[
+        ("lindex", "1.0.0", "Get an element from a list by its index", "key index:integer"),
+        ("linsert", "2.2.0", "Insert an element before or after another element in a list",
+            "key <BEFORE | AFTER> pivot element"),
+        ("llen", "1.0.0", "Get the length of a list", "key"),
+        ("lpop", "1.0.0", "Remove and get the first elements in a list", "key [count:integer]"),
+        ("lpos", "6.0.6", "Return the index of matching elements on a list",
+            "key element [RANK rank:integer] [COUNT num-matches:integer] [MAXLEN len:integer]"),
+        ("lpush", "1.0.0", "Prepend one or multiple elements to a list",
+            "key element [element ...]"),
+        ("lpushx", "2.2.0", "Prepend an element to a list, only if the list exists",
+            "key element [element ...]"),
+        ("lrange", "1.0.0", "Get a range of elements from a list",
+            "key start:integer stop:integer"),
+        ("lrem", "1.0.0", "Remove elements from a list", "key count:integer element"),
+        ("lset", "1.0.0", "Set the value of an element in a list by its index",
+            "key index:integer element"),
+        ("ltrim", "1.0.0", "Trim a list to the specified range", "key start:integer stop:integer"),
+        ("rpop", "1.0.0", "Remove and get the last elements in a list", "key [count:integer]"),
+        ("rpush", "1.0.0", "Append one or multiple elements to a list",
+            "key element [element ...]"),
+        ("rpushx", "2.2.0", "Append an element to a list, only if the list exists",
+            "key element [element ...]"),
+    ]),
+    ("set", &[
+        ("sadd", "1.0.0", "Add one or more members to a set", "key member [member ...]"),
+        ("scard", "1.0.0", "Get the number of members in a set", "key"),
+        ("sdiff", "1.0.0", "Subtract multiple sets", "key [key ...]"),
+        ("sdiffstore", "1.0.0", "Subtract multiple sets and store the resulting set in a key",
+            "destination key [key ...]"),
+        ("sinter", "1.0.0", "Intersect multiple sets", "key [key ...]"),
+        ("sintercard", "7.0.0", "Intersect multiple sets and return the cardinality of the result",
+            "numkeys:integer key [key ...] [LIMIT limit:integer]"),
+        ("sinterstore", "1.0.0", "Intersect multiple sets and store the resulting set in a key",
+            "destination key [key ...]"),
+        ("sismember", "1.0.0", "Determine if a given value is a member of a set", "key member"),
+        ("smembers", "1.0.0", "Get all the members in a set", "key"),
+        ("smismember", "6.2.0", "Returns the membership associated with the given elements for a set",
+            "key member [member ...]"),
+        ("smove", "1.0.0", "Move a member from one set to another", "source destination member"),
+        ("spop", "1.0.0", "Remove and return one or multiple random members from a set",
+            "key [count:integer]"),
+        ("srandmember", "1.0.0", "Get one or multiple random members from a set",
+            "key [count:integer]"),
+        ("srem", "1.0.0", "Remove one or more members from a set", "key member [member ...]"),
+        ("sscan", "2.8.0", "Incrementally iterate Set elements",
+            "key cursor:integer [MATCH pattern] [COUNT count:integer]"),
+        ("sunion", "1.0.0", "Add multiple sets", "key [key ...]"),
+        ("sunionstore", "1.0.0", "Add multiple sets and store the resulting set in a key",
+            "destination key [key ...]"),
+    ]),
+    ("sorted-set", &[
+        ("zadd", "1.2.0", "Add one or more members to a sorted set, or update its score if it already exists",
+            "key [NX | XX] [GT | LT] [CH] [INCR] score:double member [score:double member ...]"),
+        ("zcard", "1.2.0", "Get the number of members in a sorted set", "key"),
+        ("zcount", "2.0.0", "Count the members in a sorted set with scores within the given values",
+            "key min:double max:double"),
+        ("zincrby", "1.2.0", "Increment the score of a member in a sorted set",
+            "key increment:double member"),
+        ("zlexcount", "2.8.9", "Count the number of members in a sorted set between a given lexicographical range",
+            "key min max"),
+        ("zmscore", "6.2.0", "Get the score associated with the given members in a sorted set",
+            "key member [member ...]"),
+        ("zpopmax", "5.0.0", "Remove and return members with the highest scores in a sorted set",
+            "key [count:integer]"),
+        ("zpopmin", "5.0.0", "Remove and return members with the lowest scores in a sorted set",
+            "key [count:integer]"),
+        ("zrange", "1.2.0", "Return a range of members in a sorted set",
+            "key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset:integer count:integer] [WITHSCORES]"),
+        ("zrangebylex", "2.8.9", "Return a range of members in a sorted set, by lexicographical range",
+            "key min max [LIMIT offset:integer count:integer]"),
+        ("zrangebyscore", "1.0.5", "Return a range of members in a sorted set, by score",
+            "key min:double max:double [WITHSCORES] [LIMIT offset:integer count:integer]"),
+        ("zrank", "2.0.0", "Determine the index of a member in a sorted set",
+            "key member [WITHSCORE]"),
+        ("zrem", "1.2.0", "Remove one or more members from a sorted set",
+            "key member [member ...]"),
+        ("zremrangebylex", "2.8.9", "Remove all members in a sorted set between the given lexicographical range",
+            "key min max"),
+        ("zremrangebyrank", "2.0.0", "Remove all members in a sorted set within the given indexes",
+            "key start:integer stop:integer"),
+        ("zremrangebyscore", "1.2.0", "Remove all members in a sorted set within the given scores",
+            "key min:double max:double"),
+        ("zrevrange", "1.2.0", "Return a range of members in a sorted set, by index, with scores ordered from high to low",
+            "key start:integer stop:integer [WITHSCORES]"),
+        ("zrevrangebylex", "2.8.9", "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings.",
+            "key max min [LIMIT offset:integer count:integer]"),
+        ("zrevrangebyscore", "2.2.0", "Return a range of members in a sorted set, by score, with scores ordered from high to low",
+            "key max:double min:double [WITHSCORES] [LIMIT offset:integer count:integer]"),
+        ("zrevrank", "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low",
+            "key member [WITHSCORE]"),
+        ("zscan", "2.8.0", "Incrementally iterate sorted sets elements and associated scores",
+            "key cursor:integer [MATCH pattern] [COUNT count:integer]"),
+        ("zscore", "1.2.0", "Get the score associated with the given member in a sorted set",
+            "key member"),
+    ]),
+];
+
+/// Argument types a `:type` suffix may name.
+const TYPES: &[&str] = &["key", "string", "integer", "double", "pattern", "unix-time"];
+
+/// Argument names that are keys without a suffix.
+const KEY_NAMES: &[&str] = &["key", "newkey", "source", "destination"];
+
+/// Every documented command by lower-case name, with its group.
+static BY_NAME: LazyLock<HashMap<&'static str, (&'static str, Doc)>> = LazyLock::new(|| {
+    GROUPS
+        .iter()
+        .flat_map(|&(group, docs)| docs.iter().map(move |&doc| (doc.0, (group, doc))))
+        .collect()
+});
+
+/// COMMAND DOCS [name ...]: a map from command name to its documentation; every command for
+/// no name; unknown names are skipped, as Redis does.
+pub fn command_docs(args: &Args, reply: &mut Reply<'_>) {
+    let found: Vec<(&str, Doc)> = if args.len() <= 2 {
+        commands::names()
+            .filter_map(|name| BY_NAME.get(name).copied())
+            .collect()
+    } else {
+        (2..args.len())
+            .filter_map(|position| {
+                let name = String::from_utf8_lossy(args.get(position)).to_ascii_lowercase();
+                BY_NAME.get(name.as_str()).copied()
+            })
+            .collect()
+    };
+    reply.map(found.len());
+    for (group, doc) in found {
+        reply.bulk(doc.0.as_bytes());
+        write_doc(reply, group, doc);
+    }
+}
+
+/// One command's documentation map: summary, since, group, arguments, subcommands.
+fn write_doc(reply: &mut Reply<'_>, group: &str, doc: Doc) {
+    let (name, since, summary, syntax) = doc;
+    let arguments = parse(syntax).unwrap_or_default();
+    let prefix = format!("{name}|");
+    let subcommands: Vec<Doc> = GROUPS
+        .iter()
+        .flat_map(|&(_, docs)| docs.iter().copied())
+        .filter(|subcommand| subcommand.0.starts_with(&prefix))
+        .collect();
+    reply.map(3 + usize::from(!arguments.is_empty()) + usize::from(!subcommands.is_empty()));
+    for (field, value) in [("summary", summary), ("since", since), ("group", group)] {
+        reply.bulk(field.as_bytes());
+        reply.bulk(value.as_bytes());
+    }
+    if !arguments.is_empty() {
+        reply.bulk(b"arguments");
+        write_arguments(reply, &arguments, &mut 0);
+    }
+    if !subcommands.is_empty() {
+        reply.bulk(b"subcommands");
+        reply.map(subcommands.len());
+        for subcommand in subcommands {
+            reply.bulk(subcommand.0.as_bytes());
+            write_doc(reply, group, subcommand);
+        }
+    }
+}
+
+/// An `arguments` array; `key_index` numbers the key arguments in order (`key_spec_index`).
+fn write_arguments(reply: &mut Reply<'_>, arguments: &[Argument], key_index: &mut i64) {
+    reply.array(arguments.len());
+    for argument in arguments {
+        let flags: Vec<&str> = [
+            (argument.optional, "optional"),
+            (argument.multiple, "multiple"),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect();
+        let is_key = argument.kind == "key";
+        reply.map(
+            2 + usize::from(is_key)
+                + usize::from(argument.token.is_some())
+                + usize::from(!flags.is_empty())
+                + usize::from(!argument.arguments.is_empty()),
+        );
+        reply.bulk(b"name");
+        reply.bulk(argument.name.as_bytes());
+        reply.bulk(b"type");
+        reply.bulk(argument.kind.as_bytes());
+        if is_key {
+            reply.bulk(b"key_spec_index");
+            reply.integer(*key_index);
+            *key_index += 1;
+        }
+        if let Some(token) = argument.token {
+            reply.bulk(b"token");
+            reply.bulk(token.as_bytes());
+        }
+        if !flags.is_empty() {
+            reply.bulk(b"flags");
+            reply.set(flags.len());
+            flags.iter().for_each(|flag| reply.simple(flag));
+        }
+        if !argument.arguments.is_empty() {
+            reply.bulk(b"arguments");
+            write_arguments(reply, &argument.arguments, key_index);
+        }
+    }
+}
+
+/// One argument of a command, as COMMAND DOCS describes it.
+#[derive(Debug, Clone, PartialEq)]
+struct Argument {
+    name: String,
+    /// `key`, `string`, `integer`, `double`, `pattern`, `unix-time`, `pure-token`, `oneof`
+    /// or `block`.
+    kind: &'static str,
+    /// The literal word that introduces the argument (or is the whole argument).
+    token: Option<&'static str>,
+    optional: bool,
+    multiple: bool,
+    /// The alternatives of a `oneof`, the parts of a `block`.
+    arguments: Vec<Argument>,
+}
+
+impl Argument {
+    /// A literal word on its own (`NX`).
+    fn pure_token(token: &'static str) -> Argument {
+        Argument::new(token.to_ascii_lowercase(), "pure-token", Vec::new()).with_token(token)
+    }
+
+    /// A named value, typed by its name or a `:type` suffix.
+    fn value(word: &str) -> Result<Argument, String> {
+        let (name, kind) = match word.split_once(':') {
+            Some((name, kind)) => match TYPES.iter().find(|&&known| known == kind) {
+                Some(kind) => (name, *kind),
+                None => return Err(format!("unknown type in '{word}'")),
+            },
+            None if KEY_NAMES.contains(&word) => (word, "key"),
+            None if word == "pattern" => (word, "pattern"),
+            None if word.starts_with("unix-time") => (word, "unix-time"),
+            None => (word, "string"),
+        };
+        if name.is_empty() {
+            return Err(format!("no name in '{word}'"));
+        }
+        Ok(Argument::new(name.to_owned(), kind, Vec::new()))
+    }
+
+    /// A `oneof` or `block` of `arguments`, named after them as Redis names such arguments.
+    fn compound(kind: &'static str, arguments: Vec<Argument>) -> Result<Argument, String> {
+        if arguments.is_empty() {
+            return Err("empty group".to_owned());
+        }
+        let names: Vec<&str> = arguments
+            .iter()
+            .map(|argument| argument.name.as_str())
+            .collect();
+        Ok(Argument::new(names.join("_"), kind, arguments))
+    }
+
+    fn new(name: String, kind: &'static str, arguments: Vec<Argument>) -> Argument {
+        Argument {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            arguments,
+        }
+    }
+
+    fn with_token(mut self, token: &'static str) -> Argument {
+        self.token = Some(token);
+        self
+    }
+}
+
+/// A piece of syntax before it becomes arguments.
+#[derive(Debug)]
+enum Node {
+    /// An UPPER-CASE literal word.
+    Token(&'static str),
+    /// A named value.
+    Value(&'static str),
+    /// `...`: the optional group it ends repeats what precedes the group.
+    Repeat,
+    /// `[...]` (optional) or `<...>`: alternatives separated by `|`.
+    Group {
+        optional: bool,
+        alternatives: Vec<Vec<Node>>,
+    },
+}
+
+/// The arguments a syntax describes.
+fn parse(syntax: &'static str) -> Result<Vec<Argument>, String> {
+    let mut words = lex(syntax).into_iter();
+    let mut alternatives = parse_alternatives(&mut words, None)?;
+    match alternatives.pop() {
+        Some(nodes) if alternatives.is_empty() => sequence(nodes),
+        _ => Err(format!("'|' outside a group in '{syntax}'")),
+    }
+}
+
+/// Words, and `[`, `]`, `<`, `>`, `|` on their own.
+fn lex(syntax: &'static str) -> Vec<&'static str> {
+    let mut words = Vec::new();
+    let mut start = 0;
+    for (position, character) in syntax.char_indices() {
+        let is_delimiter = matches!(character, '[' | ']' | '<' | '>' | '|');
+        if is_delimiter || character.is_whitespace() {
+            if start < position {
+                words.push(&syntax[start..position]);
+            }
+            if is_delimiter {
+                words.push(&syntax[position..position + 1]);
+            }
+            start = position + character.len_utf8();
+        }
+    }
+    if start < syntax.len() {
+        words.push(&syntax[start..]);
+    }
+    words
+}
+
+/// Sequences separated by `|`, up to `close` (`]`, `>`, or the end for `None`).
+fn parse_alternatives(
+    words: &mut impl Iterator<Item = &'static str>,
+    close: Option<&str>,
+) -> Result<Vec<Vec<Node>>, String> {
+    let mut alternatives = vec![Vec::new()];
+    loop {
+        let word = words.next();
+        if word == close {
+            return Ok(alternatives);
+        }
+        let node = match word {
+            None => return Err(format!("missing '{}'", close.unwrap_or_default())),
+            Some("|") => {
+                alternatives.push(Vec::new());
+                continue;
+            }
+            Some("[") => Node::Group {
+                optional: true,
+                alternatives: parse_alternatives(words, Some("]"))?,
+            },
+            Some("<") => Node::Group {
+                optional: false,
+                alternatives: parse_alternatives(words, Some(">"))?,
+            },
+            Some(word @ ("]" | ">")) => return Err(format!("unexpected '{word}'")),
+            Some("...") => Node::Repeat,
+            Some(word) if is_token(word) => Node::Token(word),
+            Some(word) => Node::Value(word),
+        };
+        alternatives
+            .last_mut()
+            .expect("starts with one alternative")
+            .push(node);
+    }
+}
+
+/// Whether a word is a literal token: upper-case letters, digits and dashes.
+fn is_token(word: &str) -> bool {
+    word.starts_with(|character: char| character.is_ascii_uppercase())
+        && word.chars().all(|character| {
+            character.is_ascii_uppercase() || character.is_ascii_digit() || character == '-'
+        })
+}
+
+/// The arguments of a sequence of nodes.
+fn sequence(nodes: Vec<Node>) -> Result<Vec<Argument>, String> {
+    let mut arguments = Vec::new();
+    for node in nodes {
+        match node {
+            Node::Token(token) => arguments.push(Argument::pure_token(token)),
+            Node::Value(word) => arguments.push(Argument::value(word)?),
+            Node::Repeat => return Err("'...' outside '[x ...]'".to_owned()),
+            Node::Group {
+                optional: true,
+                mut alternatives,
+            } if alternatives.len() == 1
+                && matches!(
+                    alternatives.first().and_then(|nodes| nodes.last()),
+                    Some(Node::Repeat)
+                ) =>
+            {
+                let mut nodes = alternatives.pop().expect("one alternative");
+                nodes.pop();
+                repeat(&mut arguments, sequence(nodes)?)?;
+            }
+            Node::Group {
+                optional,
+                alternatives,
+            } => {
+                let mut argument = one_of(alternatives)?;
+                argument.optional = optional;
+                arguments.push(argument);
+            }
+        }
+    }
+    Ok(arguments)
+}
+
+/// `x [x ...]`: the arguments just before the repeated ones, marked `multiple`.
+fn repeat(arguments: &mut Vec<Argument>, mut repeated: Vec<Argument>) -> Result<(), String> {
+    let count = repeated.len();
+    let start = arguments.len().checked_sub(count).filter(|_| count > 0);
+    if start.is_none_or(|start| arguments[start..] != repeated[..]) {
+        return Err("'[x ...]' does not follow x".to_owned());
+    }
+    arguments.truncate(arguments.len() - count);
+    let mut argument = match repeated.pop() {
+        Some(single) if count == 1 => single,
+        Some(last) => {
+            repeated.push(last);
+            Argument::compound("block", repeated)?
+        }
+        None => return Err("empty repeat".to_owned()),
+    };
+    argument.multiple = true;
+    arguments.push(argument);
+    Ok(())
+}
+
+/// One argument for a group: the group itself for one alternative, else a `oneof`.
+fn one_of(mut alternatives: Vec<Vec<Node>>) -> Result<Argument, String> {
+    if alternatives.len() == 1 {
+        return group(alternatives.pop().expect("one alternative"));
+    }
+    let arguments = alternatives
+        .into_iter()
+        .map(group)
+        .collect::<Result<_, _>>()?;
+    Argument::compound("oneof", arguments)
+}
+
+/// One argument for a sequence: `TOKEN value` is the value introduced by the token,
+/// `TOKEN a b` a block introduced by it, a single argument itself, else a block.
+fn group(mut nodes: Vec<Node>) -> Result<Argument, String> {
+    let token = match nodes.first() {
+        Some(Node::Token(token)) if nodes.len() > 1 => Some(*token),
+        _ => None,
+    };
+    if token.is_some() {
+        nodes.remove(0);
+    }
+    let mut arguments = sequence(nodes)?;
+    let mut argument = match arguments.pop() {
+        Some(single) if arguments.is_empty() && (token.is_none() || single.token.is_none()) => {
+            single
+        }
+        Some(last) => {
+            arguments.push(last);
+            Argument::compound("block", arguments)?
+        }
+        None => return Err("empty group".to_owned()),
+    };
+    if token.is_some() {
+        argument.token = token;
+    }
+    Ok(argument)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flags and structure of an argument, compactly: `name:type[:TOKEN][?][*]{...}`.
+    fn show(arguments: &[Argument]) -> String {
+        let shown: Vec<String> = arguments
+            .iter()
+            .map(|argument| {
+                let mut text = format!("{}:{}", argument.name, argument.kind);
+                if let Some(token) = argument.token {
+                    text += &format!(":{token}");
+                }
+                if argument.optional {
+                    text += "?";
+                }
+                if argument.multiple {
+                    text += "*";
+                }
+                if !argument.arguments.is_empty() {
+                    text += &format!("{{{}}}", show(&argument.arguments));
+                }
+                text
+            })
+            .collect();
+        shown.join(" ")
+    }
+
+    fn parsed(syntax: &'static str) -> String {
+        show(&parse(syntax).expect("valid syntax"))
+    }
+
+    #[test]
+    fn every_command_has_docs_and_every_syntax_parses() {
+        for name in commands::names() {
+            assert!(
+                BY_NAME.contains_key(name),
+                "no COMMAND DOCS entry for {name}"
+            );
+        }
+        for (name, (_, doc)) in BY_NAME.iter() {
+            let container = name.split('|').next().unwrap_or_default();
+            assert!(
+                commands::names().any(|served| served == container),
+                "{name} is not served"
+            );
+            assert!(parse(doc.3).is_ok(), "{name}: {:?}", parse(doc.3));
+        }
+        assert_eq!(
+            BY_NAME.len(),
+            GROUPS.iter().map(|(_, docs)| docs.len()).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn parses_redis_argument_shapes() {
+        assert_eq!(
+            parsed("key field value [field value ...]"),
+            "key:key field_value:block*{field:string value:string}"
+        );
+        assert_eq!(parsed("key [key ...]"), "key:key*");
+        assert_eq!(
+            parsed("key value [NX | XX] [GET] [EX seconds:integer | KEEPTTL]"),
+            "key:key value:string nx_xx:oneof?{nx:pure-token:NX xx:pure-token:XX} \
+             get:pure-token:GET? seconds_keepttl:oneof?{seconds:integer:EX keepttl:pure-token:KEEPTTL}"
+        );
+        assert_eq!(
+            parsed("key min max [LIMIT offset:integer count:integer]"),
+            "key:key min:string max:string offset_count:block:LIMIT?{offset:integer count:integer}"
+        );
+        assert_eq!(
+            parsed("key <BEFORE | AFTER> pivot"),
+            "key:key before_after:oneof{before:pure-token:BEFORE after:pure-token:AFTER} pivot:string"
+        );
+        assert_eq!(
+            parsed("[TYPE <A | B>] [ID id:integer [id:integer ...]]"),
+            "a_b:oneof:TYPE?{a:pure-token:A b:pure-token:B} id:integer:ID?*"
+        );
+        assert_eq!(parsed("[section [section ...]]"), "section:string?*");
+        assert_eq!(parsed(""), "");
+    }
+
+    #[test]
+    fn rejects_malformed_syntax() {
+        for syntax in ["[key", "key]", "a | b", "[key ...]", "x:float", "[]", "..."] {
+            assert!(parse(syntax).is_err(), "{syntax}");
+        }
+    }
+}
