@@ -20,6 +20,7 @@ use std::any::Any;
 use engine::{BinWriter, Current, Decision, Expiry, NativeValue};
 use model::{ParticleType, ResultCode};
 
+use super::After;
 use super::hashes::HashValue;
 use super::keys::{self, Target, WRONGTYPE};
 use super::lists::ListValue;
@@ -97,6 +98,40 @@ impl<T> Change<T> {
             Change::Unchanged(value) => (false, value),
         }
     }
+}
+
+/// Implements `engine::NativeValue` for a collection type that has a `size_bytes` field kept
+/// exact and an `encoded(&self) -> Vec<u8>` method giving its bin's msgpack.
+macro_rules! native_value {
+    ($type:ty) => {
+        impl engine::NativeValue for $type {
+            fn write_bins(&self, out: &mut engine::BinWriter) {
+                out.bin(
+                    <$type as $crate::resp::collection::Collection>::BIN,
+                    <$type as $crate::resp::collection::Collection>::PARTICLE as u8,
+                    &self.encoded(),
+                );
+            }
+
+            fn size_bytes(&self) -> usize {
+                self.size_bytes
+            }
+        }
+    };
+}
+pub(crate) use native_value;
+
+/// Answers a command's outcome: `answer` on success, the failure's error otherwise.
+pub fn finish<T>(
+    reply: &mut Reply<'_>,
+    outcome: Result<T, Failure>,
+    answer: impl FnOnce(&mut Reply<'_>, T),
+) -> After {
+    match outcome {
+        Ok(value) => answer(reply, value),
+        Err(failure) => failure.reply(reply),
+    }
+    After::Continue
 }
 
 /// Calls `look` with the collection at `target` (`None` when the key does not exist), under

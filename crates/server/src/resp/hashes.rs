@@ -1,12 +1,11 @@
 //! Hash commands. A hash is a native map of field to value, shown to Aerospike clients as one
 //! MAP bin named `hash` (see `docs/internals/redis-mapping.md`).
 
-use engine::{BinWriter, NativeValue};
 use indexmap::IndexMap;
 use model::ParticleType;
 use wire_resp::Args;
 
-use super::collection::{self, Change, Collection, Failure, ScanOptions};
+use super::collection::{self, Change, Collection, Failure, ScanOptions, finish};
 use super::commands::Command;
 use super::keys::{self, Target};
 use super::msgpack::{self, Reader};
@@ -103,15 +102,7 @@ impl HashValue {
     }
 }
 
-impl NativeValue for HashValue {
-    fn write_bins(&self, out: &mut BinWriter) {
-        out.bin(Self::BIN, Self::PARTICLE as u8, &self.encoded());
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.size_bytes
-    }
-}
+collection::native_value!(HashValue);
 
 impl Collection for HashValue {
     const BIN: &'static [u8] = b"hash";
@@ -133,19 +124,6 @@ impl Collection for HashValue {
     fn is_empty(&self) -> bool {
         self.fields.is_empty()
     }
-}
-
-/// Answers a command's outcome: `answer` on success, the failure's error otherwise.
-fn finish<T>(
-    reply: &mut Reply<'_>,
-    outcome: Result<T, Failure>,
-    answer: impl FnOnce(&mut Reply<'_>, T),
-) -> After {
-    match outcome {
-        Ok(value) => answer(reply, value),
-        Err(failure) => failure.reply(reply),
-    }
-    After::Continue
 }
 
 /// HSET key field value [field value ...] (and HMSET, which answers OK): fields added.
@@ -409,6 +387,7 @@ pub fn hscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::NativeValue as _;
 
     #[test]
     fn size_follows_inserts_replacements_and_removals() {

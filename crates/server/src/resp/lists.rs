@@ -7,11 +7,10 @@
 
 use std::collections::VecDeque;
 
-use engine::{BinWriter, NativeValue};
 use model::ParticleType;
 use wire_resp::Args;
 
-use super::collection::{self, Change, Collection, Failure};
+use super::collection::{self, Change, Collection, Failure, finish};
 use super::commands::Command;
 use super::keys::{self, Target};
 use super::msgpack::{self, Reader};
@@ -180,15 +179,7 @@ impl ListValue {
     }
 }
 
-impl NativeValue for ListValue {
-    fn write_bins(&self, out: &mut BinWriter) {
-        out.bin(Self::BIN, Self::PARTICLE as u8, &self.encoded());
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.size_bytes
-    }
-}
+collection::native_value!(ListValue);
 
 impl Collection for ListValue {
     const BIN: &'static [u8] = b"list";
@@ -208,19 +199,6 @@ impl Collection for ListValue {
     fn is_empty(&self) -> bool {
         self.elements.is_empty()
     }
-}
-
-/// Answers a command's outcome: `answer` on success, the failure's error otherwise.
-fn finish<T>(
-    reply: &mut Reply<'_>,
-    outcome: Result<T, Failure>,
-    answer: impl FnOnce(&mut Reply<'_>, T),
-) -> After {
-    match outcome {
-        Ok(value) => answer(reply, value),
-        Err(failure) => failure.reply(reply),
-    }
-    After::Continue
 }
 
 /// Answers `text` as an error.
@@ -607,6 +585,7 @@ pub fn lpos(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::NativeValue as _;
 
     fn list_of(elements: &[&str]) -> ListValue {
         let mut list = ListValue::default();

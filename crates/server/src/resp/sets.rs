@@ -13,14 +13,14 @@ use std::cell::RefCell;
 use std::hash::{BuildHasher as _, RandomState};
 use std::sync::Arc;
 
-use engine::{BinWriter, Decision, Expiry, NativeValue};
+use engine::{Decision, Expiry};
 use indexmap::IndexSet;
 use model::ParticleType;
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 use wire_resp::Args;
 
-use super::collection::{self, Change, Collection, Failure, ScanOptions};
+use super::collection::{self, Change, Collection, Failure, ScanOptions, finish};
 use super::commands::Command;
 use super::keys::{self, Target};
 use super::msgpack::{self, Reader};
@@ -194,15 +194,7 @@ impl SetValue {
     }
 }
 
-impl NativeValue for SetValue {
-    fn write_bins(&self, out: &mut BinWriter) {
-        out.bin(Self::BIN, Self::PARTICLE as u8, &self.encoded());
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.size_bytes
-    }
-}
+collection::native_value!(SetValue);
 
 impl Collection for SetValue {
     const BIN: &'static [u8] = b"set";
@@ -247,19 +239,6 @@ fn isolated<T>(session: &mut Session, run: impl FnOnce(&mut Session) -> T) -> T 
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
     namespace.exclusive(|| run(session))
-}
-
-/// Answers a command's outcome: `answer` on success, the failure's error otherwise.
-fn finish<T>(
-    reply: &mut Reply<'_>,
-    outcome: Result<T, Failure>,
-    answer: impl FnOnce(&mut Reply<'_>, T),
-) -> After {
-    match outcome {
-        Ok(value) => answer(reply, value),
-        Err(failure) => failure.reply(reply),
-    }
-    After::Continue
 }
 
 /// How a list of members is answered.
@@ -804,6 +783,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+    use engine::NativeValue as _;
 
     fn set_of(members: &[&[u8]]) -> SetValue {
         let mut set = SetValue::default();

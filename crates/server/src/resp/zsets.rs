@@ -37,11 +37,10 @@ use std::collections::{BTreeSet, HashMap, btree_set};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use engine::{BinWriter, NativeValue};
 use model::ParticleType;
 use wire_resp::Args;
 
-use super::collection::{self, Change, Collection, Failure, ScanOptions};
+use super::collection::{self, Change, Collection, Failure, ScanOptions, finish};
 use super::commands::Command;
 use super::keys::{self, Target};
 use super::msgpack::{self, Reader, Scalar};
@@ -496,15 +495,7 @@ impl ZSetValue {
     }
 }
 
-impl NativeValue for ZSetValue {
-    fn write_bins(&self, out: &mut BinWriter) {
-        out.bin(Self::BIN, Self::PARTICLE as u8, &self.encoded());
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.size_bytes
-    }
-}
+collection::native_value!(ZSetValue);
 
 impl Collection for ZSetValue {
     const BIN: &'static [u8] = b"zset";
@@ -709,19 +700,6 @@ fn integer_arg(bytes: &[u8]) -> Result<i64, Failure> {
 
 // ---------------------------------------------------------------------------------------------
 // Replies
-
-/// Answers a command's outcome: `answer` on success, the failure's error otherwise.
-fn finish<T>(
-    reply: &mut Reply<'_>,
-    outcome: Result<T, Failure>,
-    answer: impl FnOnce(&mut Reply<'_>, T),
-) -> After {
-    match outcome {
-        Ok(value) => answer(reply, value),
-        Err(failure) => failure.reply(reply),
-    }
-    After::Continue
-}
 
 /// Answers members, with their scores when `withscores`: RESP2 one flat array, RESP3 an
 /// array of [member, score] pairs (Redis keeps the order, so not a map).
@@ -1403,6 +1381,7 @@ pub fn zscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::NativeValue as _;
 
     fn zset(pairs: &[(f64, &str)]) -> ZSetValue {
         let mut zset = ZSetValue::default();
