@@ -1,0 +1,227 @@
+//! How far the log is durable, and waiting for it: group commit's other half.
+//!
+//! The flusher advances `durable_seq` after each successful sync; a writer that must not
+//! acknowledge before its entry is durable waits for `durable_seq >= its seq`, blocking
+//! ([`Durable::wait`]) or as a future (`Durable` implements [`Future`]). One sync serves every
+//! waiter whose entry it covered.
+//!
+//! Invariants:
+//! - `durable_seq` only grows, and every entry with a seq at most `durable_seq` is durable.
+//! - Once `failure` is set it stays set: after a failed write or sync nothing later can be
+//!   called durable, and every waiter not yet satisfied gets the failure.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::StorageError;
+
+#[derive(Debug, Default)]
+struct State {
+    durable_seq: u64,
+    failure: Option<String>,
+    wakers: Vec<(u64, Waker)>,
+}
+
+/// The durable point of one storage and who waits for it.
+#[derive(Debug, Default)]
+pub(crate) struct Durability {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Wakes the flusher: someone waits for a flush, or a block was sealed.
+    pub(crate) wakeup: Wakeup,
+}
+
+/// A flag the flusher sleeps on.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeup {
+    /// Whether a waiter wants the current block flushed now rather than after flush-max-ms.
+    flush_wanted: Mutex<bool>,
+    raised: Condvar,
+}
+
+impl Wakeup {
+    /// Wakes the flusher; `flush_now` also asks it to flush the current block.
+    pub(crate) fn raise(&self, flush_now: bool) {
+        let mut wanted = self.flush_wanted.lock();
+        *wanted |= flush_now;
+        drop(wanted);
+        self.raised.notify_one();
+    }
+
+    /// Sleeps until raised or `timeout` passes; returns (and clears) whether a flush is wanted.
+    pub(crate) fn sleep(&self, timeout: std::time::Duration) -> bool {
+        let mut wanted = self.flush_wanted.lock();
+        if !*wanted {
+            self.raised.wait_for(&mut wanted, timeout);
+        }
+        std::mem::take(&mut *wanted)
+    }
+}
+
+impl Durability {
+    pub(crate) fn durable_seq(&self) -> u64 {
+        self.state.lock().durable_seq
+    }
+
+    /// Everything up to `seq` is durable.
+    pub(crate) fn advance(&self, seq: u64) {
+        let mut state = self.state.lock();
+        if seq > state.durable_seq {
+            state.durable_seq = seq;
+        }
+        let durable = state.durable_seq;
+        let (ready, waiting) = std::mem::take(&mut state.wakers)
+            .into_iter()
+            .partition(|(wanted, _)| *wanted <= durable);
+        state.wakers = waiting;
+        drop(state);
+        self.changed.notify_all();
+        ready
+            .into_iter()
+            .for_each(|(_, waker): (u64, Waker)| waker.wake());
+    }
+
+    /// Nothing more will become durable.
+    pub(crate) fn fail(&self, reason: String) {
+        let mut state = self.state.lock();
+        state.failure.get_or_insert(reason);
+        let wakers = std::mem::take(&mut state.wakers);
+        drop(state);
+        self.changed.notify_all();
+        wakers.into_iter().for_each(|(_, waker)| waker.wake());
+    }
+
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.state.lock().failure.clone()
+    }
+}
+
+/// A promise that every entry up to a seq will be durable: wait for it before acknowledging.
+#[derive(Debug)]
+pub struct Durable {
+    durability: Arc<Durability>,
+    seq: u64,
+}
+
+impl Durable {
+    pub(crate) fn new(durability: Arc<Durability>, seq: u64) -> Durable {
+        if durability.durable_seq() < seq {
+            durability.wakeup.raise(true);
+        }
+        Durable { durability, seq }
+    }
+
+    /// The seq waited for.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Blocks until the entries are durable.
+    ///
+    /// # Errors
+    /// [`StorageError::Failed`] if a write or sync failed first: the entries may be lost.
+    pub fn wait(&self) -> Result<(), StorageError> {
+        let mut state = self.durability.state.lock();
+        loop {
+            if state.durable_seq >= self.seq {
+                return Ok(());
+            }
+            if let Some(reason) = &state.failure {
+                return Err(StorageError::Failed(reason.clone()));
+            }
+            self.durability.changed.wait(&mut state);
+        }
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<(), StorageError>;
+
+    fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        // Checked under the lock the flusher advances under, so no wake-up is missed.
+        let mut state = self.durability.state.lock();
+        if state.durable_seq >= self.seq {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(reason) = &state.failure {
+            return Poll::Ready(Err(StorageError::Failed(reason.clone())));
+        }
+        state.wakers.push((self.seq, context.waker().clone()));
+        Poll::Pending
+    }
+}
+
+thread_local! {
+    /// Per storage, the newest seq this thread appended for a client since it last asked.
+    static PENDING: RefCell<Vec<(Arc<Durability>, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes that this thread appended `seq` to a storage whose writes must be durable before they
+/// are acknowledged.
+pub(crate) fn note_pending(durability: &Arc<Durability>, seq: u64) {
+    PENDING.with_borrow_mut(|pending| {
+        match pending.iter_mut().find(|(d, _)| Arc::ptr_eq(d, durability)) {
+            Some((_, newest)) => *newest = (*newest).max(seq),
+            None => pending.push((Arc::clone(durability), seq)),
+        }
+    });
+}
+
+/// What this thread must wait for before acknowledging the writes it made since the last call
+/// (empty when none needs to be durable first). A connection calls it after running a batch of
+/// commands and awaits every returned [`Durable`] before sending the replies.
+pub fn take_pending() -> Vec<Durable> {
+    PENDING.with_borrow_mut(|pending| {
+        pending
+            .drain(..)
+            .map(|(durability, seq)| Durable::new(durability, seq))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiters_wake_when_their_seq_is_durable() {
+        let durability = Arc::new(Durability::default());
+        let waiter = Durable::new(Arc::clone(&durability), 5);
+        let handle = std::thread::spawn(move || waiter.wait());
+        durability.advance(4);
+        durability.advance(5);
+        assert!(handle.join().expect("no panic").is_ok());
+    }
+
+    #[test]
+    fn a_failure_reaches_every_waiter_not_yet_durable() {
+        let durability = Arc::new(Durability::default());
+        durability.advance(3);
+        durability.fail("disk gone".to_owned());
+        assert!(Durable::new(Arc::clone(&durability), 3).wait().is_ok());
+        assert!(matches!(
+            Durable::new(durability, 4).wait(),
+            Err(StorageError::Failed(_))
+        ));
+    }
+
+    #[test]
+    fn pending_seqs_are_kept_per_storage_and_taken_once() {
+        let (a, b) = (
+            Arc::new(Durability::default()),
+            Arc::new(Durability::default()),
+        );
+        note_pending(&a, 3);
+        note_pending(&a, 7);
+        note_pending(&b, 2);
+        let taken = take_pending();
+        let seqs: Vec<u64> = taken.iter().map(Durable::seq).collect();
+        assert_eq!(seqs, vec![7, 2]);
+        assert!(take_pending().is_empty());
+    }
+}
