@@ -15,6 +15,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::StorageError;
 use crate::format::END_MARKER_SIZE_BYTES;
 use crate::store::{OpenBlock, Shared};
 
@@ -40,17 +41,32 @@ pub(crate) fn run(shared: &Shared) {
     loop {
         let flush_now = shared.durability.wakeup.sleep(next_wait(shared));
         let shutting_down = shared.shutdown.load(Ordering::Acquire);
-        if let Some(job) = take_job(shared, flush_now || shutting_down)
-            && let Err(reason) = execute(shared, &job)
-        {
-            tracing::error!("storage write failed, writes stop: {reason}");
-            shared.failed.store(true, Ordering::Release);
-            shared.durability.fail(reason);
-        }
+        // The error reached every waiter; the loop goes on so that shutdown still ends it.
+        let _ = flush(shared, flush_now || shutting_down);
         if shutting_down {
             return;
         }
     }
+}
+
+/// Flushes everything appended so far, on the caller's thread.
+pub(crate) fn flush_now(shared: &Shared) -> Result<(), StorageError> {
+    if let Some(reason) = shared.durability.failure() {
+        return Err(StorageError::Failed(reason));
+    }
+    flush(shared, true)
+}
+
+fn flush(shared: &Shared, flush_current: bool) -> Result<(), StorageError> {
+    let Some(job) = take_job(shared, flush_current) else {
+        return Ok(());
+    };
+    execute(shared, &job).map_err(|reason| {
+        tracing::error!("storage write failed, writes stop: {reason}");
+        shared.failed.store(true, Ordering::Release);
+        shared.durability.fail(reason.clone());
+        StorageError::Failed(reason)
+    })
 }
 
 /// How long to sleep: until the oldest unflushed append is `flush-max-ms` old.

@@ -28,7 +28,7 @@ pub use durability::{Durable, take_pending};
 pub use file_device::FileDevice;
 pub use format::{DigestBytes, Entry, EntryKind, Location, RecordBody};
 pub use recovery::{BlockImage, Recovered};
-pub use store::{RecoveryReport, Storage};
+pub use store::{Flushing, RecoveryReport, Storage};
 
 /// Why the storage refused or failed an operation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

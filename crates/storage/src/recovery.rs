@@ -27,7 +27,7 @@ use crate::durability::Durability;
 use crate::format::{
     self, BlockEnd, DigestBytes, Entry, EntryKind, HeaderError, Location, RecordBody, TruncateBody,
 };
-use crate::store::{Counters, Mark, Shared, Storage, Writer};
+use crate::store::{Counters, Flushing, Mark, Shared, Storage, Writer};
 use crate::tombstones::Tomb;
 use crate::{RecoveryReport, StorageError};
 
@@ -84,6 +84,7 @@ impl Storage {
     pub fn open(
         config: StorageConfig,
         devices: Vec<Arc<dyn Device>>,
+        flushing: Flushing,
         visit: &mut dyn FnMut(Recovered<'_>),
     ) -> Result<(Storage, RecoveryReport), StorageError> {
         config.validate().map_err(StorageError::Config)?;
@@ -142,7 +143,7 @@ impl Storage {
         finish(&shared, scan.newest, scan.marks, scan.max_seq);
         let mut report = scan.report;
         report.duration_ms = started.elapsed().as_millis() as u64;
-        let storage = Storage::start(Arc::new(shared));
+        let storage = Storage::start(Arc::new(shared), flushing);
         storage.drop_outlived_tombstones();
         Ok((storage, report))
     }

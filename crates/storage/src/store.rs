@@ -245,17 +245,36 @@ impl Shared {
     }
 }
 
+/// Who flushes write blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flushing {
+    /// A background thread, as a server runs.
+    Background,
+    /// Only [`Storage::flush`], so that a test decides exactly what reaches the device when.
+    Manual,
+}
+
 impl Storage {
-    pub(crate) fn start(shared: Arc<Shared>) -> Storage {
-        let flusher_shared = Arc::clone(&shared);
-        let flusher = std::thread::Builder::new()
-            .name("storage-flush".to_owned())
-            .spawn(move || crate::flusher::run(&flusher_shared))
-            .expect("the flusher thread starts");
+    pub(crate) fn start(shared: Arc<Shared>, flushing: Flushing) -> Storage {
+        let flusher = (flushing == Flushing::Background).then(|| {
+            let flusher_shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("storage-flush".to_owned())
+                .spawn(move || crate::flusher::run(&flusher_shared))
+                .expect("the flusher thread starts")
+        });
         Storage {
             shared,
-            flusher: Mutex::new(Some(flusher)),
+            flusher: Mutex::new(flusher),
         }
+    }
+
+    /// Writes and syncs everything appended so far, on this thread (for [`Flushing::Manual`]).
+    ///
+    /// # Errors
+    /// Failed, if a device call fails (writes stop, as with the background flusher).
+    pub fn flush(&self) -> Result<(), StorageError> {
+        crate::flusher::flush_now(&self.shared)
     }
 
     /// Appends a new version of the record at `digest`, which replaces `replaced` (the location

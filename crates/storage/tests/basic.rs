@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use storage::test_device::TestDevice;
-use storage::{Device, Location, RecordBody, Recovered, Storage, StorageConfig};
+use storage::{Device, Flushing, Location, RecordBody, Recovered, Storage, StorageConfig};
 
 const BLOCK: u32 = 64 * 1024;
 
@@ -34,7 +34,8 @@ fn body(data: &[u8]) -> RecordBody<'_> {
 fn writes_and_deletes_survive_a_restart() {
     let device = TestDevice::new("d0", u64::from(BLOCK) * 16, 1);
     let devices: Vec<Arc<dyn Device>> = vec![Arc::new(device)];
-    let (storage, _) = Storage::open(config(), devices.clone(), &mut |_| {}).expect("opens");
+    let (storage, _) =
+        Storage::open(config(), devices.clone(), Flushing::Background, &mut |_| {}).expect("opens");
     let mut locations = HashMap::new();
     for i in 0..500u32 {
         let digest = [
@@ -100,19 +101,24 @@ fn writes_and_deletes_survive_a_restart() {
     drop(storage);
     let raw = devices[0].clone();
     let mut model = Model::default();
-    let (reopened, report) = Storage::open(config(), vec![raw], &mut |event| match event {
-        Recovered::Record {
-            digest,
-            location,
-            body,
-        } => {
-            model.records.insert(digest, (location, body.data.to_vec()));
-        }
-        Recovered::Deleted { digest } => {
-            model.records.remove(&digest);
-        }
-        Recovered::Truncated { .. } => {}
-    })
+    let (reopened, report) = Storage::open(
+        config(),
+        vec![raw],
+        Flushing::Background,
+        &mut |event| match event {
+            Recovered::Record {
+                digest,
+                location,
+                body,
+            } => {
+                model.records.insert(digest, (location, body.data.to_vec()));
+            }
+            Recovered::Deleted { digest } => {
+                model.records.remove(&digest);
+            }
+            Recovered::Truncated { .. } => {}
+        },
+    )
     .expect("reopens");
     assert_eq!(report.corrupt_blocks, 0);
     assert_eq!(model.records.len(), 400);
