@@ -1,6 +1,7 @@
 //! A namespace's configuration, as the engine needs it.
 
 use model::NAMESPACE_NAME_BYTES_MAX;
+use storage::StorageConfig;
 
 /// Settings of one namespace (the server maps its config file onto this).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +18,8 @@ pub struct NamespaceConfig {
     pub max_record_size_bytes: u32,
     /// Sets whose set index is enabled from the start (`enable-index` in the config file).
     pub indexed_sets: Vec<String>,
+    /// Device storage; `None` keeps records in memory only.
+    pub storage: Option<StorageConfig>,
 }
 
 impl NamespaceConfig {
@@ -30,6 +33,7 @@ impl NamespaceConfig {
             // Aerospike's classic limit: a record must fit one 1 MiB write block.
             max_record_size_bytes: 1024 * 1024,
             indexed_sets: Vec::new(),
+            storage: None,
         }
     }
 
@@ -73,6 +77,9 @@ impl NamespaceConfig {
         }
         if self.indexed_sets.len() > model::SETS_PER_NAMESPACE_MAX {
             return Err("too many sets".to_owned());
+        }
+        if let Some(storage) = &self.storage {
+            storage.validate()?;
         }
         Ok(())
     }

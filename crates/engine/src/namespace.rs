@@ -43,6 +43,8 @@ pub struct Namespace {
     pub(crate) gate: Gate,
     /// Watches on keys ([`Namespace::watch`]).
     pub(crate) watches: Arc<WatchRegistry>,
+    /// Device storage, if the namespace has it (see `persist.rs`).
+    pub(crate) storage: Option<storage::Storage>,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -54,7 +56,7 @@ impl std::fmt::Debug for Namespace {
 }
 
 impl Namespace {
-    /// An empty namespace.
+    /// An empty namespace, in memory ([`Namespace::open`] opens one with storage).
     ///
     /// # Panics
     /// If `config` does not validate; callers validate it when loading configuration.
@@ -75,6 +77,7 @@ impl Namespace {
             scan_counters: ScanCounters::default(),
             gate: Gate::default(),
             watches: Arc::default(),
+            storage: None,
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -146,7 +149,12 @@ impl Namespace {
             if !slot.state.read().any(&doomed) {
                 continue;
             }
-            let removed = slot.state.write().remove_where(&doomed, &self.sets);
+            let removed = slot
+                .state
+                .write()
+                .remove_where(&doomed, &self.sets, |digest, record| {
+                    self.forget(digest, record, counter);
+                });
             slot.counters.add(counter, removed);
             total += removed;
         }

@@ -105,6 +105,17 @@ impl Partition {
             .filter(|record| visibility.shows(record))
     }
 
+    /// The record for `digest`, visible or not (expired and truncated records not yet
+    /// reclaimed included).
+    pub(crate) fn any_record(&self, digest: &Digest) -> Option<&Record> {
+        self.index.get(digest)
+    }
+
+    /// [`Partition::any_record`], to change in place.
+    pub(crate) fn any_record_mut(&mut self, digest: &Digest) -> Option<&mut Record> {
+        self.index.get_mut(digest)
+    }
+
     /// Accounts for a record of `set_id` whose native value changed size in place.
     pub(crate) fn resized(
         &mut self,
@@ -159,11 +170,13 @@ impl Partition {
             .any(|(_, record)| doomed(record))
     }
 
-    /// Removes every record for which `doomed` holds; returns how many.
+    /// Removes every record for which `doomed` holds, telling `removed` of each; returns how
+    /// many.
     pub(crate) fn remove_where(
         &mut self,
         doomed: impl Fn(&Record) -> bool,
         sets: &SetRegistry,
+        mut removed: impl FnMut(&Digest, &Record),
     ) -> u64 {
         let mut removed_count = 0;
         let mut removed_bytes = 0;
@@ -172,6 +185,7 @@ impl Partition {
             if !doomed(record) {
                 return true;
             }
+            removed(digest, record);
             let size_bytes = record.data_size_bytes() as u64;
             removed_count += 1;
             removed_bytes += size_bytes;

@@ -46,6 +46,9 @@ pub struct Record {
     pub generation: Generation,
     /// The set it belongs to (0 = none).
     pub set_id: SetId,
+    /// Where its current version is on the device ([`storage::Location`] bits); 0 when the
+    /// namespace keeps records in memory only.
+    pub(crate) location: u64,
     data: Data,
 }
 
@@ -110,7 +113,27 @@ impl Record {
             void_time: meta.void_time,
             generation: meta.generation,
             set_id: meta.set_id,
+            location: 0,
             data: Data::Packed(data),
+        }
+    }
+
+    /// Where its current version is on the device, if the namespace has one.
+    pub(crate) fn location(&self) -> Option<storage::Location> {
+        storage::Location::from_bits(self.location)
+    }
+
+    /// The user key and bins in the packed layout, rendering a native value.
+    pub(crate) fn packed_data(&self) -> Cow<'_, [u8]> {
+        match &self.data {
+            Data::Packed(data) => Cow::Borrowed(data),
+            Data::Native(native) => {
+                let mut writer = BinWriter::default();
+                native.value.write_bins(&mut writer);
+                let mut data = native.key.to_vec();
+                data.extend_from_slice(&writer.into_encoded());
+                Cow::Owned(data)
+            }
         }
     }
 

@@ -291,7 +291,7 @@ impl Namespace {
             drop(working);
             return match existing {
                 Some(_) => {
-                    partition.remove(&request.digest, &self.sets);
+                    self.unstore(&mut partition, &request.digest)?;
                     self.watches.touched(&request.digest);
                     Ok(RecordMeta::DELETED)
                 }
@@ -313,7 +313,7 @@ impl Namespace {
         drop(working);
         let stored = Record::new(header, data);
         let meta = RecordMeta::of(&stored);
-        let replaced = partition.insert(request.digest, stored, &self.sets);
+        let replaced = self.store(&mut partition, request.digest, stored)?;
         self.watches.touched(&request.digest);
         if let Some(replaced) = replaced {
             // An invisible record the write replaced still counts as expired or truncated.
@@ -367,7 +367,7 @@ impl Namespace {
         check_generation(request.generation, record)?;
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
-        partition.remove(&request.digest, &self.sets);
+        self.unstore(&mut partition, &request.digest)?;
         self.watches.touched(&request.digest);
         Ok(RecordMeta::DELETED)
     }

@@ -18,6 +18,9 @@ pub enum TruncateError {
     /// The set name is too long or the namespace has no room for another set.
     #[error("invalid set name")]
     BadSet,
+    /// The device refused to record the truncate; nothing was truncated.
+    #[error("device storage: {0}")]
+    Storage(String),
 }
 
 impl Namespace {
@@ -54,6 +57,12 @@ impl Namespace {
         // the new one must pass it too. Later writes are stamped at least the new cut-off and
         // survive (see `last_update_ms_for`).
         let before_ms = before_ms.unwrap_or_else(|| (now_ms + 1).max(previous_ms + 1));
+        if let Some(storage) = &self.storage {
+            // Durable before any record disappears, so a cold start cannot bring them back.
+            storage
+                .truncate(set.unwrap_or_default(), before_ms)
+                .map_err(|e| TruncateError::Storage(e.to_string()))?;
+        }
         self.watches.touched_all();
         Ok(match set_id {
             None => {

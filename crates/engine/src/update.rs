@@ -225,9 +225,23 @@ impl Namespace {
             Decision::Touch(expiry) => {
                 if let (Some(record), Some(before_bytes)) = (existing, size_before_bytes) {
                     let set_id = record.set_id;
+                    let before = (record.generation, record.last_update_ms, record.void_time);
                     record.generation = record.generation.next();
                     record.last_update_ms = self.last_update_ms_for(set_id, now);
                     record.void_time = expiry.void_time(record.void_time);
+                    if let Some(storage) = &self.storage {
+                        // Records of a namespace with storage are packed, so only the metadata
+                        // changed in place: put it back if the device refuses the new version.
+                        let replaced = record.location();
+                        match self.append_version(storage, &address.digest, record, replaced) {
+                            Ok(location) => record.location = location.to_bits(),
+                            Err(code) => {
+                                (record.generation, record.last_update_ms, record.void_time) =
+                                    before;
+                                return Err(code);
+                            }
+                        }
+                    }
                     let after_bytes = record.data_size_bytes();
                     partition.resized(set_id, before_bytes, after_bytes, &self.sets);
                     self.watches.touched(&address.digest);
@@ -244,7 +258,10 @@ impl Namespace {
                     // set have it: account that before removing it, or they keep the rest.
                     let (set_id, after_bytes) = (record.set_id, record.data_size_bytes());
                     partition.resized(set_id, before_bytes, after_bytes, &self.sets);
-                    partition.remove(&address.digest, &self.sets);
+                    if let Err(code) = self.unstore(&mut partition, &address.digest) {
+                        partition.resized(set_id, after_bytes, before_bytes, &self.sets);
+                        return Err(code);
+                    }
                     self.watches.touched(&address.digest);
                     slot.counters.add(Counter::DeleteSuccess, 1);
                 }
@@ -264,6 +281,12 @@ impl Namespace {
         };
         let key = existing.and_then(Record::user_key).or(address.key);
         let record = match decision {
+            // A native value is kept packed where the device must have every version first.
+            Decision::StoreNative(value, _) if self.storage.is_some() => {
+                let mut bins = BinWriter::default();
+                value.write_bins(&mut bins);
+                Record::new(header, record::encode_prepared(key, &bins.encoded))
+            }
             Decision::StoreNative(value, _) => Record::new_native(header, key, value),
             _ => {
                 let data = record::encode_prepared(key, &writer.encoded);
@@ -273,7 +296,7 @@ impl Namespace {
                 Record::new(header, data)
             }
         };
-        partition.insert(address.digest, record, &self.sets);
+        self.store(&mut partition, address.digest, record)?;
         self.watches.touched(&address.digest);
         slot.counters.add(Counter::WriteSuccess, 1);
         Ok(result)

@@ -36,6 +36,8 @@ pub enum ResultCode {
     UnsupportedFeature = 16,
     /// The bin does not exist.
     BinNotFound = 17,
+    /// The device cannot keep up: too many write blocks wait to be written.
+    DeviceOverload = 18,
     /// The sent key differs from the stored key.
     KeyMismatch = 19,
     /// The namespace is missing or unknown.

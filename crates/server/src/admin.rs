@@ -114,11 +114,16 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
                     let _ = write!(
                         value,
                         "default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
-                         max-record-size={};storage-engine=memory",
+                         max-record-size={};storage-engine={}",
                         config.default_ttl_seconds,
                         config.nsup_period_seconds,
                         config.allow_ttl_without_nsup,
                         config.max_record_size_bytes,
+                        if namespace.has_storage() {
+                            "device"
+                        } else {
+                            "memory"
+                        },
                     );
                 }
                 None => value.push_str("ERROR:20:namespace not found"),
@@ -172,6 +177,10 @@ fn truncate_scope(state: &ServerState, params: &[u8], set: Option<&[u8]>, value:
         }
         Err(TruncateError::CutoffInFuture) => value.push_str("ERROR:4:lut is in the future"),
         Err(TruncateError::BadSet) => value.push_str("ERROR:4:invalid set name"),
+        Err(TruncateError::Storage(reason)) => {
+            value.push_str("ERROR:1:");
+            value.push_str(&reason);
+        }
     }
 }
 

@@ -4,10 +4,11 @@
 //! in-memory namespace `test`, the service on 127.0.0.1:3000. A file overrides any key it names;
 //! an unknown key or a bad value stops start-up with the file, the line and a hint.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use engine::NamespaceConfig;
 use serde::{Deserialize, Serialize};
+use storage::StorageConfig;
 
 /// Most threads one scan may use (Aerospike caps `single-query-threads` at 128).
 pub const SCAN_THREADS_MAX: usize = 128;
@@ -100,6 +101,87 @@ pub struct NamespaceSection {
     pub max_record_size: u32,
     /// Per-set settings (`[[namespaces.sets]]`).
     pub sets: Vec<SetSection>,
+    /// Where records are kept (`[namespaces.storage-engine]`): memory, or files.
+    pub storage_engine: StorageEngineSection,
+}
+
+/// Which storage engine a namespace uses.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageEngineType {
+    /// Records live in memory only.
+    #[default]
+    Memory,
+    /// Records are written to files or block devices (see `docs/internals/on-disk-format.md`).
+    Device,
+}
+
+/// The `[namespaces.storage-engine]` table (Aerospike's `storage-engine device { ... }`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StorageEngineSection {
+    /// `memory` or `device`.
+    #[serde(rename = "type")]
+    pub engine_type: StorageEngineType,
+    /// Files (or block devices) holding the data; created if missing.
+    pub files: Vec<PathBuf>,
+    /// Bytes per file.
+    pub filesize: u64,
+    /// Bytes per write block: a power of two from 64 KiB to 8 MiB.
+    pub write_block_size: u32,
+    /// A partly filled block is flushed after this long.
+    pub flush_max_ms: u64,
+    /// Acknowledge writes only once durable.
+    pub commit_to_device: bool,
+    /// Blocks below this live percentage are defragmented.
+    pub defrag_lwm_pct: u8,
+    /// Pause between defragmented blocks, microseconds.
+    pub defrag_sleep_us: u64,
+    /// Bytes of full blocks that may wait for the device before writes fail with
+    /// DEVICE_OVERLOAD.
+    pub max_write_cache: u64,
+    /// Writes stop when fewer than this percentage of blocks are free.
+    pub stop_writes_avail_pct: u8,
+}
+
+impl Default for StorageEngineSection {
+    fn default() -> Self {
+        let defaults = StorageConfig::with_defaults(Vec::new(), 0);
+        StorageEngineSection {
+            engine_type: StorageEngineType::Memory,
+            files: Vec::new(),
+            filesize: 0,
+            write_block_size: defaults.write_block_size_bytes,
+            flush_max_ms: defaults.flush_max_ms,
+            commit_to_device: defaults.commit_to_device,
+            defrag_lwm_pct: defaults.defrag_lwm_pct,
+            defrag_sleep_us: defaults.defrag_sleep_us,
+            max_write_cache: u64::from(defaults.write_queue_blocks_max)
+                * u64::from(defaults.write_block_size_bytes),
+            stop_writes_avail_pct: defaults.stop_writes_avail_pct,
+        }
+    }
+}
+
+impl StorageEngineSection {
+    /// The storage's view of this table; `None` for memory.
+    pub fn to_storage(&self) -> Option<StorageConfig> {
+        if self.engine_type == StorageEngineType::Memory {
+            return None;
+        }
+        let block = u64::from(self.write_block_size.max(1));
+        Some(StorageConfig {
+            files: self.files.clone(),
+            file_size_bytes: self.filesize,
+            write_block_size_bytes: self.write_block_size,
+            flush_max_ms: self.flush_max_ms,
+            commit_to_device: self.commit_to_device,
+            defrag_lwm_pct: self.defrag_lwm_pct,
+            defrag_sleep_us: self.defrag_sleep_us,
+            write_queue_blocks_max: u32::try_from(self.max_write_cache / block).unwrap_or(u32::MAX),
+            stop_writes_avail_pct: self.stop_writes_avail_pct,
+        })
+    }
 }
 
 /// One `[[namespaces.sets]]` entry.
@@ -172,6 +254,7 @@ impl Default for NamespaceSection {
             allow_ttl_without_nsup: defaults.allow_ttl_without_nsup,
             max_record_size: defaults.max_record_size_bytes,
             sets: Vec::new(),
+            storage_engine: StorageEngineSection::default(),
         }
     }
 }
@@ -201,6 +284,7 @@ impl NamespaceSection {
                 .filter(|set| set.enable_index)
                 .map(|set| set.name.clone())
                 .collect(),
+            storage: self.storage_engine.to_storage(),
         }
     }
 }
@@ -382,6 +466,32 @@ mod tests {
         assert!(config.validate("f").is_err());
         let twice = Config::parse("[[namespaces]]\nname = \"a\"\n[[namespaces]]\nname = \"a\"\n");
         assert!(twice.unwrap().validate("f").is_err());
+    }
+
+    #[test]
+    fn a_device_namespace_maps_onto_storage_settings() {
+        let text = "[[namespaces]]\nname = \"d\"\n[namespaces.storage-engine]\ntype = \"device\"\n\
+                    files = [\"a.dat\"]\nfilesize = 8388608\ncommit-to-device = true\n";
+        let config = Config::parse(text).unwrap();
+        let storage = config.namespaces[0].to_engine().storage.unwrap();
+        assert_eq!(storage.files, vec![PathBuf::from("a.dat")]);
+        assert!(storage.commit_to_device);
+        assert_eq!(storage.write_queue_blocks_max, 64);
+        assert!(config.validate("f").is_ok());
+    }
+
+    #[test]
+    fn bad_device_settings_name_the_setting() {
+        let no_files =
+            "[[namespaces]]\nname = \"d\"\n[namespaces.storage-engine]\ntype = \"device\"\n";
+        let error = Config::parse(no_files).unwrap().validate("f").unwrap_err();
+        assert!(error.to_string().contains("file"), "{error}");
+        let odd_block = "[[namespaces]]\nname = \"d\"\n[namespaces.storage-engine]\ntype = \"device\"\n\
+                         files = [\"a\"]\nfilesize = 8388608\nwrite-block-size = 100000\n";
+        let error = Config::parse(odd_block).unwrap().validate("f").unwrap_err();
+        assert!(error.to_string().contains("write-block-size"), "{error}");
+        let typo = "[[namespaces]]\nname = \"d\"\n[namespaces.storage-engine]\ntype = \"disk\"\n";
+        assert!(Config::parse(typo).unwrap_err().contains("device"));
     }
 
     #[test]

@@ -150,6 +150,10 @@ impl Connection {
         if self.output.is_empty() {
             return Ok(());
         }
+        if let Err(error) = writes_durable().await {
+            // The replies would acknowledge writes the device may not keep: close instead.
+            return Err(Close::Io(std::io::Error::other(error)));
+        }
         let write = self.stream.write_all(&self.output);
         match timeout_at(Instant::now() + write_timeout, write).await {
             Ok(Ok(())) => {
@@ -205,6 +209,19 @@ impl Connection {
             }
         }
     }
+}
+
+/// Waits until every write this thread made since the last call is durable, for namespaces
+/// with `commit-to-device` (group commit: one sync serves every connection waiting for it).
+/// Call it after answering requests synchronously and before sending the replies.
+///
+/// # Errors
+/// The device failed: the writes may be lost, so they must not be acknowledged.
+pub(crate) async fn writes_durable() -> Result<(), storage::StorageError> {
+    for pending in storage::take_pending() {
+        pending.await?;
+    }
+    Ok(())
 }
 
 fn answer_frame(

@@ -174,7 +174,7 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
     let config = namespace.config();
     let _ = write!(
         value,
-        "objects={objects};tombstones=0;master_objects={objects};prole_objects=0;\
+        "objects={objects};master_objects={objects};prole_objects=0;\
          expired_objects={expired};evicted_objects=0;truncated_records={truncated};\
          data_used_bytes={data};index_used_bytes={index};set_index_used_bytes={set_index};\
          memory_used_bytes={memory};\
@@ -188,7 +188,7 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
          pi_query_long_basic_complete={sc};pi_query_long_basic_abort={sa};\
          pi_query_long_basic_error={sf};\
          ns_cluster_size=1;effective_replication_factor=1;replication-factor=1;\
-         strong-consistency=false;storage-engine=memory;default-ttl={ttl};nsup-period={nsup};\
+         strong-consistency=false;default-ttl={ttl};nsup-period={nsup};\
          allow-ttl-without-nsup={allow};max-record-size={max};default-read-touch-ttl-pct=0",
         objects = summary.objects,
         expired = summary.expired_objects,
@@ -220,6 +220,39 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
         nsup = config.nsup_period_seconds,
         allow = config.allow_ttl_without_nsup,
         max = config.max_record_size_bytes,
+    );
+    write_storage(namespace, value);
+}
+
+/// The storage statistics, named as Aerospike names them.
+fn write_storage(namespace: &Namespace, value: &mut String) {
+    let Some(stats) = namespace.storage_stats() else {
+        value.push_str(";storage-engine=memory;tombstones=0;stop_writes=false");
+        return;
+    };
+    let config = namespace.config().storage.as_ref();
+    let _ = write!(
+        value,
+        ";storage-engine=device;device_total_bytes={total};device_used_bytes={used};\
+         device_free_pct={free};device_available_pct={free};defrag_q={defrag_q};write_q={write_q};\
+         defrag_reads={defrag_reads};defrag_writes={defrag_writes};\
+         device_write_amplification={wamp:.2};tombstones={tombstones};\
+         device_flushes={flushes};stop_writes={stop};commit-to-device={commit};\
+         write-block-size={block};defrag-lwm-pct={lwm}",
+        total = stats.total_bytes,
+        used = stats.used_bytes,
+        free = stats.available_pct(),
+        defrag_q = stats.defrag_queue_blocks,
+        write_q = stats.write_queue_blocks,
+        defrag_reads = stats.defrag_blocks_read,
+        defrag_writes = stats.defrag_entries_copied,
+        wamp = stats.write_amplification(),
+        tombstones = stats.tombstones,
+        flushes = stats.flushes,
+        stop = namespace.stop_writes() || stats.failure.is_some(),
+        commit = config.is_some_and(|c| c.commit_to_device),
+        block = config.map_or(0, |c| c.write_block_size_bytes),
+        lwm = config.map_or(0, |c| c.defrag_lwm_pct),
     );
 }
 

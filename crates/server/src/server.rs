@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use engine::{Namespace, SystemClock};
+use storage::{Device, FileDevice, Flushing, StorageConfig};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
@@ -32,12 +33,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     let address = (config.service.address.as_str(), config.service.port);
     let listener = TcpListener::bind(address).await?;
     let service_address = listener.local_addr()?;
-    let clock = Arc::new(SystemClock);
-    let namespaces: Vec<Arc<Namespace>> = config
-        .namespaces
-        .iter()
-        .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
-        .collect();
+    let namespaces = open_namespaces(&config)?;
     let access_address = access_address(&config.service.access_address, service_address);
     let node_id = node_id(&config.service.node_id, service_address.port());
     let state = Arc::new(ServerState::new(
@@ -100,8 +96,53 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         warn!("connections still open after the shutdown grace period");
     }
     sweepers.stop();
+    for namespace in &state.namespaces {
+        namespace.close();
+    }
     info!("osprey stopped");
     Ok(())
+}
+
+/// Opens every configured namespace; those with device storage are rebuilt from their files.
+fn open_namespaces(config: &Config) -> std::io::Result<Vec<Arc<Namespace>>> {
+    let clock: Arc<SystemClock> = Arc::new(SystemClock);
+    let mut namespaces = Vec::new();
+    for section in &config.namespaces {
+        let engine_config = section.to_engine();
+        let devices = match &engine_config.storage {
+            Some(storage) => open_devices(storage)?,
+            None => Vec::new(),
+        };
+        let started = Instant::now();
+        let (namespace, report) =
+            Namespace::open(engine_config, clock.clone(), devices, Flushing::Background)
+                .map_err(std::io::Error::other)?;
+        if let Some(report) = report {
+            let summary = namespace.summary();
+            info!(
+                bad_block_headers = report.bad_block_headers,
+                corrupt_blocks = report.corrupt_blocks,
+                "cold start: namespace {} loaded {} records from {} blocks in {} ms",
+                namespace.name(),
+                summary.objects,
+                report.blocks_read,
+                started.elapsed().as_millis()
+            );
+        }
+        namespaces.push(Arc::new(namespace));
+    }
+    Ok(namespaces)
+}
+
+fn open_devices(storage: &StorageConfig) -> std::io::Result<Vec<Arc<dyn Device>>> {
+    storage
+        .files
+        .iter()
+        .map(|path| {
+            let device = FileDevice::open(path, storage.file_size_bytes)?;
+            Ok(Arc::new(device) as Arc<dyn Device>)
+        })
+        .collect()
 }
 
 /// The address clients are told to connect to: the configured `access-address`, else the bound
@@ -174,11 +215,17 @@ async fn accept_loop(
     }
 }
 
-/// One thread per namespace with a non-zero `nsup-period`, reclaiming expired records.
+/// Background threads per namespace: an expiry sweeper where `nsup-period` is non-zero, a
+/// defragmenter where the namespace has device storage.
 struct Sweepers {
     stop: Vec<mpsc::Sender<()>>,
     threads: Vec<JoinHandle<()>>,
 }
+
+/// How often the defragmenter looks for blocks to rewrite when it found none.
+const DEFRAG_IDLE_PERIOD: Duration = Duration::from_millis(100);
+/// Blocks one defragmentation round takes on before looking again.
+const DEFRAG_BLOCKS_PER_ROUND: usize = 16;
 
 impl Sweepers {
     fn start(namespaces: &[Arc<Namespace>]) -> Sweepers {
@@ -188,20 +235,37 @@ impl Sweepers {
         };
         for namespace in namespaces {
             let period_seconds = namespace.config().nsup_period_seconds;
-            if period_seconds == 0 {
-                continue;
+            if period_seconds != 0 {
+                let period = Duration::from_secs(u64::from(period_seconds));
+                sweepers.spawn("nsup", namespace, period, sweep_expired);
             }
-            let (sender, receiver) = mpsc::channel::<()>();
-            let namespace = namespace.clone();
-            let period = Duration::from_secs(u64::from(period_seconds));
-            let thread = std::thread::Builder::new()
-                .name(format!("nsup-{}", namespace.name()))
-                .spawn(move || sweep_until_stopped(&namespace, period, &receiver))
-                .expect("the OS can start one thread per namespace at start-up");
-            sweepers.stop.push(sender);
-            sweepers.threads.push(thread);
+            if namespace.has_storage() {
+                sweepers.spawn("defrag", namespace, DEFRAG_IDLE_PERIOD, defragment);
+            }
         }
         sweepers
+    }
+
+    /// Runs `work` on its own thread every `period` until stopped.
+    fn spawn(
+        &mut self,
+        kind: &str,
+        namespace: &Arc<Namespace>,
+        period: Duration,
+        work: fn(&Namespace),
+    ) {
+        let (sender, receiver) = mpsc::channel::<()>();
+        let namespace = namespace.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{kind}-{}", namespace.name()))
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = receiver.recv_timeout(period) {
+                    work(&namespace);
+                }
+            })
+            .expect("the OS can start two threads per namespace at start-up");
+        self.stop.push(sender);
+        self.threads.push(thread);
     }
 
     fn stop(self) {
@@ -212,17 +276,20 @@ impl Sweepers {
     }
 }
 
-fn sweep_until_stopped(namespace: &Namespace, period: Duration, stop: &mpsc::Receiver<()>) {
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(period) {
-        let started = Instant::now();
-        let expired = namespace.sweep_expired();
-        if expired > 0 {
-            info!(
-                namespace = namespace.name(),
-                expired,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "expired records reclaimed"
-            );
-        }
+fn sweep_expired(namespace: &Namespace) {
+    let started = Instant::now();
+    let expired = namespace.sweep_expired();
+    if expired > 0 {
+        info!(
+            namespace = namespace.name(),
+            expired,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "expired records reclaimed"
+        );
     }
+}
+
+/// Defragments until no block is below the low-water mark.
+fn defragment(namespace: &Namespace) {
+    while namespace.defragment(DEFRAG_BLOCKS_PER_ROUND) == DEFRAG_BLOCKS_PER_ROUND {}
 }

@@ -175,16 +175,11 @@ impl Storage {
             .take_defrag_candidates(self.shared.config.defrag_lwm_pct, max)
     }
 
-    /// Everything current in `block` was copied: it is freed once the copies are durable.
-    pub fn finish_defrag(&self, block: u32) {
+    /// Ends the defragmentation of `block`: if nothing current is left in it, it is freed once
+    /// the copies are durable (returns true); otherwise (a copy failed) it stays in use.
+    pub fn finish_defrag(&self, block: u32) -> bool {
         let after_seq = self.shared.next_seq() - 1;
-        if !self.shared.blocks.finish_defrag(block, after_seq) {
-            tracing::warn!(
-                block,
-                live_bytes = self.shared.blocks.live_bytes(block),
-                "defragmentation left current entries in the block; it stays in use"
-            );
-        }
+        self.shared.blocks.finish_defrag(block, after_seq)
     }
 }
 
@@ -216,6 +211,17 @@ fn read_raw(shared: &Shared, block: u32) -> Result<Vec<u8>, StorageError> {
     Ok(bytes)
 }
 
+/// Whether `block` was never written: its header is all zeros (read alone, so that a large,
+/// mostly empty file starts quickly).
+fn block_is_blank(shared: &Shared, block: u32) -> Result<bool, StorageError> {
+    let mut header = [0; format::BLOCK_HEADER_SIZE_BYTES];
+    let (device, offset) = shared.address(block, 0);
+    device
+        .read_at(offset, &mut header)
+        .map_err(|e| StorageError::Failed(format!("read of {} at {offset}: {e}", device.name())))?;
+    Ok(header.iter().all(|&b| b == 0))
+}
+
 fn scan_blocks(shared: &Shared, scan: &mut Scan<'_>) -> Result<(), StorageError> {
     let block_count = shared.blocks.count() as u32;
     let mut last_report = Instant::now();
@@ -235,6 +241,9 @@ fn scan_blocks(shared: &Shared, scan: &mut Scan<'_>) -> Result<(), StorageError>
 
 fn scan_block(shared: &Shared, block: u32, scan: &mut Scan<'_>) -> Result<(), StorageError> {
     let block_size = shared.block_size();
+    if block_is_blank(shared, block)? {
+        return Ok(());
+    }
     let mut bytes = read_raw(shared, block)?;
     let mut header = format::decode_block_header(&bytes, block_size);
     let mut end = header.map(|use_seq| format::walk_entries(block, use_seq, &bytes, |_| {}));

@@ -425,6 +425,11 @@ impl Storage {
         }
     }
 
+    /// Whether client writes are refused: free blocks fell below `stop-writes-avail-pct`.
+    pub fn stop_writes(&self) -> bool {
+        self.shared.stop_writes()
+    }
+
     /// Its configuration.
     pub fn config(&self) -> &StorageConfig {
         &self.shared.config

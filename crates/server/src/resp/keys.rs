@@ -124,6 +124,10 @@ pub fn engine_error(reply: &mut Reply<'_>, code: ResultCode) {
         ResultCode::Parameter => {
             reply.error("ERR the key's record belongs to another Aerospike set")
         }
+        // Redis's words for a write refused for lack of room (maxmemory with noeviction).
+        ResultCode::OutOfSpace => reply
+            .error("OOM command not allowed when the namespace's storage is full (stop-writes)"),
+        ResultCode::DeviceOverload => reply.error("BUSY the storage device is overloaded, retry"),
         other => reply.error(&format!("ERR storage error {}", other.code())),
     }
 }

@@ -95,6 +95,10 @@ pub async fn serve(
     loop {
         let after = answer_buffered(&mut session, &mut input, &mut args, &mut output);
         if !output.is_empty() {
+            if let Err(error) = crate::connection::writes_durable().await {
+                debug!(client_id, %error, "writes not durable, closing");
+                return;
+            }
             if stream.write_all(&output).await.is_err() {
                 return;
             }

@@ -1,0 +1,292 @@
+//! A namespace on device storage: opening it (cold start), writing every change through to the
+//! device before the index shows it, and defragmentation.
+//!
+//! Every change to a record of a namespace with storage is appended to the device *before* the
+//! index changes, under the record's partition lock: if the append fails (stop-writes, a full
+//! write queue, a failed device) the index is untouched and the client gets the error, so the
+//! index never shows what the device does not have. The index keeps each record's
+//! [`Location`], so overwrites and deletes tell the storage which entry stopped being current,
+//! and defragmentation can tell a current entry from a dead one.
+//!
+//! Invariants:
+//! - A record in the index of a namespace with storage has a location, and that entry holds
+//!   exactly its current version.
+//! - Records with native values are not kept in such a namespace: they are stored packed, so
+//!   that a failed append never leaves a value changed in place that the device lacks.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use model::{Digest, Generation, ResultCode, VoidTime};
+use storage::{
+    Device, Entry, EntryKind, Flushing, Location, RecordBody, Recovered, RecoveryReport, Storage,
+    StorageError, StorageStats,
+};
+
+use crate::clock::Clock;
+use crate::config::NamespaceConfig;
+use crate::namespace::Namespace;
+use crate::partition::Partition;
+use crate::record::{Record, RecordHeader};
+use crate::stats::Counter;
+
+/// Why a namespace could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The configuration is invalid.
+    #[error("namespace {namespace}: {reason}")]
+    Config {
+        /// The namespace.
+        namespace: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Its storage could not be opened or read.
+    #[error("namespace {namespace}: {source}")]
+    Storage {
+        /// The namespace.
+        namespace: String,
+        /// What failed.
+        source: StorageError,
+    },
+}
+
+/// The result code a client gets when the storage refuses a write.
+pub(crate) fn result_code(error: &StorageError) -> ResultCode {
+    match error {
+        StorageError::OutOfSpace => ResultCode::OutOfSpace,
+        StorageError::Overloaded => ResultCode::DeviceOverload,
+        StorageError::TooBig => ResultCode::RecordTooBig,
+        StorageError::Failed(_) | StorageError::Config(_) => ResultCode::Unknown,
+    }
+}
+
+impl Namespace {
+    /// Opens a namespace: on `devices` (one per configured file) when its configuration has
+    /// storage, rebuilding its records from them; empty and in memory otherwise.
+    ///
+    /// # Errors
+    /// An invalid configuration, or storage that cannot be opened or read.
+    pub fn open(
+        config: NamespaceConfig,
+        clock: Arc<dyn Clock>,
+        devices: Vec<Arc<dyn Device>>,
+        flushing: Flushing,
+    ) -> Result<(Namespace, Option<RecoveryReport>), OpenError> {
+        let name = config.name.clone();
+        config.validate().map_err(|reason| OpenError::Config {
+            namespace: name.clone(),
+            reason,
+        })?;
+        let Some(storage_config) = config.storage.clone() else {
+            return Ok((Namespace::new(config, clock), None));
+        };
+        let mut namespace = Namespace::new(config, clock);
+        let (storage, report) = Storage::open(storage_config, devices, flushing, &mut |event| {
+            namespace.recover(event);
+        })
+        .map_err(|source| OpenError::Storage {
+            namespace: name,
+            source,
+        })?;
+        namespace.storage = Some(storage);
+        namespace.reclaim_truncated();
+        namespace.sweep_expired();
+        Ok((namespace, Some(report)))
+    }
+
+    /// Applies one event of the cold start.
+    fn recover(&mut self, event: Recovered<'_>) {
+        match event {
+            Recovered::Record {
+                digest,
+                location,
+                body,
+            } => self.recover_record(Digest(digest), location, &body),
+            Recovered::Deleted { digest } => {
+                let digest = Digest(digest);
+                self.slot(&digest).state.write().remove(&digest, &self.sets);
+            }
+            Recovered::Truncated {
+                set_name,
+                before_ms,
+            } => self.raise_cutoff(set_name, before_ms),
+        }
+    }
+
+    fn recover_record(&self, digest: Digest, location: Location, body: &RecordBody<'_>) {
+        let Ok(set_id) = self.sets.id_or_create(body.set_name) else {
+            tracing::error!(
+                namespace = self.name(),
+                "cold start: a record names a set beyond the set limit; skipped"
+            );
+            return;
+        };
+        if body.generation == 0 {
+            return;
+        }
+        let generation = Generation(body.generation);
+        let header = RecordHeader {
+            last_update_ms: body.last_update_ms,
+            void_time: VoidTime(body.void_time),
+            generation,
+            set_id,
+        };
+        let mut record = Record::new(header, body.data.into());
+        record.location = location.to_bits();
+        self.slot(&digest)
+            .state
+            .write()
+            .insert(digest, record, &self.sets);
+    }
+
+    /// Raises the cut-off of `set_name` (empty = the namespace), as a truncate did.
+    fn raise_cutoff(&self, set_name: &[u8], before_ms: u64) {
+        if set_name.is_empty() {
+            self.truncate_before_ms
+                .fetch_max(before_ms, Ordering::AcqRel);
+        } else if let Ok(set_id) = self.sets.id_or_create(set_name) {
+            self.sets.raise_truncate_cutoff(set_id, before_ms);
+        }
+    }
+
+    /// Stores `record` at `digest`: on the device first (if the namespace has storage), then
+    /// in the index; returns the record it replaced. Called with the partition locked.
+    pub(crate) fn store(
+        &self,
+        partition: &mut Partition,
+        digest: Digest,
+        mut record: Record,
+    ) -> Result<Option<Record>, ResultCode> {
+        if let Some(storage) = &self.storage {
+            let replaced = partition.any_record(&digest).and_then(Record::location);
+            let location = self.append_version(storage, &digest, &record, replaced)?;
+            record.location = location.to_bits();
+        }
+        Ok(partition.insert(digest, record, &self.sets))
+    }
+
+    /// Deletes the record at `digest`: a tombstone on the device first (if the namespace has
+    /// storage), then out of the index. Called with the partition locked.
+    pub(crate) fn unstore(
+        &self,
+        partition: &mut Partition,
+        digest: &Digest,
+    ) -> Result<Option<Record>, ResultCode> {
+        if let Some(storage) = &self.storage {
+            let replaced = partition.any_record(digest).and_then(Record::location);
+            storage
+                .delete_record(&digest.0, replaced)
+                .map_err(|e| result_code(&e))?;
+        }
+        Ok(partition.remove(digest, &self.sets))
+    }
+
+    /// Appends the version `record` would be (with `header`'s metadata); returns where.
+    pub(crate) fn append_version(
+        &self,
+        storage: &Storage,
+        digest: &Digest,
+        record: &Record,
+        replaced: Option<Location>,
+    ) -> Result<Location, ResultCode> {
+        let data = record.packed_data();
+        let body = RecordBody {
+            last_update_ms: record.last_update_ms,
+            void_time: record.void_time.0,
+            generation: record.generation.0,
+            set_name: self.sets.name_of(record.set_id).unwrap_or_default(),
+            data: &data,
+        };
+        storage
+            .write_record(&digest.0, &body, replaced)
+            .map_err(|e| result_code(&e))
+    }
+
+    /// Tells the storage that `record` left the index for `why` (expiry or truncate).
+    pub(crate) fn forget(&self, digest: &Digest, record: &Record, why: Counter) {
+        let (Some(storage), Some(location)) = (&self.storage, record.location()) else {
+            return;
+        };
+        match why {
+            Counter::ExpiredObjects => storage.expired(&digest.0, location),
+            _ => storage.truncated(location),
+        }
+    }
+
+    /// Whether the namespace keeps its records on a device.
+    pub fn has_storage(&self) -> bool {
+        self.storage.is_some()
+    }
+
+    /// Its storage's statistics, if it has storage.
+    pub fn storage_stats(&self) -> Option<StorageStats> {
+        self.storage.as_ref().map(Storage::stats)
+    }
+
+    /// Whether client writes are refused for lack of space.
+    pub fn stop_writes(&self) -> bool {
+        self.storage.as_ref().is_some_and(Storage::stop_writes)
+    }
+
+    /// Flushes what is buffered and stops the storage's flusher (at shutdown).
+    pub fn close(&self) {
+        if let Some(storage) = &self.storage {
+            storage.close();
+        }
+    }
+
+    /// Defragments up to `blocks_max` blocks whose live data fell below `defrag-lwm-pct`,
+    /// sleeping `defrag-sleep-us` after each; returns how many it emptied. A copy that fails
+    /// (the device is full or overloaded) ends the round; its block stays in use.
+    pub fn defragment(&self, blocks_max: usize) -> usize {
+        let Some(storage) = &self.storage else {
+            return 0;
+        };
+        storage.drop_outlived_tombstones();
+        let pause = Duration::from_micros(storage.config().defrag_sleep_us);
+        let mut emptied = 0;
+        let mut blocks = storage.defrag_candidates(blocks_max).into_iter();
+        for block in blocks.by_ref() {
+            let copied = self.defragment_block(storage, block);
+            if storage.finish_defrag(block) {
+                emptied += 1;
+            }
+            if let Err(error) = copied {
+                tracing::warn!(namespace = self.name(), block, %error, "defragmentation paused");
+                break;
+            }
+            std::thread::sleep(pause);
+        }
+        for block in blocks {
+            storage.finish_defrag(block);
+        }
+        emptied
+    }
+
+    fn defragment_block(&self, storage: &Storage, block: u32) -> Result<(), StorageError> {
+        let image = storage.read_block(block)?;
+        for entry in image.entries() {
+            match entry.kind {
+                EntryKind::Truncate => storage.relocate_mark(&entry)?,
+                EntryKind::Record | EntryKind::Tombstone => self.relocate(storage, &entry)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies `entry` forward if it is current: the version the index points at, or a
+    /// tombstone still needed. Holds the digest's partition lock, so no write races it.
+    fn relocate(&self, storage: &Storage, entry: &Entry<'_>) -> Result<(), StorageError> {
+        let digest = Digest(entry.digest);
+        let mut partition = self.slot(&digest).state.write();
+        match partition.any_record_mut(&digest) {
+            Some(record) if record.location() == Some(entry.location) => {
+                record.location = storage.relocate_record(entry)?.to_bits();
+                Ok(())
+            }
+            _ => storage.relocate_tombstone(entry),
+        }
+    }
+}
