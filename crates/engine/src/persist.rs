@@ -230,6 +230,14 @@ impl Namespace {
         self.storage.as_ref().is_some_and(Storage::stop_writes)
     }
 
+    /// Writes and syncs everything appended so far, on this thread.
+    ///
+    /// # Errors
+    /// The device failed.
+    pub fn flush_storage(&self) -> Result<(), StorageError> {
+        self.storage.as_ref().map_or(Ok(()), Storage::flush)
+    }
+
     /// Flushes what is buffered and stops the storage's flusher (at shutdown).
     pub fn close(&self) {
         if let Some(storage) = &self.storage {

@@ -6,7 +6,7 @@
 //! unflushed append.
 //!
 //! Invariants:
-//! - One flusher per storage, so flushes happen in append order and `durable_seq` is advanced
+//! - One flush at a time per storage (`flush_lock`), so flushes happen in append order and `durable_seq` is advanced
 //!   only past entries whose bytes were written and synced.
 //! - The bytes written for a block never overwrite bytes of that block already written in this
 //!   use, except the 8-byte end marker: a torn flush can only damage entries no one was told
@@ -58,6 +58,7 @@ pub(crate) fn flush_now(shared: &Shared) -> Result<(), StorageError> {
 }
 
 fn flush(shared: &Shared, flush_current: bool) -> Result<(), StorageError> {
+    let _one_at_a_time = shared.flush_lock.lock();
     let Some(job) = take_job(shared, flush_current) else {
         return Ok(());
     };

@@ -130,6 +130,7 @@ impl Storage {
             counters: Counters::default(),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            flush_lock: Mutex::new(()),
         };
         let started = Instant::now();
         let mut scan = Scan {

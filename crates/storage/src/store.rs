@@ -100,6 +100,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     pub(crate) failed: AtomicBool,
     pub(crate) shutdown: AtomicBool,
+    /// Held while a flush takes and writes its job: one flush at a time, in order.
+    pub(crate) flush_lock: Mutex<()>,
 }
 
 /// One namespace's device storage.
@@ -364,7 +366,7 @@ impl Storage {
             set_name: set_name.to_vec(),
         }
         .encode(&mut body);
-        let (location, seq) =
+        let (location, _) =
             self.shared
                 .append(EntryKind::Truncate, &[0; 20], &body, Origin::Internal)?;
         let mark = Mark {
@@ -375,16 +377,7 @@ impl Storage {
             self.shared.supersede(old.location);
         }
         drop(marks);
-        durability::Durable::new(Arc::clone(&self.shared.durability), seq).wait()
-    }
-
-    /// Waits until everything appended so far is durable.
-    ///
-    /// # Errors
-    /// Failed, if a device call failed first.
-    pub fn sync(&self) -> Result<(), StorageError> {
-        let seq = self.shared.next_seq() - 1;
-        durability::Durable::new(Arc::clone(&self.shared.durability), seq).wait()
+        self.flush()
     }
 
     /// Flushes everything and stops the flusher; later appends fail. Called by `Drop` too.
