@@ -6,12 +6,16 @@ The contract with the server (fixed by the project lead):
 * With `port = 0` the server picks a free port and logs (stderr, tracing format) one line
   containing `osprey ready` and `service=127.0.0.1:PORT` with the real port.
 * SIGTERM shuts it down gracefully with exit code 0.
+
+An `OspreyServer` may be started again on the same config file once its process has ended
+(`kill` or `terminate`): that is how the persistence tests restart a server on its data files.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -65,6 +69,10 @@ def _toml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     raise TypeError(f"unsupported TOML value {v!r}")
@@ -72,7 +80,8 @@ def _toml_value(v: Any) -> str:
 
 def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None) -> str:
     """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
-    tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys. The
+    tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys; a dict
+    value (`storage-engine`) becomes a table nested in it, `[namespaces.storage-engine]`. The
     Redis port defaults to 0 (a free port) so that servers started side by side never collide."""
     lines = ["[service]"]
     for k, v in service.items():
@@ -85,9 +94,14 @@ def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], res
         lines.append("")
         lines.append("[[namespaces]]")
         nested = {k: v for k, v in ns.items() if isinstance(v, list)}
+        subtables = {k: v for k, v in ns.items() if isinstance(v, dict)}
         for k, v in ns.items():
-            if k not in nested:
+            if k not in nested and k not in subtables:
                 lines.append(f"{k} = {_toml_value(v)}")
+        for k, table in subtables.items():
+            lines.append(f"[namespaces.{k}]")
+            for tk, tv in table.items():
+                lines.append(f"{tk} = {_toml_value(tv)}")
         for k, tables in nested.items():
             for table in tables:
                 lines.append(f"[[namespaces.{k}]]")
@@ -99,12 +113,22 @@ def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], res
 def namespace(name: str, **overrides: Any) -> dict[str, Any]:
     """A namespace table: defaults plus overrides given with underscores (nsup_period=1).
 
-    `sets=[{"name": "s1", "enable-index": True}]` adds `[[namespaces.sets]]` tables."""
+    `sets=[{"name": "s1", "enable-index": True}]` adds `[[namespaces.sets]]` tables;
+    `storage_engine=device_storage(files)` adds a `[namespaces.storage-engine]` table."""
     ns: dict[str, Any] = {"name": name}
     ns.update(NAMESPACE_DEFAULTS)
     for k, v in overrides.items():
         ns[k.replace("_", "-")] = v
     return ns
+
+
+def device_storage(files: list[str | Path], **settings: Any) -> dict[str, Any]:
+    """A `[namespaces.storage-engine]` table of type device on `files`; settings are given with
+    underscores (write_block_size=65536, commit_to_device=True) and written in that order."""
+    table: dict[str, Any] = {"type": "device", "files": [str(f) for f in files]}
+    for k, v in settings.items():
+        table[k.replace("_", "-")] = v
+    return table
 
 
 def client_config(port: int, **extra: Any) -> dict[str, Any]:
@@ -129,13 +153,14 @@ def client_config(port: int, **extra: Any) -> dict[str, Any]:
 class OspreyServer:
     """One running `osprey` process."""
 
-    def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey"):
+    def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey",
+                 resp: dict[str, Any] | None = None):
         self.service = dict(SERVICE_DEFAULTS)
         self.service.update(service)
         self.namespaces = namespaces
         self.dir = Path(tempfile.mkdtemp(prefix=f"{tag}-"))
         self.config_path = self.dir / "osprey.toml"
-        self.config_path.write_text(render_config(self.service, self.namespaces))
+        self.config_path.write_text(render_config(self.service, self.namespaces, resp))
         self.log_path = self.dir / "stderr.log"
         self.stdout_path = self.dir / "stdout.log"
         self.proc: subprocess.Popen | None = None
@@ -148,12 +173,23 @@ class OspreyServer:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> "OspreyServer":
+        """Starts the process and waits for `osprey ready`. Called again after the process
+        ended, it starts a new one on the same config file (the last run's log is kept as
+        `stderr.previous.log`)."""
         binary = osprey_bin()
         if not binary.exists():
             raise FileNotFoundError(
                 f"osprey binary not found at {binary}: build it with `cargo build -p server` "
                 "or point OSPREY_BIN at it"
             )
+        if self.proc is not None:
+            assert self.proc.poll() is not None, "start() while the previous process still runs"
+            self._close_logs()
+            self.close_clients()
+            if self.log_path.exists():
+                self.log_path.replace(self.dir / "stderr.previous.log")
+            self.returncode = None
+            self.resp_port = None
         env = dict(os.environ)
         env.setdefault("NO_COLOR", "1")
         self._stderr = open(self.log_path, "wb")
@@ -230,12 +266,44 @@ class OspreyServer:
                     f"osprey did not exit within {timeout}s of SIGTERM; log:\n{self.log_tail()}"
                 )
         self.returncode = self.proc.returncode
-        for f in (self._stderr, self._stdout):
-            try:
-                f.close()
-            except Exception:
-                pass
+        self._close_logs()
         return self.returncode
+
+    def kill(self) -> int:
+        """SIGKILL (no chance to flush anything) and wait; returns the exit status (-9)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.returncode = self.proc.returncode
+        self._close_logs()
+        return self.returncode
+
+    def restart(self) -> "OspreyServer":
+        """SIGTERM (asserting exit code 0), then start again on the same config file. Clients
+        of the old process are closed; the port may change (with `port = 0`)."""
+        self.stop()
+        return self.start()
+
+    def kill_and_restart(self) -> "OspreyServer":
+        """SIGKILL, then start again on the same config file."""
+        self.close_clients()
+        self.kill()
+        return self.start()
+
+    def remove_dir(self) -> None:
+        """Deletes this server's directory (config and logs); the process must have ended."""
+        assert not self.alive(), "remove_dir() while osprey runs"
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _close_logs(self) -> None:
+        for name in ("_stderr", "_stdout"):
+            f = getattr(self, name, None)
+            if f is not None:
+                try:
+                    f.close()
+                except Exception:
+                    pass
 
     def stop(self) -> None:
         """Close clients, SIGTERM, and assert a graceful exit (code 0)."""
@@ -271,10 +339,40 @@ def start_server(
     service: dict[str, Any] | None = None,
     namespaces: list[dict[str, Any]] | None = None,
     tag: str = "osprey",
+    resp: dict[str, Any] | None = None,
 ) -> OspreyServer:
     if namespaces is None:
         namespaces = [namespace("test", nsup_period=1)]
-    return OspreyServer(service or {}, namespaces, tag=tag).start()
+    return OspreyServer(service or {}, namespaces, tag=tag, resp=resp).start()
+
+
+def run_until_exit(
+    service: dict[str, Any] | None = None,
+    namespaces: list[dict[str, Any]] | None = None,
+    timeout: float = READY_TIMEOUT_S,
+    resp: dict[str, Any] | None = None,
+) -> tuple[int | None, str]:
+    """Runs a server that is expected to refuse its configuration: returns (exit code, stdout
+    and stderr). A server that gets ready instead is stopped and the code is None. The
+    config directory is removed."""
+    if namespaces is None:
+        namespaces = [namespace("test", nsup_period=1)]
+    srv = OspreyServer(service or {}, namespaces, tag="osprey-refused", resp=resp)
+    try:
+        try:
+            srv.start()
+        except RuntimeError as e:
+            assert srv.proc is not None
+            srv.proc.wait(timeout=timeout)
+            code = srv.terminate()
+            output = srv.stdout_path.read_text(errors="replace") + srv.log_text()
+            if "before it was ready" not in str(e):
+                return None, output  # it hung at start-up and was killed: no refusal
+            return code, output
+        srv.stop()
+        return None, srv.log_text()
+    finally:
+        srv.remove_dir()
 
 
 # -- info helpers -------------------------------------------------------------------------------
