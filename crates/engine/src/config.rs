@@ -20,6 +20,15 @@ pub struct NamespaceConfig {
     pub indexed_sets: Vec<String>,
     /// Device storage; `None` keeps records in memory only.
     pub storage: Option<StorageConfig>,
+    /// Evict when the device's used bytes exceed this percentage of it; 0 = never.
+    pub evict_used_pct: u8,
+    /// Evict when the machine's memory use exceeds this percentage; 0 = never.
+    pub evict_sys_memory_pct: u8,
+    /// Refuse writes when the machine's memory use exceeds this percentage; 0 = never.
+    pub stop_writes_sys_memory_pct: u8,
+    /// Per eviction round, the thousandths of the records with a TTL to evict, soonest to
+    /// expire first (Aerospike's `evict-tenths-pct`, in tenths of a percent).
+    pub evict_tenths_pct: u16,
 }
 
 impl NamespaceConfig {
@@ -34,6 +43,10 @@ impl NamespaceConfig {
             max_record_size_bytes: 1024 * 1024,
             indexed_sets: Vec::new(),
             storage: None,
+            evict_used_pct: 0,
+            evict_sys_memory_pct: 0,
+            stop_writes_sys_memory_pct: 90,
+            evict_tenths_pct: 5,
         }
     }
 
@@ -80,6 +93,26 @@ impl NamespaceConfig {
         }
         if let Some(storage) = &self.storage {
             storage.validate()?;
+        }
+        for (name, pct) in [
+            ("evict-used-pct", self.evict_used_pct),
+            ("evict-sys-memory-pct", self.evict_sys_memory_pct),
+            (
+                "stop-writes-sys-memory-pct",
+                self.stop_writes_sys_memory_pct,
+            ),
+        ] {
+            if pct > 100 {
+                return Err(format!("{name} must be at most 100"));
+            }
+        }
+        if self.evict_used_pct != 0 && self.storage.is_none() {
+            return Err(
+                "evict-used-pct needs device storage (use evict-sys-memory-pct)".to_owned(),
+            );
+        }
+        if self.evict_tenths_pct == 0 || self.evict_tenths_pct > 1000 {
+            return Err("evict-tenths-pct must be 1 to 1000".to_owned());
         }
         Ok(())
     }

@@ -26,6 +26,7 @@
 
 mod clock;
 mod config;
+mod evict;
 mod exclusive;
 mod msgpack;
 mod namespace;

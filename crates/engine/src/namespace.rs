@@ -8,7 +8,7 @@
 //!   a truncate always survives it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use model::{Digest, PARTITION_COUNT};
 use parking_lot::Mutex;
@@ -45,6 +45,8 @@ pub struct Namespace {
     pub(crate) watches: Arc<WatchRegistry>,
     /// Device storage, if the namespace has it (see `persist.rs`).
     pub(crate) storage: Option<storage::Storage>,
+    /// The machine's memory use in percent, as last sampled by the server (see `evict.rs`).
+    pub(crate) memory_used_pct: AtomicU8,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -78,6 +80,7 @@ impl Namespace {
             gate: Gate::default(),
             watches: Arc::default(),
             storage: None,
+            memory_used_pct: AtomicU8::new(0),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -142,7 +145,11 @@ impl Namespace {
         })
     }
 
-    fn remove_everywhere(&self, counter: Counter, doomed: impl Fn(&Record) -> bool) -> u64 {
+    pub(crate) fn remove_everywhere(
+        &self,
+        counter: Counter,
+        doomed: impl Fn(&Record) -> bool,
+    ) -> u64 {
         let mut total = 0;
         for slot in &self.partitions {
             // Readers are only blocked for partitions that really hold such records.

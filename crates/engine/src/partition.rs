@@ -163,6 +163,13 @@ impl Partition {
         removed
     }
 
+    /// Calls `visit` with the void time of every record.
+    pub(crate) fn each_void_time(&self, mut visit: impl FnMut(model::VoidTime)) {
+        for (_, record) in self.index.iter_after(None) {
+            visit(record.void_time);
+        }
+    }
+
     /// Whether any record satisfies `doomed` (checked under a read lock before removing).
     pub(crate) fn any(&self, doomed: impl Fn(&Record) -> bool) -> bool {
         self.index

@@ -159,6 +159,9 @@ impl Namespace {
         digest: Digest,
         mut record: Record,
     ) -> Result<Option<Record>, ResultCode> {
+        if self.memory_stop_writes() {
+            return Err(ResultCode::OutOfSpace);
+        }
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Record::location);
             let location = self.append_version(storage, &digest, &record, replaced)?;
@@ -204,13 +207,22 @@ impl Namespace {
             .map_err(|e| result_code(&e))
     }
 
-    /// Tells the storage that `record` left the index for `why` (expiry or truncate).
+    /// Tells the storage that `record` left the index for `why` (expiry, eviction or
+    /// truncate).
     pub(crate) fn forget(&self, digest: &Digest, record: &Record, why: Counter) {
         let (Some(storage), Some(location)) = (&self.storage, record.location()) else {
             return;
         };
         match why {
             Counter::ExpiredObjects => storage.expired(&digest.0, location),
+            Counter::EvictedObjects => {
+                if let Err(error) = storage.delete_record(&digest.0, Some(location)) {
+                    // The record is gone from memory; without its tombstone a cold start may
+                    // bring it back, which is all an eviction can lose.
+                    tracing::warn!(namespace = self.name(), %error, "eviction left no tombstone");
+                    storage.truncated(location);
+                }
+            }
             _ => storage.truncated(location),
         }
     }
@@ -225,9 +237,9 @@ impl Namespace {
         self.storage.as_ref().map(Storage::stats)
     }
 
-    /// Whether client writes are refused for lack of space.
+    /// Whether client writes are refused for lack of space on the device or in memory.
     pub fn stop_writes(&self) -> bool {
-        self.storage.as_ref().is_some_and(Storage::stop_writes)
+        self.memory_stop_writes() || self.storage.as_ref().is_some_and(Storage::stop_writes)
     }
 
     /// Writes and syncs everything appended so far, on this thread.

@@ -26,9 +26,10 @@ pub(crate) enum Counter {
     BatchDeleteError,
     ExpiredObjects,
     TruncatedObjects,
+    EvictedObjects,
 }
 
-const COUNTER_COUNT: usize = Counter::TruncatedObjects as usize + 1;
+const COUNTER_COUNT: usize = Counter::EvictedObjects as usize + 1;
 
 /// Who asked for a single-record transaction: it decides which statistics count it, as
 /// Aerospike counts batch sub-transactions apart from single-record commands.
@@ -89,6 +90,8 @@ pub struct NamespaceSummary {
     pub expired_objects: u64,
     /// Records removed by truncate.
     pub truncated_objects: u64,
+    /// Records evicted (soonest to expire first) above the eviction threshold.
+    pub evicted_objects: u64,
     /// Scans that sent every requested record.
     pub scans_complete: u64,
     /// Scans stopped by an operator or a departed client.
@@ -133,6 +136,7 @@ impl NamespaceSummary {
     pub(crate) fn add_counters(&mut self, counters: &Counters) {
         self.expired_objects += counters.get(Counter::ExpiredObjects);
         self.truncated_objects += counters.get(Counter::TruncatedObjects);
+        self.evicted_objects += counters.get(Counter::EvictedObjects);
         self.client_read_success += counters.get(Counter::ReadSuccess);
         self.client_read_not_found += counters.get(Counter::ReadNotFound);
         self.client_read_error += counters.get(Counter::ReadError);

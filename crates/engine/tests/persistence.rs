@@ -21,6 +21,10 @@ const BLOCK_BYTES: u32 = 64 * 1024;
 const BLOCKS: u64 = 16;
 
 fn config() -> NamespaceConfig {
+    config_evicting_above(0)
+}
+
+fn config_evicting_above(evict_used_pct: u8) -> NamespaceConfig {
     let mut storage =
         StorageConfig::with_defaults(vec!["d0".into()], u64::from(BLOCK_BYTES) * BLOCKS);
     storage.write_block_size_bytes = BLOCK_BYTES;
@@ -29,14 +33,24 @@ fn config() -> NamespaceConfig {
     NamespaceConfig {
         allow_ttl_without_nsup: true,
         storage: Some(storage),
+        evict_used_pct,
+        evict_tenths_pct: 100,
         ..NamespaceConfig::with_defaults("test")
     }
 }
 
 fn open(device: &Arc<TestDevice>, clock: &Arc<ManualClock>) -> Namespace {
+    open_with(config(), device, clock)
+}
+
+fn open_with(
+    config: NamespaceConfig,
+    device: &Arc<TestDevice>,
+    clock: &Arc<ManualClock>,
+) -> Namespace {
     let devices: Vec<Arc<dyn Device>> = vec![device.clone()];
     let (namespace, report) =
-        Namespace::open(config(), clock.clone(), devices, Flushing::Manual).expect("opens");
+        Namespace::open(config, clock.clone(), devices, Flushing::Manual).expect("opens");
     assert!(
         report.is_some(),
         "a namespace with storage reports its cold start"
@@ -199,6 +213,53 @@ fn stop_writes_refuses_writes_but_not_reads_or_deletes() {
     );
     delete(&ns, b"a", &key(0)).expect("deletes go on under stop-writes");
     assert_eq!(get(&ns, b"a", &key(0)), None);
+}
+
+#[test]
+fn eviction_removes_the_soonest_to_expire_and_they_stay_gone() {
+    let clock = Arc::new(ManualClock::new(START_UNIX_MS));
+    let device = Arc::new(TestDevice::new("d0", u64::from(BLOCK_BYTES) * BLOCKS, 10));
+    let ns = open_with(config_evicting_above(30), &device, &clock);
+    let now = clock.now().epoch_seconds();
+    let value = vec![b'e'; 1000];
+    for i in 0..400 {
+        let expiry = match i % 4 {
+            0 => Expiry::Never,
+            _ => Expiry::At(VoidTime(now + 1000 + i as u32)),
+        };
+        put(&ns, b"a", &key(i), &value, expiry).expect("stored");
+    }
+    assert!(ns.should_evict(), "400 KB of a 1 MiB device is above 30%");
+    let mut evicted = 0;
+    while ns.should_evict() {
+        let round = ns.evict_if_needed();
+        assert!(round > 0, "each round above the threshold evicts something");
+        evicted += round;
+    }
+    assert_eq!(ns.summary().evicted_objects, evicted);
+    let survivors: Vec<usize> = (0..400)
+        .filter(|&i| get(&ns, b"a", &key(i)).is_some())
+        .collect();
+    assert!(
+        (0..400).step_by(4).all(|i| survivors.contains(&i)),
+        "a record without a TTL was evicted"
+    );
+    let soonest_survivor = survivors
+        .iter()
+        .copied()
+        .find(|i| i % 4 != 0)
+        .expect("some TTL record remains");
+    let gone: Vec<usize> = (0..400).filter(|i| !survivors.contains(i)).collect();
+    assert!(
+        gone.iter().all(|&i| i < soonest_survivor),
+        "evicted {gone:?} but kept {soonest_survivor}, which expires sooner"
+    );
+    ns.flush_storage().expect("flushed");
+    drop(ns);
+    let ns = open(&Arc::new(device.crash_losing_all_unsynced()), &clock);
+    for i in gone {
+        assert_eq!(get(&ns, b"a", &key(i)), None, "evicted key {i} came back");
+    }
 }
 
 /// What a key may hold after a crash: its last flushed state, or any state written after it.

@@ -103,6 +103,14 @@ pub struct NamespaceSection {
     pub sets: Vec<SetSection>,
     /// Where records are kept (`[namespaces.storage-engine]`): memory, or files.
     pub storage_engine: StorageEngineSection,
+    /// Evict (soonest to expire first) when the device's use exceeds this %; 0 = never.
+    pub evict_used_pct: u8,
+    /// Evict when the machine's memory use exceeds this %; 0 = never.
+    pub evict_sys_memory_pct: u8,
+    /// Refuse writes when the machine's memory use exceeds this %; 0 = never.
+    pub stop_writes_sys_memory_pct: u8,
+    /// Thousandths of the records with a TTL evicted per round.
+    pub evict_tenths_pct: u16,
 }
 
 /// Which storage engine a namespace uses.
@@ -255,6 +263,10 @@ impl Default for NamespaceSection {
             max_record_size: defaults.max_record_size_bytes,
             sets: Vec::new(),
             storage_engine: StorageEngineSection::default(),
+            evict_used_pct: defaults.evict_used_pct,
+            evict_sys_memory_pct: defaults.evict_sys_memory_pct,
+            stop_writes_sys_memory_pct: defaults.stop_writes_sys_memory_pct,
+            evict_tenths_pct: defaults.evict_tenths_pct,
         }
     }
 }
@@ -285,6 +297,10 @@ impl NamespaceSection {
                 .map(|set| set.name.clone())
                 .collect(),
             storage: self.storage_engine.to_storage(),
+            evict_used_pct: self.evict_used_pct,
+            evict_sys_memory_pct: self.evict_sys_memory_pct,
+            stop_writes_sys_memory_pct: self.stop_writes_sys_memory_pct,
+            evict_tenths_pct: self.evict_tenths_pct,
         }
     }
 }

@@ -175,7 +175,7 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
     let _ = write!(
         value,
         "objects={objects};master_objects={objects};prole_objects=0;\
-         expired_objects={expired};evicted_objects=0;truncated_records={truncated};\
+         expired_objects={expired};evicted_objects={evicted};truncated_records={truncated};\
          data_used_bytes={data};index_used_bytes={index};set_index_used_bytes={set_index};\
          memory_used_bytes={memory};\
          client_read_success={rs};client_read_not_found={rn};client_read_error={re};\
@@ -192,6 +192,7 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
          allow-ttl-without-nsup={allow};max-record-size={max};default-read-touch-ttl-pct=0",
         objects = summary.objects,
         expired = summary.expired_objects,
+        evicted = summary.evicted_objects,
         truncated = summary.truncated_objects,
         data = summary.data_used_bytes,
         index = summary.index_used_bytes,
@@ -227,7 +228,11 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
 /// The storage statistics, named as Aerospike names them.
 fn write_storage(namespace: &Namespace, value: &mut String) {
     let Some(stats) = namespace.storage_stats() else {
-        value.push_str(";storage-engine=memory;tombstones=0;stop_writes=false");
+        let _ = write!(
+            value,
+            ";storage-engine=memory;tombstones=0;stop_writes={}",
+            namespace.stop_writes()
+        );
         return;
     };
     let config = namespace.config().storage.as_ref();

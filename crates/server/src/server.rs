@@ -216,7 +216,8 @@ async fn accept_loop(
 }
 
 /// Background threads per namespace: an expiry sweeper where `nsup-period` is non-zero, a
-/// defragmenter where the namespace has device storage.
+/// defragmenter where the namespace has device storage, and a watch on memory and device use
+/// that evicts above the thresholds.
 struct Sweepers {
     stop: Vec<mpsc::Sender<()>>,
     threads: Vec<JoinHandle<()>>,
@@ -242,6 +243,7 @@ impl Sweepers {
             if namespace.has_storage() {
                 sweepers.spawn("defrag", namespace, DEFRAG_IDLE_PERIOD, defragment);
             }
+            sweepers.spawn("evict", namespace, MEMORY_SAMPLE_PERIOD, watch_room);
         }
         sweepers
     }
@@ -287,6 +289,35 @@ fn sweep_expired(namespace: &Namespace) {
             "expired records reclaimed"
         );
     }
+}
+
+/// How often memory use is sampled and the eviction thresholds checked.
+const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Samples the machine's memory use for the namespace's thresholds, and evicts above them.
+fn watch_room(namespace: &Namespace) {
+    if let Some(pct) = system_memory_used_pct() {
+        namespace.note_memory_used_pct(pct);
+    }
+    let evicted = namespace.evict_if_needed();
+    if evicted > 0 {
+        warn!(
+            namespace = namespace.name(),
+            evicted, "above the eviction threshold: records evicted"
+        );
+    }
+}
+
+/// The machine's memory in use, in percent: 100 - MemAvailable / MemTotal (Linux).
+fn system_memory_used_pct() -> Option<u8> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = meminfo.lines().find(|line| line.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let (total, available) = (field("MemTotal:")?, field("MemAvailable:")?);
+    let used_pct = 100 - available.min(total) * 100 / total.max(1);
+    u8::try_from(used_pct).ok()
 }
 
 /// Defragments until no block is below the low-water mark.
