@@ -358,7 +358,9 @@ impl Storage {
             .get(set_name)
             .is_some_and(|mark| mark.before_ms >= before_ms)
         {
-            return Ok(());
+            // Covered by an earlier mark, which may not be durable yet (or may have failed).
+            drop(marks);
+            return self.flush();
         }
         let mut body = Vec::new();
         TruncateBody {
@@ -488,7 +490,7 @@ impl Storage {
             return Ok(());
         }
         let oldest = self.shared.blocks.oldest_content();
-        if oldest.outlived(tomb.shadow_seq, entry.location.block()) {
+        if oldest.outlived(tomb.shadow_seq) {
             if self.shared.tombs.remove(&entry.digest).is_some() {
                 self.shared.supersede(entry.location);
                 self.shared
@@ -552,7 +554,7 @@ impl Storage {
         let dropped = self
             .shared
             .tombs
-            .drop_where(|tomb| oldest.outlived(tomb.shadow_seq, tomb.location.block()));
+            .drop_where(|tomb| oldest.outlived(tomb.shadow_seq));
         for &location in &dropped {
             self.shared.supersede(location);
         }

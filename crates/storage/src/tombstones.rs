@@ -5,9 +5,10 @@
 //! tombstone entry (written by a delete), or the record's own last version when it expired (an
 //! expired newest version is dropped at a cold start, and shadows the older ones just as well).
 //! Each is remembered here with its location, so defragmentation keeps it (copying a tombstone
-//! forward) for as long as it is needed, and no longer: once no other block holds content
-//! older than its `shadow_seq` ([`crate::blocks::OldestContent::outlived`]), nothing is left to
-//! shadow and it is dropped.
+//! forward) for as long as it is needed, and no longer: once no block holds content older
+//! than its `shadow_seq` ([`crate::blocks::OldestContent::outlived`]), nothing is left to
+//! shadow and it is dropped. That is never so in the tombstone's own block (opened before it),
+//! so every tombstone is copied forward once before it can go.
 //!
 //! Invariants:
 //! - A digest has at most one tombstone here; its location's bytes count as live in its block.
