@@ -12,12 +12,17 @@
 //! Redis front end with redis-server under `redis-benchmark` (`scripts/compare-resp`), passing
 //! `ARGS` through (`--quick` for a smoke run).
 //!
+//! `cargo xtask compare-durability [ARGS]` builds release binaries and runs the comparison of
+//! Osprey's device storage (durable and relaxed writes, cold start, write amplification) with
+//! redis-server's append-only file under `redis-benchmark` (`scripts/compare-durability`),
+//! passing `ARGS` through (`--quick` for a smoke run).
+//!
 //! `cargo xtask set-index [ARGS]` builds release binaries and runs the set-index experiment
 //! (`scripts/set-index-experiment`), passing `ARGS` through (`--quick` for a smoke run).
 //!
 //! Builds go to cargo's target directory: `target/`, or `CARGO_TARGET_DIR` when set (so a long
-//! benchmark build need not share `target/` with other builds); `scripts/set-index-experiment`
-//! and `scripts/compare-resp` look for the binaries by the same rule.
+//! benchmark build need not share `target/` with other builds); `scripts/set-index-experiment`,
+//! `scripts/compare-resp` and `scripts/compare-durability` look for the binaries by the same rule.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -30,10 +35,12 @@ fn main() -> ExitCode {
         "blackbox" => blackbox(&[]),
         "compare-redis" => compare_redis(&rest),
         "compare-resp" => compare_resp(&rest),
+        "compare-durability" => compare_durability(&rest),
         "set-index" => set_index(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|blackbox|compare-redis [ARGS]|compare-resp [ARGS]|set-index [ARGS]>"
+                "usage: cargo xtask <ci|blackbox|compare-redis [ARGS]|compare-resp [ARGS]|\
+                 compare-durability [ARGS]|set-index [ARGS]>"
             );
             return ExitCode::from(2);
         }
@@ -104,6 +111,13 @@ fn compare_redis(args: &[String]) -> Result<(), String> {
 fn compare_resp(args: &[String]) -> Result<(), String> {
     ensure_redis()?;
     run_release_script("scripts/compare-resp", &[], args)
+}
+
+/// Builds release binaries and runs `scripts/compare-durability` with `args`; like
+/// `compare-resp`, it needs `redis-server` and `redis-benchmark`, and no Python package.
+fn compare_durability(args: &[String]) -> Result<(), String> {
+    ensure_redis()?;
+    run_release_script("scripts/compare-durability", &[], args)
 }
 
 /// Builds release binaries and runs `scripts/set-index-experiment` with `args`.
