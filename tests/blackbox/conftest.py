@@ -104,3 +104,23 @@ def healthy(server, client):
     _, meta, bins = client.get(key)
     assert bins == {"v": 1}
     client.remove(key)
+
+
+@pytest.fixture(scope="module")
+def resp_server(request):
+    """One server per RESP test module (namespace `test`, TTLs allowed without a sweeper)."""
+    tag = "osprey-" + request.module.__name__.removeprefix("test_").replace("_", "-")
+    server = harness.start_server(
+        service={},
+        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
+        tag=tag,
+    )
+    yield server
+    server.close_clients()
+    server.stop()
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def r(resp_server, request):
+    """A redis-py client on `resp_server`, once per protocol version (RESP2 and RESP3)."""
+    return resp_server.redis(protocol=request.param)

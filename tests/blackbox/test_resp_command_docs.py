@@ -19,14 +19,6 @@ import harness
 GROUPS = {"connection", "server", "transactions", "generic", "string", "hash", "list", "set", "sorted-set"}
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(service={}, namespaces=[harness.namespace("test")], tag="osprey-resp-docs")
-    yield server
-    server.close_clients()
-    server.stop()
-
-
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
 def r(resp_server, request):
     return resp_server.redis(protocol=request.param, decode_responses=True)

@@ -16,19 +16,6 @@ import harness
 RESP_SET = "redis"
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(namespaces=[harness.namespace("test")], tag="osprey-resp-lists")
-    yield server
-    server.close_clients()
-    server.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def r(resp_server, request):
-    return resp_server.redis(protocol=request.param)
-
-
 @pytest.fixture
 def key():
     return harness.unique("list")

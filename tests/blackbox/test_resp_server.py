@@ -10,19 +10,6 @@ import redis
 import harness
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(service={}, namespaces=[harness.namespace("test")], tag="osprey-resp-info")
-    yield server
-    server.close_clients()
-    server.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def r(resp_server, request):
-    return resp_server.redis(protocol=request.param)
-
-
 def test_info_reports_live_figures(r):
     prefix = harness.unique("info")
     before = r.info()

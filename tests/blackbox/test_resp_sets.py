@@ -18,19 +18,6 @@ import harness
 WRONGTYPE = "^WRONGTYPE Operation against a key holding the wrong kind of value$"
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(service={}, namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)], tag="osprey-resp-sets")
-    yield server
-    server.close_clients()
-    server.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def r(resp_server, request):
-    return resp_server.redis(protocol=request.param)
-
-
 @pytest.fixture
 def key():
     return harness.unique("s")

@@ -14,18 +14,6 @@ import redis
 import harness
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(
-        service={},
-        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
-        tag="osprey-resp-tx",
-    )
-    yield server
-    server.close_clients()
-    server.stop()
-
-
 class Raw:
     """One pinned connection answering raw replies (no redis-py response callbacks), so that
     MULTI's QUEUED and EXEC's null show as they are on the wire."""

@@ -19,19 +19,6 @@ import redis
 import harness
 
 
-@pytest.fixture(scope="module")
-def resp_server():
-    server = harness.start_server(service={}, namespaces=[harness.namespace("test")], tag="osprey-zsets")
-    yield server
-    server.close_clients()
-    server.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def r(resp_server, request):
-    return resp_server.redis(protocol=request.param)
-
-
 @pytest.fixture
 def key():
     return harness.unique("z")
