@@ -28,6 +28,7 @@ from typing import Any
 import aerospike
 import pytest
 from aerospike import exception as ex
+from aerospike_helpers.operations import operations as aerospike_ops
 
 import harness
 
@@ -529,6 +530,118 @@ def test_records_written_through_resp_survive_a_restart(device, mode):
     assert r.rpush("list", "e") == 4
     assert r.zincrby("zset", 10, "one") == 11.0
     assert harness.ns_objects(node.client, "mem") == 0
+
+
+# -- data in memory, or on the device only ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data_in_memory", [False, True], ids=["data-on-device", "data-in-memory"])
+def test_reads_writes_and_scans_see_the_same_records_with_data_on_the_device_or_in_memory(
+        device, data_in_memory):
+    # post-write-queue 0: once flushed, every read of an older record goes to the file.
+    node = device(storage={"data_in_memory": data_in_memory, "post_write_queue": 0, "flush_max_ms": 50},
+                  resp={"namespace": "test"})
+    c = node.client
+    model = {}
+    for i in range(300):
+        key = ("test", "dm", i)
+        c.put(key, {"i": i, "s": f"value-{i}" * 20, "l": [i, "x"], "m": {"k": i}})
+        model[key] = {"i": i, "s": f"value-{i}" * 20, "l": [i, "x"], "m": {"k": i}}
+    time.sleep(0.3)  # past flush-max-ms: the blocks are on the file
+    # Read-modify-writes read the old version back first.
+    for i in range(0, 300, 3):
+        key = ("test", "dm", i)
+        c.operate(key, [
+            aerospike_ops.increment("i", 1000),
+            aerospike_ops.append("s", "!"),
+        ])
+        model[key] = {**model[key], "i": i + 1000, "s": model[key]["s"] + "!"}
+    for i in range(1, 300, 3):
+        key = ("test", "dm", i)
+        c.put(key, {"only": i}, policy={"exists": aerospike.POLICY_EXISTS_REPLACE})
+        model[key] = {"only": i}
+    for key, bins in model.items():
+        _, meta, got = c.get(key)
+        assert got == bins, f"{key}: {got} != {bins}"
+    _, meta, got = c.get(("test", "dm", 0))
+    assert meta["gen"] == 2
+    rows = c.batch_read([("test", "dm", i) for i in range(0, 300, 7)])
+    for row in rows.batch_records:
+        assert row.result == 0 and row.record[2] == model[row.key[:3]], row.key
+    scanned = {}
+    c.query("test", "dm").foreach(lambda rec: scanned.__setitem__(rec[0][2], rec[2]))
+    assert scanned == {key[2]: bins for key, bins in model.items()}
+    # Touch re-appends the old data with new metadata.
+    c.touch(("test", "dm", 2), 500)
+    _, meta, got = c.get(("test", "dm", 2))
+    assert got == model[("test", "dm", 2)] and meta["gen"] == 2 and 490 <= meta["ttl"] <= 500
+
+    r = node.srv.redis()
+    assert r.set("s", "v" * 500) is True and r.rpush("l", *"abcdef") == 6
+    assert r.hset("h", mapping={"a": "1", "b": "2"}) == 2
+    time.sleep(0.3)
+    assert r.append("s", "w") == 501 and r.get("s") == b"v" * 500 + b"w"
+    assert r.lpop("l") == b"a" and r.lrange("l", 0, -1) == [b"b", b"c", b"d", b"e", b"f"]
+    assert r.hincrby("h", "a", 41) == 42 and r.hgetall("h") == {b"a": b"42", b"b": b"2"}
+    assert r.set("s", "replaced") is True and r.get("s") == b"replaced"
+    assert set(r.keys("*")) == {b"s", b"l", b"h"}
+
+    stats = node.stats()
+    assert stats["data-in-memory"] == str(data_in_memory).lower(), stats
+    assert int(stats["device_read_errors"]) == 0
+    if data_in_memory:
+        assert int(stats["device_reads"]) == 0, "data in memory: no read went to the file"
+        assert int(stats["data_used_bytes"]) > 300 * 100
+    else:
+        assert int(stats["device_reads"]) > 300, stats
+        assert int(stats["data_used_bytes"]) == 0, "the index holds no record data"
+
+    node.restart()
+    r = node.srv.redis()
+    for key, bins in model.items():
+        assert node.client.get(key)[2] == bins, key
+    assert r.get("s") == b"replaced" and r.hgetall("h") == {b"a": b"42", b"b": b"2"}
+
+
+def test_memory_holds_only_the_index_when_data_stays_on_the_device(device):
+    sizes = {}
+    for data_in_memory in (True, False):
+        node = device(storage={"data_in_memory": data_in_memory})
+        for i in range(2000):
+            node.client.put(("test", "mem", i), {"pad": "p" * 1000})
+        stats = node.stats()
+        sizes[data_in_memory] = int(stats["memory_used_bytes"])
+        node.srv.stop()
+    assert sizes[True] > 2000 * 1000, sizes
+    assert sizes[False] < sizes[True] / 10, f"index only should be far smaller: {sizes}"
+
+
+def test_a_record_corrupted_on_the_file_is_an_error_never_wrong_data(device):
+    node = device(storage={"data_in_memory": False, "post_write_queue": 0, "flush_max_ms": 50})
+    c = node.client
+    # 600 records of about 250 bytes fill more than two 64 KiB blocks, so the first block is
+    # no longer the one being filled (which reads are served from).
+    for i in range(600):
+        c.put(("test", "cor", i), {"v": f"record-{i:03d}-" + "z" * 200})
+    time.sleep(0.3)  # flushed, and no block cached: reads go to the file
+    path = Path(node.storage["files"][0])
+    image = path.read_bytes()
+    at = image.find(b"record-017-")
+    assert at > 0 and image.find(b"record-017-", at + 1) == -1
+    # Another process changes the file under the server (through the page cache it reads).
+    with open(path, "r+b") as f:
+        f.seek(at + 3)
+        f.write(b"X")
+    with pytest.raises(ex.AerospikeError) as failure:
+        c.get(("test", "cor", 17))
+    assert failure.value.code == 1, f"expected UNKNOWN (1), got {failure.value.code}"
+    for i in (16, 18, 40):
+        assert c.get(("test", "cor", i))[2] == {"v": f"record-{i:03d}-" + "z" * 200}
+    assert int(node.stats()["device_read_errors"]) >= 1
+    assert "failed its checksum" in node.srv.log_text()
+    # The record can be written over; the new version reads back.
+    c.put(("test", "cor", 17), {"v": "new"}, policy={"exists": aerospike.POLICY_EXISTS_REPLACE})
+    assert c.get(("test", "cor", 17))[2] == {"v": "new"}
 
 
 # -- locking, stop-writes, statistics, configuration ---------------------------------------------------

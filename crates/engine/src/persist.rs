@@ -8,9 +8,14 @@
 //! [`Location`], so overwrites and deletes tell the storage which entry stopped being current,
 //! and defragmentation can tell a current entry from a dead one.
 //!
+//! With `data-in-memory` false the index keeps only each record's metadata and location: a
+//! stored record lets go of its data once appended, and whoever needs its key or bins reads it
+//! back ([`Namespace::load`]) under the partition lock, from the write block in memory, the cache
+//! of recent blocks or the file.
+//!
 //! Invariants:
 //! - A record in the index of a namespace with storage has a location, and that entry holds
-//!   exactly its current version.
+//!   exactly its current version (data and metadata alike).
 //! - Records with native values are not kept in such a namespace: they are stored packed, so
 //!   that a failed append never leaves a value changed in place that the device lacks.
 
@@ -58,7 +63,29 @@ pub(crate) fn result_code(error: &StorageError) -> ResultCode {
         StorageError::OutOfSpace => ResultCode::OutOfSpace,
         StorageError::Overloaded => ResultCode::DeviceOverload,
         StorageError::TooBig => ResultCode::RecordTooBig,
-        StorageError::Failed(_) | StorageError::Config(_) => ResultCode::Unknown,
+        StorageError::Failed(_) | StorageError::Unreadable(_) | StorageError::Config(_) => {
+            ResultCode::Unknown
+        }
+    }
+}
+
+/// A record with its data at hand: the index's own, or a copy read back from the device.
+#[derive(Debug)]
+pub(crate) enum Loaded<'r> {
+    /// The index holds the data.
+    Indexed(&'r Record),
+    /// Read back from the device.
+    Read(Record),
+}
+
+impl std::ops::Deref for Loaded<'_> {
+    type Target = Record;
+
+    fn deref(&self) -> &Record {
+        match self {
+            Loaded::Indexed(record) => record,
+            Loaded::Read(record) => record,
+        }
     }
 }
 
@@ -133,7 +160,11 @@ impl Namespace {
             generation,
             set_id,
         };
-        let mut record = Record::new(header, body.data.into());
+        let mut record = if self.keeps_data_in_memory() {
+            Record::new(header, body.data.into())
+        } else {
+            Record::new(header, Box::default())
+        };
         record.location = location.to_bits();
         self.slot(&digest)
             .state
@@ -164,8 +195,13 @@ impl Namespace {
         }
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Record::location);
-            let location = self.append_version(storage, &digest, &record, replaced)?;
+            let data = record.packed_data();
+            let location = self.append_version(storage, &digest, &record, &data, replaced)?;
+            drop(data);
             record.location = location.to_bits();
+            if !self.keeps_data_in_memory() {
+                record.drop_data();
+            }
         }
         Ok(partition.insert(digest, record, &self.sets))
     }
@@ -186,21 +222,21 @@ impl Namespace {
         Ok(partition.remove(digest, &self.sets))
     }
 
-    /// Appends the version `record` would be (with `header`'s metadata); returns where.
+    /// Appends a version with `record`'s metadata and `data` (its packed data); returns where.
     pub(crate) fn append_version(
         &self,
         storage: &Storage,
         digest: &Digest,
         record: &Record,
+        data: &[u8],
         replaced: Option<Location>,
     ) -> Result<Location, ResultCode> {
-        let data = record.packed_data();
         let body = RecordBody {
             last_update_ms: record.last_update_ms,
             void_time: record.void_time.0,
             generation: record.generation.0,
             set_name: self.sets.name_of(record.set_id).unwrap_or_default(),
-            data: &data,
+            data,
         };
         storage
             .write_record(&digest.0, &body, replaced)
@@ -225,6 +261,59 @@ impl Namespace {
             }
             _ => storage.truncated(location),
         }
+    }
+
+    /// Whether the index holds every record's data (no storage, or `data-in-memory`).
+    pub(crate) fn keeps_data_in_memory(&self) -> bool {
+        self.storage
+            .as_ref()
+            .is_none_or(|storage| storage.config().data_in_memory)
+    }
+
+    /// `record` (the index's, at `digest`) with its data: as it is when the index holds the
+    /// data, else read back from the device. Called under the partition lock.
+    ///
+    /// # Errors
+    /// UNKNOWN when the device cannot be read or the entry fails its checks (logged and
+    /// counted by the storage).
+    pub(crate) fn load<'r>(
+        &self,
+        digest: &Digest,
+        record: &'r Record,
+    ) -> Result<Loaded<'r>, ResultCode> {
+        if record.has_data() {
+            return Ok(Loaded::Indexed(record));
+        }
+        self.read_back(digest, record).map(Loaded::Read)
+    }
+
+    /// A copy of `record` (the index's, at `digest`, without data) holding its data read back
+    /// from the device.
+    ///
+    /// # Errors
+    /// As [`Namespace::load`].
+    pub(crate) fn read_back(&self, digest: &Digest, record: &Record) -> Result<Record, ResultCode> {
+        let (Some(storage), Some(location)) = (&self.storage, record.location()) else {
+            unreachable!("a record without data in memory is on a device");
+        };
+        let body = storage
+            .read_record(&digest.0, location)
+            .map_err(|e| result_code(&e))?;
+        let decoded = RecordBody::decode(&body).filter(|decoded| {
+            decoded.generation == record.generation.0
+                && decoded.void_time == record.void_time.0
+                && decoded.last_update_ms == record.last_update_ms
+                && !decoded.data.is_empty()
+        });
+        let Some(decoded) = decoded else {
+            tracing::error!(
+                namespace = self.name(),
+                ?location,
+                "a record read back does not match its index entry"
+            );
+            return Err(ResultCode::Unknown);
+        };
+        Ok(record.with_data(decoded.data.into()))
     }
 
     /// Whether the namespace keeps its records on a device.

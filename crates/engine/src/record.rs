@@ -18,9 +18,15 @@
 //! above; its bins exist only when someone reads them ([`Record::bins`] renders them), so the
 //! Aerospike protocol sees a native value as ordinary bins.
 //!
+//! A record of a namespace whose data stays on the device (`data-in-memory` false) holds no
+//! data in the index: an empty packed buffer (which no encoded record is, since every one starts
+//! with its key byte). Whoever reads its key or bins first reads it back from the device
+//! ([`crate::persist`]'s `Namespace::load`), into a copy holding the data.
+//!
 //! Invariants:
 //! - Packed `data` was produced by [`encode`] and is never modified in place; a write builds a
 //!   new one. Only a native value changes in place, under the partition's write lock.
+//! - Empty packed `data` means the data is on the device only; such a record has a location.
 //! - Every bin has a name of 1..=15 bytes and a particle type other than NULL.
 
 use std::any::Any;
@@ -118,6 +124,37 @@ impl Record {
         }
     }
 
+    /// Whether its data is in memory (it is on the device only otherwise).
+    pub(crate) fn has_data(&self) -> bool {
+        !matches!(&self.data, Data::Packed(data) if data.is_empty())
+    }
+
+    /// Lets go of its data, which its location keeps on the device.
+    pub(crate) fn drop_data(&mut self) {
+        assert!(
+            self.location != 0,
+            "only a record stored on a device lets go of its data"
+        );
+        self.data = Data::Packed(Box::default());
+    }
+
+    /// A copy of its metadata and location holding `data` (read back from the device).
+    pub(crate) fn with_data(&self, data: Box<[u8]>) -> Record {
+        let mut copy = Record::new(self.header(), data);
+        copy.location = self.location;
+        copy
+    }
+
+    /// Its metadata.
+    pub(crate) fn header(&self) -> RecordHeader {
+        RecordHeader {
+            last_update_ms: self.last_update_ms,
+            void_time: self.void_time,
+            generation: self.generation,
+            set_id: self.set_id,
+        }
+    }
+
     /// Where its current version is on the device, if the namespace has one.
     pub(crate) fn location(&self) -> Option<storage::Location> {
         storage::Location::from_bits(self.location)
@@ -153,8 +190,8 @@ impl Record {
         record
     }
 
-    /// Bytes of key and bin data (what counts against the record size limit), or of the key
-    /// and native value.
+    /// Bytes of key and bin data in memory, or of the key and native value (0 when the data
+    /// is on the device only).
     pub fn data_size_bytes(&self) -> usize {
         match &self.data {
             Data::Packed(data) => data.len(),

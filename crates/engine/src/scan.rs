@@ -127,12 +127,17 @@ impl Namespace {
         let visibility = self.visibility(self.clock.now());
         let guard = self.partitions[partition.index()].state.read();
         guard.walk_piece(set, after, examine_max, &visibility, |digest, record| {
+            // A record whose data cannot be read back (logged and counted by the storage) is
+            // left out rather than ending the scan.
+            let Ok(record) = self.load(digest, record) else {
+                return true;
+            };
             visit(&ScannedRecord {
                 digest,
                 generation: record.generation,
                 void_time: record.void_time,
                 set_name: self.sets.name_of(record.set_id),
-                record,
+                record: &record,
             })
         })
     }

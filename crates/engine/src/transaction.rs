@@ -16,6 +16,7 @@ use model::{
 use crate::clock::Now;
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
+use crate::persist::Loaded;
 use crate::record::{self, BinRef, Record, RecordHeader};
 use crate::stats::{Counter, Origin};
 use crate::working_record::WorkingRecord;
@@ -42,7 +43,7 @@ impl RecordMeta {
         void_time: VoidTime::NEVER,
     };
 
-    fn of(record: &Record) -> RecordMeta {
+    pub(crate) fn of(record: &Record) -> RecordMeta {
         RecordMeta {
             generation: record.generation,
             void_time: record.void_time,
@@ -190,10 +191,12 @@ impl Namespace {
             .live(&request.digest, &visibility)
             .ok_or(ResultCode::NotFound)?;
         self.check_set(request.set_name, record)?;
-        check_key(request_key, record)?;
         if request.header_only {
+            check_key(request_key, record)?;
             return Ok(RecordMeta::of(record));
         }
+        let record = self.load(&request.digest, record)?;
+        check_key(request_key, &record)?;
         let bins = record.bins();
         if request.read_all_bins || summary.has_read_all {
             bins.iter().for_each(|bin| sink.bin(OpCode::Read, bin));
@@ -206,7 +209,7 @@ impl Namespace {
                 }
             }
         }
-        Ok(RecordMeta::of(record))
+        Ok(RecordMeta::of(&record))
     }
 
     /// Writes a record: applies `ops` in order, atomically.
@@ -270,6 +273,15 @@ impl Namespace {
             }
             _ => {}
         }
+        // A replace with the key in hand needs nothing of the old version but its metadata,
+        // so with data on the device it is not read back (nor is the key compared).
+        let reads_old = !request.exists.replaces_bins() || request_key.is_none();
+        let existing = match existing {
+            Some(record) if reads_old => Some(self.load(&request.digest, record)?),
+            Some(record) => Some(Loaded::Indexed(record)),
+            None => None,
+        };
+        let existing = existing.as_deref();
         if let Some(record) = existing {
             check_generation(request.generation, record)?;
             self.check_set(request.set_name, record)?;
@@ -298,7 +310,10 @@ impl Namespace {
                 None => Err(ResultCode::NotFound),
             };
         }
-        let key = existing.and_then(Record::user_key).or(request_key);
+        let key = existing
+            .filter(|record| record.has_data())
+            .and_then(Record::user_key)
+            .or(request_key);
         let size_bytes = record::encoded_size_bytes(key, working.iter());
         if size_bytes > self.config.max_record_size_bytes as usize {
             return Err(ResultCode::RecordTooBig);
@@ -472,7 +487,12 @@ fn parse_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
     Ok((particle_type, bytes))
 }
 
+/// KEY_MISMATCH when the request's key is not the stored one; not checked when the record's
+/// data is on the device only and was not read (a delete, a replace, a header read).
 fn check_key(request_key: Option<(u8, &[u8])>, record: &Record) -> Result<(), ResultCode> {
+    if request_key.is_none() || !record.has_data() {
+        return Ok(());
+    }
     match (request_key, record.user_key()) {
         (Some(sent), Some(stored)) if sent != stored => Err(ResultCode::KeyMismatch),
         _ => Ok(()),

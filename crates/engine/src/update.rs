@@ -17,6 +17,7 @@ use crate::clock::Now;
 use crate::namespace::Namespace;
 use crate::record::{self, Bins, NativeValue, Record, RecordHeader};
 use crate::stats::Counter;
+use crate::transaction::RecordMeta;
 
 /// The record a view finds, borrowed under the lock.
 #[derive(Clone, Copy, Debug)]
@@ -173,7 +174,8 @@ impl Namespace {
     /// Calls `look` with the visible record at `address` (or `None`) under the read lock.
     ///
     /// # Errors
-    /// PARAMETER when the record belongs to another set.
+    /// PARAMETER when the record belongs to another set; UNKNOWN when its data cannot be read
+    /// back from the device.
     pub fn view<T>(
         &self,
         address: &RecordAddress<'_>,
@@ -187,12 +189,15 @@ impl Namespace {
         if let Some(record) = record {
             self.check_set(address.set_name, record)?;
         }
+        let record = record
+            .map(|record| self.load(&address.digest, record))
+            .transpose()?;
         let counter = match record {
             Some(_) => Counter::ReadSuccess,
             None => Counter::ReadNotFound,
         };
         slot.counters.add(counter, 1);
-        Ok(look(record.map(Current::of)))
+        Ok(look(record.as_deref().map(Current::of)))
     }
 
     /// Runs `decide` on the visible record at `address` (or `None`) under the partition's
@@ -200,11 +205,40 @@ impl Namespace {
     ///
     /// # Errors
     /// `decide`'s error (nothing changes); PARAMETER when the record belongs to another set or
-    /// a new set cannot be created; RECORD_TOO_BIG when the new bins exceed `max-record-size`.
+    /// a new set cannot be created; RECORD_TOO_BIG when the new bins exceed `max-record-size`;
+    /// UNKNOWN when the record's data cannot be read back from the device.
     pub fn update<T>(
         &self,
         address: &RecordAddress<'_>,
         writer: &mut BinWriter,
+        decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+    ) -> Result<T, ResultCode> {
+        self.update_with(address, writer, true, decide)
+    }
+
+    /// [`Namespace::update`] for a decision that needs only whether the record exists, its
+    /// generation and expiry (a plain overwrite): a record whose data is on the device is not
+    /// read back.
+    ///
+    /// # Errors
+    /// As [`Namespace::update`].
+    pub fn overwrite<T>(
+        &self,
+        address: &RecordAddress<'_>,
+        writer: &mut BinWriter,
+        decide: impl FnOnce(Option<RecordMeta>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+    ) -> Result<T, ResultCode> {
+        self.update_with(address, writer, false, |current, writer| {
+            decide(current.map(|c| RecordMeta::of(c.record)), writer)
+        })
+    }
+
+    /// [`Namespace::update`]; `decide` sees the record's data only if `reads_data`.
+    fn update_with<T>(
+        &self,
+        address: &RecordAddress<'_>,
+        writer: &mut BinWriter,
+        reads_data: bool,
         decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
         let now = self.clock.now();
@@ -216,14 +250,28 @@ impl Namespace {
         if let Some(record) = existing.as_deref() {
             self.check_set(address.set_name, record)?;
         }
+        // With data on the device, `decide` sees a copy read back: such records are never
+        // native, so nothing changes in place that the index would miss.
+        let mut read_back = match existing.as_deref() {
+            Some(record) if reads_data && !record.has_data() => {
+                Some(self.read_back(&address.digest, record)?)
+            }
+            _ => None,
+        };
         let size_before_bytes = existing.as_deref().map(Record::data_size_bytes);
         writer.clear();
-        let current = existing.as_deref_mut().map(|record| CurrentMut { record });
+        let current = match read_back.as_mut() {
+            Some(copy) => Some(CurrentMut { record: copy }),
+            None => existing.as_deref_mut().map(|record| CurrentMut { record }),
+        };
         let (decision, result) = decide(current, writer)?;
         let expiry = match decision {
             Decision::Keep => return Ok(result),
             Decision::Touch(expiry) => {
                 if let (Some(record), Some(before_bytes)) = (existing, size_before_bytes) {
+                    if self.storage.is_some() && !record.has_data() && read_back.is_none() {
+                        read_back = Some(self.read_back(&address.digest, record)?);
+                    }
                     let set_id = record.set_id;
                     let before = (record.generation, record.last_update_ms, record.void_time);
                     record.generation = record.generation.next();
@@ -233,7 +281,11 @@ impl Namespace {
                         // Records of a namespace with storage are packed, so only the metadata
                         // changed in place: put it back if the device refuses the new version.
                         let replaced = record.location();
-                        match self.append_version(storage, &address.digest, record, replaced) {
+                        let data = read_back.as_ref().unwrap_or(record).packed_data();
+                        let appended =
+                            self.append_version(storage, &address.digest, record, &data, replaced);
+                        drop(data);
+                        match appended {
                             Ok(location) => record.location = location.to_bits(),
                             Err(code) => {
                                 (record.generation, record.last_update_ms, record.void_time) =
@@ -279,7 +331,13 @@ impl Namespace {
             generation: existing.map_or(Generation::FIRST, |r| r.generation.next()),
             set_id,
         };
-        let key = existing.and_then(Record::user_key).or(address.key);
+        // The stored key, where the data is at hand (an overwrite of a record on the device
+        // stores the key it was addressed by, which is the same key).
+        let key = read_back
+            .as_ref()
+            .or(existing.filter(|record| record.has_data()))
+            .and_then(Record::user_key)
+            .or(address.key);
         let record = match decision {
             // A native value is kept packed where the device must have every version first.
             Decision::StoreNative(value, _) if self.storage.is_some() => {

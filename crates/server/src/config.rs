@@ -150,6 +150,11 @@ pub struct StorageEngineSection {
     pub max_write_cache: u64,
     /// Writes stop when fewer than this percentage of blocks are free.
     pub stop_writes_avail_pct: u8,
+    /// Keep records' data in memory as well (reads never touch the files); false keeps only
+    /// the index in memory.
+    pub data_in_memory: bool,
+    /// Written blocks kept in memory for reads of recent writes.
+    pub post_write_queue: u32,
 }
 
 impl Default for StorageEngineSection {
@@ -167,6 +172,8 @@ impl Default for StorageEngineSection {
             max_write_cache: u64::from(defaults.write_queue_blocks_max)
                 * u64::from(defaults.write_block_size_bytes),
             stop_writes_avail_pct: defaults.stop_writes_avail_pct,
+            data_in_memory: defaults.data_in_memory,
+            post_write_queue: defaults.post_write_queue_blocks,
         }
     }
 }
@@ -188,6 +195,8 @@ impl StorageEngineSection {
             defrag_sleep_us: self.defrag_sleep_us,
             write_queue_blocks_max: u32::try_from(self.max_write_cache / block).unwrap_or(u32::MAX),
             stop_writes_avail_pct: self.stop_writes_avail_pct,
+            data_in_memory: self.data_in_memory,
+            post_write_queue_blocks: self.post_write_queue,
         })
     }
 }

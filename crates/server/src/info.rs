@@ -243,7 +243,9 @@ fn write_storage(namespace: &Namespace, value: &mut String) {
          defrag_reads={defrag_reads};defrag_writes={defrag_writes};\
          device_write_amplification={wamp:.2};tombstones={tombstones};\
          device_flushes={flushes};stop_writes={stop};commit-to-device={commit};\
-         write-block-size={block};defrag-lwm-pct={lwm}",
+         write-block-size={block};defrag-lwm-pct={lwm};data-in-memory={in_memory};\
+         cache_read_pct={cache_read_pct};device_reads={device_reads};\
+         device_read_errors={read_errors}",
         total = stats.total_bytes,
         used = stats.used_bytes,
         free = stats.available_pct(),
@@ -258,6 +260,10 @@ fn write_storage(namespace: &Namespace, value: &mut String) {
         commit = config.is_some_and(|c| c.commit_to_device),
         block = config.map_or(0, |c| c.write_block_size_bytes),
         lwm = config.map_or(0, |c| c.defrag_lwm_pct),
+        in_memory = config.is_some_and(|c| c.data_in_memory),
+        cache_read_pct = stats.cache_read_pct(),
+        device_reads = stats.reads_from_device,
+        read_errors = stats.read_errors,
     );
 }
 

@@ -5,12 +5,14 @@
 //! - A block is in exactly one state; `free` holds exactly the blocks whose state is `Free`.
 //! - `live_bytes[b]` is the sum of the lengths of the entries in block `b` that are current:
 //!   the version the index points at, a tombstone still needed, a truncate mark.
+//! - `use_seq[b]` is the `use_seq` of the block's current (or last) use: the seed of its
+//!   entries' checksums, which a read of one entry needs.
 //! - `disk_use_seq[b]` is the `use_seq` of the content durably on disk in `b` (0 = nothing
 //!   valid): a freed block keeps its old value until new content is durably written over it,
 //!   because until then a cold start would still read the old content.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -48,6 +50,7 @@ struct Table {
 pub(crate) struct Blocks {
     block_size_bytes: u32,
     live_bytes: Box<[AtomicU32]>,
+    use_seq: Box<[AtomicU64]>,
     free_count: AtomicUsize,
     table: Mutex<Table>,
 }
@@ -63,6 +66,7 @@ impl Blocks {
         Blocks {
             block_size_bytes,
             live_bytes: (0..count).map(|_| AtomicU32::new(0)).collect(),
+            use_seq: (0..count).map(|_| AtomicU64::new(0)).collect(),
             free_count: AtomicUsize::new(count),
             table: Mutex::new(table),
         }
@@ -92,6 +96,17 @@ impl Blocks {
         assert!(before >= len, "block live bytes underflow at {location:?}");
     }
 
+    /// `block` was opened for its use `use_seq`.
+    pub(crate) fn set_use_seq(&self, block: u32, use_seq: u64) {
+        self.use_seq[block as usize].store(use_seq, Ordering::Relaxed);
+    }
+
+    /// The `use_seq` of `block`'s current use. Relaxed is enough: whoever reads an entry found
+    /// its location under the lock its writer held, after the block was opened.
+    pub(crate) fn use_seq(&self, block: u32) -> u64 {
+        self.use_seq[block as usize].load(Ordering::Relaxed)
+    }
+
     pub(crate) fn live_bytes(&self, block: u32) -> u32 {
         self.live_bytes[block as usize].load(Ordering::Relaxed)
     }
@@ -112,6 +127,7 @@ impl Blocks {
         table.free.remove(&(old, block));
         table.disk_use_seq[b] = disk_use_seq;
         table.free.insert((disk_use_seq, block));
+        self.set_use_seq(block, disk_use_seq);
     }
 
     /// After recovery: blocks holding live entries are in use, the others free.

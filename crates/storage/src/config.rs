@@ -31,7 +31,17 @@ pub struct StorageConfig {
     /// Writes stop when fewer than this percentage of blocks are free (Aerospike's
     /// `stop-writes-avail-pct`).
     pub stop_writes_avail_pct: u8,
+    /// Keep every record's data in memory too, so that reads never touch the device. When
+    /// false, memory holds only the index and reads go to the device (Aerospike's
+    /// `data-in-memory`).
+    pub data_in_memory: bool,
+    /// Written blocks kept in memory to serve reads of recent writes (Aerospike's
+    /// `post-write-queue`).
+    pub post_write_queue_blocks: u32,
 }
+
+/// Most blocks `post-write-queue` may keep (Aerospike's limit).
+pub const POST_WRITE_QUEUE_BLOCKS_MAX: u32 = 4096;
 
 impl StorageConfig {
     /// Aerospike's defaults for device storage on `files`, each `file_size_bytes` long.
@@ -46,6 +56,8 @@ impl StorageConfig {
             defrag_sleep_us: 1000,
             write_queue_blocks_max: 64,
             stop_writes_avail_pct: 5,
+            data_in_memory: false,
+            post_write_queue_blocks: 64,
         }
     }
 
@@ -87,6 +99,11 @@ impl StorageConfig {
         }
         if self.flush_max_ms == 0 {
             return Err("flush-max-ms must be positive".to_owned());
+        }
+        if self.post_write_queue_blocks > POST_WRITE_QUEUE_BLOCKS_MAX {
+            return Err(format!(
+                "post-write-queue must be at most {POST_WRITE_QUEUE_BLOCKS_MAX} blocks"
+            ));
         }
         if self.write_queue_blocks_max == 0 {
             return Err("max-write-cache must hold at least one block".to_owned());

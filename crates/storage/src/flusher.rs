@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::StorageError;
 use crate::format::END_MARKER_SIZE_BYTES;
-use crate::store::{OpenBlock, Shared};
+use crate::store::{SealedBlock, Shared};
 
 /// Bytes to write at one place of a block.
 #[derive(Debug)]
@@ -115,13 +115,11 @@ fn take_job(shared: &Shared, flush_current: bool) -> Option<Job> {
 }
 
 /// The bytes of a sealed block not yet written, with an end marker if there is room.
-fn tail_span(full: OpenBlock, block_size: usize) -> Span {
-    let mut bytes = full.buf;
-    let room_for_marker = bytes.len() + END_MARKER_SIZE_BYTES <= block_size;
-    if room_for_marker {
+fn tail_span(full: SealedBlock, block_size: usize) -> Span {
+    let mut bytes = full.buf[full.flushed_len..].to_vec();
+    if full.buf.len() + END_MARKER_SIZE_BYTES <= block_size {
         bytes.extend_from_slice(&[0; END_MARKER_SIZE_BYTES]);
     }
-    let bytes = bytes.split_off(full.flushed_len);
     Span {
         block: full.block,
         use_seq: full.use_seq,
@@ -149,6 +147,7 @@ fn execute(shared: &Shared, job: &Job) -> Result<(), String> {
     }
     for &block in &job.sealed {
         shared.blocks.sealed_durable(block);
+        shared.recent.written(block);
     }
     shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
     shared.durability.advance(job.durable_seq);

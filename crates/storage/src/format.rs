@@ -343,7 +343,14 @@ pub fn walk_entries<'a>(
         if crc == 0 && exact_len == 0 {
             return BlockEnd::Clean;
         }
-        let Some(entry) = parse_entry(block, use_seq, block_bytes, offset, crc, exact_len) else {
+        let Some(entry) = parse_entry(
+            block,
+            use_seq,
+            &block_bytes[offset..],
+            offset,
+            crc,
+            exact_len,
+        ) else {
             return BlockEnd::Corrupt {
                 offset_bytes: offset,
             };
@@ -354,10 +361,27 @@ pub fn walk_entries<'a>(
     BlockEnd::Clean
 }
 
+/// Decodes the single entry at `location` from `bytes`, exactly its `len_bytes()` bytes read
+/// back from a block whose use is `use_seq`; `None` if it fails its checksum or is not whole.
+pub fn decode_entry_at(location: Location, use_seq: u64, bytes: &[u8]) -> Option<Entry<'_>> {
+    let word = |at: usize| Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let (crc, exact_len) = (word(0)?, word(4)? as usize);
+    let entry = parse_entry(
+        location.block(),
+        use_seq,
+        bytes,
+        location.offset_bytes(),
+        crc,
+        exact_len,
+    )?;
+    (entry.location.len_bytes() == location.len_bytes()).then_some(Entry { location, ..entry })
+}
+
+/// The entry at the start of `from_entry`, which is at `offset` in `block`.
 fn parse_entry(
     block: u32,
     use_seq: u64,
-    block_bytes: &[u8],
+    from_entry: &[u8],
     offset: usize,
     crc: u32,
     exact_len: usize,
@@ -366,8 +390,8 @@ fn parse_entry(
         return None;
     }
     let len = exact_len.next_multiple_of(ALIGN_BYTES);
-    block_bytes.get(offset..offset.checked_add(len)?)?;
-    let bytes = &block_bytes[offset..offset + exact_len];
+    from_entry.get(..len)?;
+    let bytes = &from_entry[..exact_len];
     if entry_crc(use_seq, &bytes[4..]) != crc {
         return None;
     }

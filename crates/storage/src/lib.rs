@@ -17,12 +17,16 @@ mod durability;
 mod file_device;
 mod flusher;
 pub mod format;
+mod reads;
 mod recovery;
 mod store;
 pub mod test_device;
 mod tombstones;
 
-pub use config::{StorageConfig, WRITE_BLOCK_SIZE_BYTES_MAX, WRITE_BLOCK_SIZE_BYTES_MIN};
+pub use config::{
+    POST_WRITE_QUEUE_BLOCKS_MAX, StorageConfig, WRITE_BLOCK_SIZE_BYTES_MAX,
+    WRITE_BLOCK_SIZE_BYTES_MIN,
+};
 pub use device::Device;
 pub use durability::{Durable, take_pending};
 pub use file_device::FileDevice;
@@ -45,6 +49,9 @@ pub enum StorageError {
     /// A device call failed; the storage accepts no more writes.
     #[error("device failure: {0}")]
     Failed(String),
+    /// A record read back failed its checksum twice, or was not the record asked for.
+    #[error("record unreadable: {0}")]
+    Unreadable(String),
     /// The configuration does not fit the devices.
     #[error("{0}")]
     Config(String),
@@ -81,6 +88,12 @@ pub struct StorageStats {
     pub tombstones: u64,
     /// Tombstones let go because nothing older was left to shadow.
     pub tombstones_dropped: u64,
+    /// Record reads served from memory (the block being filled, or the cache of recent blocks).
+    pub reads_from_memory: u64,
+    /// Record reads that went to the device.
+    pub reads_from_device: u64,
+    /// Record reads that failed their checksum.
+    pub read_errors: u64,
     /// Every entry up to this seq is durable.
     pub durable_seq: u64,
     /// Why writes stopped, if a device call failed.
@@ -95,6 +108,13 @@ impl StorageStats {
         }
         (self.client_write_bytes + self.internal_write_bytes) as f64
             / self.client_write_bytes as f64
+    }
+
+    /// Percentage of record reads served from memory (Aerospike's `cache_read_pct`).
+    pub fn cache_read_pct(&self) -> u64 {
+        (self.reads_from_memory * 100)
+            .checked_div(self.reads_from_memory + self.reads_from_device)
+            .unwrap_or(0)
     }
 
     /// Percentage of blocks free.

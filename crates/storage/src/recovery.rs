@@ -27,6 +27,7 @@ use crate::durability::Durability;
 use crate::format::{
     self, BlockEnd, DigestBytes, Entry, EntryKind, HeaderError, Location, RecordBody, TruncateBody,
 };
+use crate::reads::RecentBlocks;
 use crate::store::{Counters, Flushing, Mark, Shared, Storage, Writer};
 use crate::tombstones::Tomb;
 use crate::{RecoveryReport, StorageError};
@@ -115,6 +116,7 @@ impl Storage {
         }
         let shared = Shared {
             blocks: Blocks::new(block_count as usize, config.write_block_size_bytes),
+            recent: RecentBlocks::new(config.post_write_queue_blocks as usize),
             config,
             devices,
             blocks_per_device: blocks_per_device as u32,

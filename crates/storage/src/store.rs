@@ -31,6 +31,7 @@ use crate::format::{
     self, BLOCK_HEADER_SIZE_BYTES, DigestBytes, END_MARKER_SIZE_BYTES, Entry, EntryKind, Location,
     RecordBody, TruncateBody,
 };
+use crate::reads::RecentBlocks;
 use crate::tombstones::{Tomb, Tombstones};
 use crate::{StorageError, StorageStats};
 
@@ -45,7 +46,7 @@ pub(crate) enum Origin {
     Internal,
 }
 
-/// A write block being filled, or full and waiting for its last flush.
+/// A write block being filled.
 #[derive(Debug)]
 pub(crate) struct OpenBlock {
     pub(crate) block: u32,
@@ -58,11 +59,22 @@ pub(crate) struct OpenBlock {
     pub(crate) last_seq: u64,
 }
 
+/// A full write block waiting for its last flush; its bytes are shared with the cache of
+/// recent blocks, which serves reads until it is on the device (and for a while after).
+#[derive(Debug)]
+pub(crate) struct SealedBlock {
+    pub(crate) block: u32,
+    pub(crate) use_seq: u64,
+    pub(crate) buf: Arc<Vec<u8>>,
+    pub(crate) flushed_len: usize,
+    pub(crate) last_seq: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Writer {
     pub(crate) next_seq: u64,
     pub(crate) current: Option<OpenBlock>,
-    pub(crate) sealed: VecDeque<OpenBlock>,
+    pub(crate) sealed: VecDeque<SealedBlock>,
     /// When the oldest entry not yet handed to the flusher was appended.
     pub(crate) unflushed_since: Option<Instant>,
 }
@@ -84,6 +96,9 @@ pub(crate) struct Counters {
     pub(crate) defrag_entries_copied: AtomicU64,
     pub(crate) blocks_freed: AtomicU64,
     pub(crate) tombstones_dropped: AtomicU64,
+    pub(crate) reads_from_memory: AtomicU64,
+    pub(crate) reads_from_device: AtomicU64,
+    pub(crate) read_errors: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -95,6 +110,8 @@ pub(crate) struct Shared {
     pub(crate) writer: Mutex<Writer>,
     pub(crate) durability: Arc<Durability>,
     pub(crate) tombs: Tombstones,
+    /// Blocks sealed lately, by block: read from here, not the device.
+    pub(crate) recent: RecentBlocks,
     /// Newest truncate cut-off per set name (empty = namespace); taken before the writer lock.
     pub(crate) marks: Mutex<HashMap<Vec<u8>, Mark>>,
     pub(crate) counters: Counters,
@@ -214,8 +231,11 @@ impl Shared {
             return Err(StorageError::Overloaded);
         }
         let block = self.blocks.open().ok_or(StorageError::OutOfSpace)?;
+        // What the cache holds of the block's previous use is nobody's any more.
+        self.recent.forget(block);
         let use_seq = writer.next_seq;
         writer.next_seq += 1;
+        self.blocks.set_use_seq(block, use_seq);
         let mut buf = Vec::with_capacity(self.block_size() as usize);
         format::encode_block_header(use_seq, self.block_size(), &mut buf);
         let opened = OpenBlock {
@@ -226,7 +246,15 @@ impl Shared {
             last_seq: use_seq,
         };
         if let Some(full) = writer.current.replace(opened) {
-            writer.sealed.push_back(full);
+            let sealed = SealedBlock {
+                block: full.block,
+                use_seq: full.use_seq,
+                buf: Arc::new(full.buf),
+                flushed_len: full.flushed_len,
+                last_seq: full.last_seq,
+            };
+            self.recent.sealed(sealed.block, Arc::clone(&sealed.buf));
+            writer.sealed.push_back(sealed);
             self.durability.wakeup.raise(false);
         }
         Ok(())
@@ -415,6 +443,9 @@ impl Storage {
             blocks_freed: counters.blocks_freed.load(Ordering::Relaxed),
             tombstones: shared.tombs.len() as u64,
             tombstones_dropped: counters.tombstones_dropped.load(Ordering::Relaxed),
+            reads_from_memory: counters.reads_from_memory.load(Ordering::Relaxed),
+            reads_from_device: counters.reads_from_device.load(Ordering::Relaxed),
+            read_errors: counters.read_errors.load(Ordering::Relaxed),
             durable_seq: shared.durability.durable_seq(),
             failure: shared.durability.failure(),
         }

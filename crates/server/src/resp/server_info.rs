@@ -106,7 +106,8 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         "persistence" => write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\n"
+            "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:{}\r\n",
+            u8::from(append_fsync(state).is_some())
         ),
         "stats" => write!(
             text,
@@ -140,11 +141,28 @@ fn human_bytes(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Redis's `appendfsync` for the RESP namespace's storage (`None`: in memory only): `always`
+/// with commit-to-device, else `everysec` (writes reach the file within flush-max-ms).
+fn append_fsync(state: &ServerState) -> Option<&'static str> {
+    let namespace = state.namespace(state.config.resp_namespace().as_bytes())?;
+    let storage = namespace.config().storage.as_ref()?;
+    Some(if storage.commit_to_device {
+        "always"
+    } else {
+        "everysec"
+    })
+}
+
 /// The Redis settings Osprey has, with their values: each is fixed while it runs.
 fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
     let resp = &state.config.resp;
+    let fsync = append_fsync(state);
     vec![
-        ("appendonly", "no".to_owned()),
+        ("appendfsync", fsync.unwrap_or("everysec").to_owned()),
+        (
+            "appendonly",
+            if fsync.is_some() { "yes" } else { "no" }.to_owned(),
+        ),
         ("bind", resp.address.clone()),
         (
             "client-query-buffer-limit",
