@@ -30,6 +30,7 @@ fn config_evicting_above(evict_used_pct: u8) -> NamespaceConfig {
     storage.write_block_size_bytes = BLOCK_BYTES;
     storage.stop_writes_avail_pct = 10;
     storage.defrag_sleep_us = 0;
+    storage.defrag_start_avail_pct = 100;
     NamespaceConfig {
         allow_ttl_without_nsup: true,
         storage: Some(storage),

@@ -143,6 +143,8 @@ pub struct StorageEngineSection {
     pub commit_to_device: bool,
     /// Blocks below this live percentage are defragmented.
     pub defrag_lwm_pct: u8,
+    /// Defragmentation runs only while fewer than this percentage of blocks are free.
+    pub defrag_start_avail_pct: u8,
     /// Pause between defragmented blocks, microseconds.
     pub defrag_sleep_us: u64,
     /// Bytes of full blocks that may wait for the device before writes fail with
@@ -168,6 +170,7 @@ impl Default for StorageEngineSection {
             flush_max_ms: defaults.flush_max_ms,
             commit_to_device: defaults.commit_to_device,
             defrag_lwm_pct: defaults.defrag_lwm_pct,
+            defrag_start_avail_pct: defaults.defrag_start_avail_pct,
             defrag_sleep_us: defaults.defrag_sleep_us,
             max_write_cache: u64::from(defaults.write_queue_blocks_max)
                 * u64::from(defaults.write_block_size_bytes),
@@ -192,6 +195,7 @@ impl StorageEngineSection {
             flush_max_ms: self.flush_max_ms,
             commit_to_device: self.commit_to_device,
             defrag_lwm_pct: self.defrag_lwm_pct,
+            defrag_start_avail_pct: self.defrag_start_avail_pct,
             defrag_sleep_us: self.defrag_sleep_us,
             write_queue_blocks_max: u32::try_from(self.max_write_cache / block).unwrap_or(u32::MAX),
             stop_writes_avail_pct: self.stop_writes_avail_pct,

@@ -23,6 +23,10 @@ pub struct StorageConfig {
     pub commit_to_device: bool,
     /// Blocks whose live data fell below this percentage are defragmented.
     pub defrag_lwm_pct: u8,
+    /// Defragmentation runs only while fewer than this percentage of blocks are free: copying
+    /// live records out early costs writes and CPU and buys nothing while space is plentiful.
+    /// 100 defragments whenever a block falls below `defrag_lwm_pct`, as Aerospike does.
+    pub defrag_start_avail_pct: u8,
     /// Pause between two defragmented blocks, microseconds (bounds defragmentation's rate).
     pub defrag_sleep_us: u64,
     /// Most sealed write blocks waiting to be flushed; beyond it writes fail with
@@ -53,6 +57,7 @@ impl StorageConfig {
             flush_max_ms: 1000,
             commit_to_device: false,
             defrag_lwm_pct: 50,
+            defrag_start_avail_pct: 50,
             defrag_sleep_us: 1000,
             write_queue_blocks_max: 64,
             stop_writes_avail_pct: 5,
@@ -93,6 +98,16 @@ impl StorageConfig {
         }
         if self.defrag_lwm_pct > 99 {
             return Err("defrag-lwm-pct must be at most 99".to_owned());
+        }
+        if self.defrag_start_avail_pct > 100 {
+            return Err("defrag-start-avail-pct must be at most 100".to_owned());
+        }
+        if self.defrag_start_avail_pct <= self.stop_writes_avail_pct {
+            return Err(format!(
+                "defrag-start-avail-pct ({}) must be above stop-writes-avail-pct ({}), or \
+                 writes would stop before defragmentation starts",
+                self.defrag_start_avail_pct, self.stop_writes_avail_pct
+            ));
         }
         if self.stop_writes_avail_pct > 50 {
             return Err("stop-writes-avail-pct must be at most 50".to_owned());

@@ -502,6 +502,8 @@ impl Sim {
         config.defrag_lwm_pct = 50;
         config.write_queue_blocks_max = rng.random_range(1..=4);
         config.stop_writes_avail_pct = rng.random_range(5..=15);
+        // Mostly whenever a block qualifies; sometimes only once space runs short.
+        config.defrag_start_avail_pct = if rng.random_bool(0.75) { 100 } else { 50 };
         let devices = (0..device_count)
             .map(|i| {
                 let device_seed = rng.random();
@@ -1713,6 +1715,8 @@ fn scenario_config(blocks: u64) -> StorageConfig {
     config.write_block_size_bytes = BLOCK_BYTES;
     config.commit_to_device = true;
     config.write_queue_blocks_max = 8;
+    // Defragment whenever a block qualifies, however much is free: the cases exercise it.
+    config.defrag_start_avail_pct = 100;
     config
 }
 

@@ -159,3 +159,43 @@ fn a_location_read_for_another_digest_is_refused() {
         ));
     }
 }
+
+#[test]
+fn defragmentation_waits_until_free_space_falls_below_its_start_threshold() {
+    let device = Arc::new(TestDevice::new("d0", u64::from(BLOCK) * BLOCKS, 5));
+    let storage = open(&device, 0);
+    assert_eq!(storage.config().defrag_start_avail_pct, 50);
+    // Each round overwrites the same 300 records (about 2 blocks): earlier blocks empty out.
+    let mut locations: Vec<Option<Location>> = vec![None; 300];
+    let mut rounds = 0;
+    while storage.stats().available_pct() >= 50 {
+        assert!(
+            storage.defrag_candidates(64).is_empty(),
+            "defragmentation started with {}% free",
+            storage.stats().available_pct()
+        );
+        for (i, location) in locations.iter_mut().enumerate() {
+            let value = value(i as u32);
+            let body = RecordBody {
+                last_update_ms: 0,
+                void_time: 0,
+                generation: 1,
+                set_name: b"s",
+                data: &value,
+            };
+            *location = Some(
+                storage
+                    .write_record(&digest(i as u32), &body, *location)
+                    .expect("written"),
+            );
+        }
+        storage.flush().expect("flushed");
+        rounds += 1;
+    }
+    assert!(rounds > 3);
+    let candidates = storage.defrag_candidates(64);
+    assert!(
+        !candidates.is_empty(),
+        "below 50% free, the emptied blocks are defragmented"
+    );
+}

@@ -9,6 +9,7 @@ use std::any::Any;
 
 use engine::{
     BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, NativeValue, Now, RecordAddress,
+    RecordMeta,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ParticleType, ResultCode, UserKey, VoidTime};
 use wire_resp::Args;
@@ -92,6 +93,16 @@ impl<'s> Target<'s> {
     /// Calls `look` with the record, under its partition's read lock.
     pub fn view<T>(&self, look: impl FnOnce(Option<Current<'_>>) -> T) -> Result<T, ResultCode> {
         self.namespace.view(&self.address, look)
+    }
+
+    /// A write that needs only whether the record exists and its metadata, under its
+    /// partition's write lock (a value kept on the device is not read back).
+    pub fn overwrite<T>(
+        &self,
+        writer: &mut BinWriter,
+        decide: impl FnOnce(Option<RecordMeta>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
+    ) -> Result<T, ResultCode> {
+        self.namespace.overwrite(&self.address, writer, decide)
     }
 
     /// Read-modify-write of the record, under its partition's write lock.

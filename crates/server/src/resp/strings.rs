@@ -256,6 +256,20 @@ type SetOutcome = (bool, Option<Option<StringValue>>);
 /// Writes as `request` says, atomically.
 fn set_value(session: &mut Session, request: SetRequest<'_>) -> Result<SetOutcome, ResultCode> {
     let target = Target::of(&session.state, request.key);
+    if !request.return_old {
+        // Only whether the key exists matters: a value kept on the device is not read back.
+        return target.overwrite(&mut session.writer, |existing, writer| {
+            let exists = existing.is_some();
+            if (request.only_if_missing && exists) || (request.only_if_present && !exists) {
+                return Ok((Decision::Keep, (false, None)));
+            }
+            let Some(expiry) = request.expiry else {
+                return Ok((Decision::Delete, (true, None)));
+            };
+            write_string(writer, request.value);
+            Ok((Decision::Store(expiry), (true, None)))
+        });
+    }
     target.update(&mut session.writer, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             Some(Err(())) if request.return_old => return Err(ResultCode::IncompatibleType),
