@@ -593,7 +593,7 @@ def test_reads_writes_and_scans_see_the_same_records_with_data_on_the_device_or_
         assert int(stats["device_reads"]) == 0, "data in memory: no read went to the file"
         assert int(stats["data_used_bytes"]) > 300 * 100
     else:
-        assert int(stats["device_reads"]) > 300, stats
+        assert int(stats["device_reads"]) >= 100, stats
         assert int(stats["data_used_bytes"]) == 0, "the index holds no record data"
 
     node.restart()

@@ -25,7 +25,9 @@ pub struct StorageConfig {
     pub defrag_lwm_pct: u8,
     /// Defragmentation runs only while fewer than this percentage of blocks are free: copying
     /// live records out early costs writes and CPU and buys nothing while space is plentiful.
-    /// 100 defragments whenever a block falls below `defrag_lwm_pct`, as Aerospike does.
+    /// 100 defragments whenever a block falls below `defrag_lwm_pct`, as Aerospike does. It
+    /// starts at least 10 points above `stop_writes_avail_pct` whatever this says
+    /// ([`StorageConfig::defrag_start_pct`]).
     pub defrag_start_avail_pct: u8,
     /// Pause between two defragmented blocks, microseconds (bounds defragmentation's rate).
     pub defrag_sleep_us: u64,
@@ -66,6 +68,15 @@ impl StorageConfig {
         }
     }
 
+    /// The free percentage below which defragmentation runs: `defrag_start_avail_pct`, but
+    /// at least 10 points above `stop_writes_avail_pct`, so that it always starts well before
+    /// writes stop.
+    pub fn defrag_start_pct(&self) -> u8 {
+        self.defrag_start_avail_pct
+            .max(self.stop_writes_avail_pct.saturating_add(10))
+            .min(100)
+    }
+
     /// Checks the settings a config file could get wrong.
     ///
     /// # Errors
@@ -102,13 +113,6 @@ impl StorageConfig {
         if self.defrag_start_avail_pct > 100 {
             return Err("defrag-start-avail-pct must be at most 100".to_owned());
         }
-        if self.defrag_start_avail_pct <= self.stop_writes_avail_pct {
-            return Err(format!(
-                "defrag-start-avail-pct ({}) must be above stop-writes-avail-pct ({}), or \
-                 writes would stop before defragmentation starts",
-                self.defrag_start_avail_pct, self.stop_writes_avail_pct
-            ));
-        }
         if self.stop_writes_avail_pct > 50 {
             return Err("stop-writes-avail-pct must be at most 50".to_owned());
         }
@@ -124,5 +128,23 @@ impl StorageConfig {
             return Err("max-write-cache must hold at least one block".to_owned());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defragmentation_starts_well_above_stop_writes_whatever_the_setting() {
+        let mut config = StorageConfig::with_defaults(vec!["d".into()], 1 << 30);
+        assert_eq!(config.defrag_start_pct(), 50);
+        config.stop_writes_avail_pct = 45;
+        assert_eq!(config.defrag_start_pct(), 55);
+        config.defrag_start_avail_pct = 100;
+        assert_eq!(config.defrag_start_pct(), 100);
+        config.stop_writes_avail_pct = 50;
+        config.defrag_start_avail_pct = 0;
+        assert_eq!(config.defrag_start_pct(), 60);
     }
 }

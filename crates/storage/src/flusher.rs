@@ -98,7 +98,9 @@ fn take_job(shared: &Shared, flush_current: bool) -> Option<Job> {
         if let Some(open) = writer.current.as_mut()
             && open.buf.len() > open.flushed_len
         {
-            let mut bytes = open.buf[open.flushed_len..].to_vec();
+            let tail = &open.buf[open.flushed_len..];
+            let mut bytes = Vec::with_capacity(tail.len() + END_MARKER_SIZE_BYTES);
+            bytes.extend_from_slice(tail);
             if open.buf.len() + END_MARKER_SIZE_BYTES <= block_size {
                 bytes.extend_from_slice(&[0; END_MARKER_SIZE_BYTES]);
             }
@@ -116,7 +118,9 @@ fn take_job(shared: &Shared, flush_current: bool) -> Option<Job> {
 
 /// The bytes of a sealed block not yet written, with an end marker if there is room.
 fn tail_span(full: SealedBlock, block_size: usize) -> Span {
-    let mut bytes = full.buf[full.flushed_len..].to_vec();
+    let tail = &full.buf[full.flushed_len..];
+    let mut bytes = Vec::with_capacity(tail.len() + END_MARKER_SIZE_BYTES);
+    bytes.extend_from_slice(tail);
     if full.buf.len() + END_MARKER_SIZE_BYTES <= block_size {
         bytes.extend_from_slice(&[0; END_MARKER_SIZE_BYTES]);
     }

@@ -171,11 +171,11 @@ impl Storage {
     }
 
     /// Up to `max` blocks whose live data fell below `defrag-lwm-pct`, emptiest first, once
-    /// fewer than `defrag-start-avail-pct` of the blocks are free (none before). The caller
+    /// fewer than [`StorageConfig::defrag_start_pct`] of the blocks are free (none before). The caller
     /// copies their current entries elsewhere, then calls [`Storage::finish_defrag`].
     pub fn defrag_candidates(&self, max: usize) -> Vec<u32> {
         let shared = &self.shared;
-        let start_below = shared.blocks.count() * usize::from(shared.config.defrag_start_avail_pct);
+        let start_below = shared.blocks.count() * usize::from(shared.config.defrag_start_pct());
         if shared.blocks.free_count() * 100 >= start_below {
             return Vec::new();
         }
