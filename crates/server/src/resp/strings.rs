@@ -259,33 +259,38 @@ fn set_value(session: &mut Session, request: SetRequest<'_>) -> Result<SetOutcom
     if !request.return_old {
         // Only whether the key exists matters: a value kept on the device is not read back.
         return target.overwrite(&mut session.writer, |existing, writer| {
-            let exists = existing.is_some();
-            if (request.only_if_missing && exists) || (request.only_if_present && !exists) {
-                return Ok((Decision::Keep, (false, None)));
-            }
-            let Some(expiry) = request.expiry else {
-                return Ok((Decision::Delete, (true, None)));
-            };
-            write_string(writer, request.value);
-            Ok((Decision::Store(expiry), (true, None)))
+            let decision = set_decision(&request, existing.is_some(), writer);
+            let written = !matches!(decision, Decision::Keep);
+            Ok((decision, (written, None)))
         });
     }
     target.update(&mut session.writer, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
-            Some(Err(())) if request.return_old => return Err(ResultCode::IncompatibleType),
-            Some(old) => Some(old.ok()),
+            Some(Err(())) => return Err(ResultCode::IncompatibleType),
+            Some(Ok(old)) => Some(Some(old)),
             None => None,
         };
-        let exists = old.is_some();
-        if (request.only_if_missing && exists) || (request.only_if_present && !exists) {
-            return Ok((Decision::Keep, (false, old)));
-        }
-        let Some(expiry) = request.expiry else {
-            return Ok((Decision::Delete, (true, old)));
-        };
-        write_string(writer, request.value);
-        Ok((Decision::Store(expiry), (true, old)))
+        let decision = set_decision(&request, old.is_some(), writer);
+        let written = !matches!(decision, Decision::Keep);
+        Ok((decision, (written, old)))
     })
+}
+
+/// What a SET does to a key that `exists` or not: keep it (NX/XX unmet), delete it (a past
+/// expiry), or store the value written into `writer`.
+fn set_decision(
+    request: &SetRequest<'_>,
+    exists: bool,
+    writer: &mut engine::BinWriter,
+) -> Decision {
+    if (request.only_if_missing && exists) || (request.only_if_present && !exists) {
+        return Decision::Keep;
+    }
+    let Some(expiry) = request.expiry else {
+        return Decision::Delete;
+    };
+    write_string(writer, request.value);
+    Decision::Store(expiry)
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]. A Unix time already past
