@@ -36,30 +36,41 @@ pub(crate) struct Durability {
     pub(crate) wakeup: Wakeup,
 }
 
-/// A flag the flusher sleeps on.
+/// Flags the flusher sleeps on. They stay raised until it wakes: a raise while it is busy
+/// is not lost.
 #[derive(Debug, Default)]
 pub(crate) struct Wakeup {
-    /// Whether a waiter wants the current block flushed now rather than after flush-max-ms.
-    flush_wanted: Mutex<bool>,
+    flags: Mutex<Raised>,
     raised: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Raised {
+    /// Something to do: a block was sealed, or a flush is wanted.
+    work: bool,
+    /// A waiter wants the current block flushed now rather than after flush-max-ms.
+    flush_wanted: bool,
 }
 
 impl Wakeup {
     /// Wakes the flusher; `flush_now` also asks it to flush the current block.
     pub(crate) fn raise(&self, flush_now: bool) {
-        let mut wanted = self.flush_wanted.lock();
-        *wanted |= flush_now;
-        drop(wanted);
+        let mut flags = self.flags.lock();
+        flags.work = true;
+        flags.flush_wanted |= flush_now;
+        drop(flags);
         self.raised.notify_one();
     }
 
-    /// Sleeps until raised or `timeout` passes; returns (and clears) whether a flush is wanted.
+    /// Sleeps until raised (now or since the last sleep) or `timeout` passes; returns (and
+    /// clears) whether a flush is wanted.
     pub(crate) fn sleep(&self, timeout: std::time::Duration) -> bool {
-        let mut wanted = self.flush_wanted.lock();
-        if !*wanted {
-            self.raised.wait_for(&mut wanted, timeout);
+        let mut flags = self.flags.lock();
+        if !flags.work {
+            self.raised.wait_for(&mut flags, timeout);
         }
-        std::mem::take(&mut *wanted)
+        flags.work = false;
+        std::mem::take(&mut flags.flush_wanted)
     }
 }
 

@@ -137,12 +137,32 @@ pub struct RecordBody<'a> {
     pub data: &'a [u8],
 }
 
-impl RecordBody<'_> {
-    /// Appends the body's bytes to `out`.
-    ///
+/// An entry's body as it is encoded straight into a write block (no copy in between).
+pub trait EntryBody {
+    /// How many bytes [`EntryBody::encode`] appends.
+    fn len_bytes(&self) -> usize;
+    /// Appends exactly [`EntryBody::len_bytes`] bytes to `out`.
+    fn encode(&self, out: &mut Vec<u8>);
+}
+
+impl EntryBody for [u8] {
+    fn len_bytes(&self) -> usize {
+        self.len()
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+}
+
+impl EntryBody for RecordBody<'_> {
+    fn len_bytes(&self) -> usize {
+        RECORD_BODY_FIXED_BYTES + self.set_name.len() + self.data.len()
+    }
+
     /// # Panics
     /// If the set name is longer than 255 bytes (set names are at most 63).
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, out: &mut Vec<u8>) {
         let set_len = u8::try_from(self.set_name.len()).expect("set names are short");
         out.extend_from_slice(&self.last_update_ms.to_le_bytes());
         out.extend_from_slice(&self.void_time.to_le_bytes());
@@ -151,7 +171,9 @@ impl RecordBody<'_> {
         out.extend_from_slice(self.set_name);
         out.extend_from_slice(self.data);
     }
+}
 
+impl RecordBody<'_> {
     /// Decodes a body, or `None` when it is too short for what it declares.
     pub fn decode(body: &[u8]) -> Option<RecordBody<'_>> {
         let fixed = body.get(..RECORD_BODY_FIXED_BYTES)?;
@@ -271,18 +293,23 @@ pub fn encode_entry(
     seq: u64,
     kind: EntryKind,
     digest: &DigestBytes,
-    body: &[u8],
+    body: &(impl EntryBody + ?Sized),
 ) -> Location {
     let offset = out.len();
-    let exact_len = ENTRY_HEADER_SIZE_BYTES + body.len();
-    let len = entry_len_bytes(body.len());
+    let exact_len = ENTRY_HEADER_SIZE_BYTES + body.len_bytes();
+    let len = entry_len_bytes(body.len_bytes());
     let len_field = u32::try_from(exact_len).expect("entries are smaller than a block");
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&len_field.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.push(kind as u8);
     out.extend_from_slice(digest);
-    out.extend_from_slice(body);
+    body.encode(out);
+    assert_eq!(
+        out.len(),
+        offset + exact_len,
+        "a body encodes to its declared length"
+    );
     let crc = entry_crc(use_seq, &out[offset + 4..offset + exact_len]);
     out.resize(offset + len, 0);
     out[offset..offset + 4].copy_from_slice(&crc.to_le_bytes());
@@ -421,7 +448,7 @@ mod tests {
         let locations = entries
             .iter()
             .map(|(seq, kind, body)| {
-                encode_entry(&mut out, 7, use_seq, *seq, *kind, &[9; 20], body)
+                encode_entry(&mut out, 7, use_seq, *seq, *kind, &[9; 20], *body)
             })
             .collect();
         out.resize(BLOCK as usize, 0);

@@ -24,6 +24,7 @@ use crate::blocks::Blocks;
 use crate::config::StorageConfig;
 use crate::device::Device;
 use crate::durability::Durability;
+use crate::flusher::Unsynced;
 use crate::format::{
     self, BlockEnd, DigestBytes, Entry, EntryKind, HeaderError, Location, RecordBody, TruncateBody,
 };
@@ -132,7 +133,7 @@ impl Storage {
             counters: Counters::default(),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
-            flush_lock: Mutex::new(()),
+            flush_lock: Mutex::new(Unsynced::default()),
         };
         let started = Instant::now();
         let mut scan = Scan {

@@ -27,9 +27,10 @@ use crate::blocks::Blocks;
 use crate::config::StorageConfig;
 use crate::device::Device;
 use crate::durability::{self, Durability};
+use crate::flusher::Unsynced;
 use crate::format::{
-    self, BLOCK_HEADER_SIZE_BYTES, DigestBytes, END_MARKER_SIZE_BYTES, Entry, EntryKind, Location,
-    RecordBody, TruncateBody,
+    self, BLOCK_HEADER_SIZE_BYTES, DigestBytes, END_MARKER_SIZE_BYTES, Entry, EntryBody, EntryKind,
+    Location, RecordBody, TruncateBody,
 };
 use crate::reads::RecentBlocks;
 use crate::tombstones::{Tomb, Tombstones};
@@ -117,8 +118,9 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     pub(crate) failed: AtomicBool,
     pub(crate) shutdown: AtomicBool,
-    /// Held while a flush takes and writes its job: one flush at a time, in order.
-    pub(crate) flush_lock: Mutex<()>,
+    /// Held while a flush takes and writes its job: one flush at a time, in order. Holds what
+    /// was written and not yet synced.
+    pub(crate) flush_lock: Mutex<Unsynced>,
 }
 
 /// One namespace's device storage.
@@ -177,11 +179,11 @@ impl Shared {
         &self,
         kind: EntryKind,
         digest: &DigestBytes,
-        body: &[u8],
+        body: &(impl EntryBody + ?Sized),
         origin: Origin,
     ) -> Result<(Location, u64), StorageError> {
         self.check_usable()?;
-        let len = format::entry_len_bytes(body.len());
+        let len = format::entry_len_bytes(body.len_bytes());
         if len > self.block_size() as usize - BLOCK_HEADER_SIZE_BYTES - END_MARKER_SIZE_BYTES {
             return Err(StorageError::TooBig);
         }
@@ -320,11 +322,9 @@ impl Storage {
         body: &RecordBody<'_>,
         replaced: Option<Location>,
     ) -> Result<Location, StorageError> {
-        let (location, _) = with_scratch(|scratch| {
-            body.encode(scratch);
+        let (location, _) =
             self.shared
-                .append(EntryKind::Record, digest, scratch, Origin::ClientWrite)
-        })?;
+                .append(EntryKind::Record, digest, body, Origin::ClientWrite)?;
         self.after_new_version(digest, replaced);
         Ok(location)
     }
@@ -340,9 +340,12 @@ impl Storage {
         replaced: Option<Location>,
     ) -> Result<(), StorageError> {
         let body = Shared::tombstone_body(0);
-        let (location, seq) =
-            self.shared
-                .append(EntryKind::Tombstone, digest, &body, Origin::ClientDelete)?;
+        let (location, seq) = self.shared.append(
+            EntryKind::Tombstone,
+            digest,
+            &body[..],
+            Origin::ClientDelete,
+        )?;
         let tomb = Tomb {
             location,
             shadow_seq: seq,
@@ -398,7 +401,7 @@ impl Storage {
         .encode(&mut body);
         let (location, _) =
             self.shared
-                .append(EntryKind::Truncate, &[0; 20], &body, Origin::Internal)?;
+                .append(EntryKind::Truncate, &[0; 20], &body[..], Origin::Internal)?;
         let mark = Mark {
             before_ms,
             location,
@@ -468,17 +471,6 @@ impl Drop for Storage {
     }
 }
 
-/// Runs `encode` with an empty scratch buffer kept per thread.
-fn with_scratch<T>(encode: impl FnOnce(&mut Vec<u8>) -> T) -> T {
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    SCRATCH.with_borrow_mut(|scratch| {
-        scratch.clear();
-        encode(scratch)
-    })
-}
-
 impl Storage {
     fn after_new_version(&self, digest: &DigestBytes, replaced: Option<Location>) {
         if let Some(tomb) = self.shared.tombs.remove(digest) {
@@ -532,9 +524,12 @@ impl Storage {
             return Ok(());
         }
         let body = Shared::tombstone_body(tomb.shadow_seq);
-        let (copy, _) =
-            self.shared
-                .append(EntryKind::Tombstone, &entry.digest, &body, Origin::Internal)?;
+        let (copy, _) = self.shared.append(
+            EntryKind::Tombstone,
+            &entry.digest,
+            &body[..],
+            Origin::Internal,
+        )?;
         if self.shared.tombs.moved(&entry.digest, entry.location, copy) {
             self.shared.supersede(entry.location);
         } else {

@@ -17,6 +17,7 @@
 //!   superseded twice.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
 
 use parking_lot::Mutex;
 
@@ -33,22 +34,77 @@ pub(crate) struct Tomb {
     pub(crate) shadow_seq: u64,
 }
 
+type Shard = HashMap<DigestBytes, Tomb, DigestHashing>;
+
 /// The tombstones of one storage, sharded by digest.
 #[derive(Debug)]
 pub(crate) struct Tombstones {
-    shards: Box<[Mutex<HashMap<DigestBytes, Tomb>>]>,
+    shards: Box<[Mutex<Shard>]>,
 }
 
 impl Default for Tombstones {
     fn default() -> Self {
+        let hashing = DigestHashing::new();
         Tombstones {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::with_hasher(hashing)))
+                .collect(),
         }
     }
 }
 
+/// Hashes a digest by its bytes 11..19 mixed with a per-process seed: a digest is a RIPEMD-160
+/// output, uniform already, so SipHash over all of it (checked on every write) buys nothing;
+/// the seeded multiply keeps chosen keys from aiming at one bucket.
+#[derive(Clone, Copy, Debug)]
+struct DigestHashing {
+    seed: u64,
+}
+
+impl DigestHashing {
+    fn new() -> DigestHashing {
+        DigestHashing {
+            seed: RandomState::new().hash_one(0u64) | 1,
+        }
+    }
+}
+
+impl BuildHasher for DigestHashing {
+    type Hasher = DigestHasher;
+
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher {
+            seed: self.seed,
+            hash: 0,
+        }
+    }
+}
+
+struct DigestHasher {
+    seed: u64,
+    hash: u64,
+}
+
+impl Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // A digest arrives whole (its length comes through `write_usize`, ignored).
+        let mut word = [0; 8];
+        let tail = bytes.len().saturating_sub(9);
+        let take = bytes.len().min(8);
+        word[..take].copy_from_slice(&bytes[tail..tail + take]);
+        let mixed = u128::from(u64::from_le_bytes(word) ^ self.hash) * u128::from(self.seed);
+        self.hash = (mixed as u64) ^ ((mixed >> 64) as u64);
+    }
+
+    fn write_usize(&mut self, _len: usize) {}
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
 impl Tombstones {
-    fn shard(&self, digest: &DigestBytes) -> &Mutex<HashMap<DigestBytes, Tomb>> {
+    fn shard(&self, digest: &DigestBytes) -> &Mutex<Shard> {
         // Digests are uniform; their last byte is not used for partitioning.
         &self.shards[usize::from(digest[19]) % SHARDS]
     }
