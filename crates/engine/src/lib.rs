@@ -37,6 +37,7 @@ mod record;
 mod scan;
 mod set_index;
 mod sets;
+mod sindex;
 mod stats;
 mod transaction;
 mod truncate;
@@ -53,6 +54,10 @@ pub use record::{BinIter, BinRef, Bins, NativeValue};
 pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
 pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
+pub use sindex::{
+    INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexDefinition, IndexError, IndexKey,
+    IndexKind, KeyRange, QueryPieceEnd, SecondaryIndex,
+};
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{
     DeleteRequest, ExistsPolicy, GenerationPolicy, ReadRequest, RecordMeta, ReplySink, WriteRequest,

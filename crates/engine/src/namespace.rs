@@ -20,6 +20,7 @@ use crate::partition::{PartitionSlot, Visibility};
 use crate::record::{Record, SetId};
 use crate::scan::ScanCounters;
 use crate::sets::{SetRegistry, SetSummary};
+use crate::sindex::SecondaryIndexes;
 use crate::stats::{Counter, NamespaceSummary};
 
 /// Estimated bytes one primary index entry costs: the digest, the record's fixed fields and
@@ -47,6 +48,8 @@ pub struct Namespace {
     pub(crate) storage: Option<storage::Storage>,
     /// The machine's memory use in percent, as last sampled by the server (see `evict.rs`).
     pub(crate) memory_used_pct: AtomicU8,
+    /// Secondary indexes (see `sindex.rs`).
+    pub(crate) sindexes: SecondaryIndexes,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -81,6 +84,7 @@ impl Namespace {
             watches: Arc::default(),
             storage: None,
             memory_used_pct: AtomicU8::new(0),
+            sindexes: SecondaryIndexes::default(),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -156,12 +160,19 @@ impl Namespace {
             if !slot.state.read().any(&doomed) {
                 continue;
             }
-            let removed = slot
-                .state
-                .write()
-                .remove_where(&doomed, &self.sets, |digest, record| {
-                    self.forget(digest, record, counter);
-                });
+            let mut partition = slot.state.write();
+            let mut unindexed = Vec::new();
+            let removed = partition.remove_where(&doomed, &self.sets, |digest, record| {
+                let keys = self.indexed_keys(digest, Some(record));
+                if !keys.is_empty() {
+                    unindexed.push((*digest, keys));
+                }
+                self.forget(digest, record, counter);
+            });
+            for (digest, keys) in unindexed {
+                Self::reindex(&mut partition, &digest, keys, Vec::new());
+            }
+            drop(partition);
             slot.counters.add(counter, removed);
             total += removed;
         }

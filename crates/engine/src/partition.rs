@@ -20,6 +20,7 @@ use parking_lot::RwLock;
 use crate::clock::Now;
 use crate::record::{Record, SetId};
 use crate::sets::SetRegistry;
+use crate::sindex::PartitionEntries;
 use crate::stats::Counters;
 
 /// A partition's lock-protected state and its lock-free counters.
@@ -57,6 +58,8 @@ pub(crate) struct Partition {
     index: PrimaryIndex<Record>,
     data_used_bytes: u64,
     set_indexes: BTreeMap<SetId, BTreeSet<Digest>>,
+    /// Secondary index entries of this partition's records (see `sindex.rs`).
+    pub(crate) index_entries: PartitionEntries,
 }
 
 /// Where a piece of a partition walk ended.
@@ -103,6 +106,11 @@ impl Partition {
         self.index
             .get_mut(digest)
             .filter(|record| visibility.shows(record))
+    }
+
+    /// Every record, visible or not, in digest order.
+    pub(crate) fn all_records(&self) -> impl Iterator<Item = (&Digest, &Record)> {
+        self.index.iter_after(None)
     }
 
     /// The record for `digest`, visible or not (expired and truncated records not yet

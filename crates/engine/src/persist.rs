@@ -183,7 +183,8 @@ impl Namespace {
     }
 
     /// Stores `record` at `digest`: on the device first (if the namespace has storage), then
-    /// in the index; returns the record it replaced. Called with the partition locked.
+    /// in the index, with its secondary index entries; returns the record it replaced. Called
+    /// with the partition locked.
     pub(crate) fn store(
         &self,
         partition: &mut Partition,
@@ -193,6 +194,9 @@ impl Namespace {
         if self.memory_stop_writes() {
             return Err(ResultCode::OutOfSpace);
         }
+        // Both versions' entries are worked out while both can be read.
+        let old_keys = self.current_keys(partition, &digest);
+        let new_keys = self.indexed_keys(&digest, Some(&record));
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Record::location);
             let data = record.packed_data();
@@ -203,7 +207,9 @@ impl Namespace {
                 record.drop_data();
             }
         }
-        Ok(partition.insert(digest, record, &self.sets))
+        let replaced = partition.insert(digest, record, &self.sets);
+        Self::reindex(partition, &digest, old_keys, new_keys);
+        Ok(replaced)
     }
 
     /// Deletes the record at `digest`: a tombstone on the device first (if the namespace has
@@ -213,13 +219,16 @@ impl Namespace {
         partition: &mut Partition,
         digest: &Digest,
     ) -> Result<Option<Record>, ResultCode> {
+        let old_keys = self.current_keys(partition, digest);
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(digest).and_then(Record::location);
             storage
                 .delete_record(&digest.0, replaced)
                 .map_err(|e| result_code(&e))?;
         }
-        Ok(partition.remove(digest, &self.sets))
+        let removed = partition.remove(digest, &self.sets);
+        Self::reindex(partition, digest, old_keys, Vec::new());
+        Ok(removed)
     }
 
     /// Appends a version with `record`'s metadata and `data` (its packed data); returns where.

@@ -40,6 +40,20 @@ pub struct ScannedRecord<'a> {
 }
 
 impl<'a> ScannedRecord<'a> {
+    pub(crate) fn new(
+        digest: &'a Digest,
+        record: &'a Record,
+        set_name: Option<&'a [u8]>,
+    ) -> ScannedRecord<'a> {
+        ScannedRecord {
+            digest,
+            generation: record.generation,
+            void_time: record.void_time,
+            set_name,
+            record,
+        }
+    }
+
     /// The stored user key as (particle type, bytes), if any.
     pub fn user_key(&self) -> Option<(u8, &'a [u8])> {
         self.record.user_key()

@@ -56,6 +56,8 @@ pub enum ResultCode {
     BatchMaxRequests = 151,
     /// The secondary index a query names does not exist.
     IndexNotFound = 201,
+    /// The secondary index a query needs is still being built.
+    IndexNotReadable = 203,
 }
 
 impl ResultCode {

@@ -17,8 +17,8 @@ use engine::Namespace;
 use model::PARTITION_COUNT;
 use wire_aerospike::{info_command_name, info_param, info_request_lines};
 
-use crate::admin;
 use crate::state::ServerState;
+use crate::{admin, sindex_info};
 
 /// The Aerospike server version Osprey presents itself as.
 pub const BUILD_VERSION: &str = "8.0.0.0";
@@ -27,9 +27,9 @@ pub const EDITION: &str = "Aerospike Community Edition";
 /// Feature tokens. `pscans` is required by the Go and Java clients (they reject the node
 /// without it); `pquery`, `batch-any` and `batch-index` select the modern protocol paths for
 /// scans, queries and batches; `query-show` lets clients poll job status. Features whose info
-/// commands or ops Osprey lacks (CDT, UDF, geo, bit ops, `sindex-exists`) are not advertised.
+/// commands or ops Osprey lacks (CDT, UDF, geo, bit ops) are not advertised.
 pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;\
-query-show;replicas;replicas-all;replicas-master;replicas-max;truncate-namespace";
+query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
 
 /// The default port in `peers-*` replies: Aerospike always prints 3000 and writes an explicit
 /// port on every peer address that differs from it (`service_list.c` `build_peers`).
@@ -116,6 +116,12 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"query-show" | b"scan-show" => admin::query_show(state, rest, value),
         b"query-abort" | b"scan-abort" => admin::query_abort(state, rest, value),
         b"query-abort-all" | b"scan-abort-all" => admin::query_abort_all(state, value),
+        b"sindex-create" => sindex_info::create(state, rest, value),
+        b"sindex-delete" => sindex_info::delete(state, rest, value),
+        b"sindex-exists" => sindex_info::exists(state, rest, value),
+        b"sindex-list" => sindex_info::list(state, rest, value),
+        b"sindex" => sindex_info::by_path(state, rest, value),
+        b"sindex-stat" => sindex_info::stat(state, rest, value),
         b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
         _ => value.push_str("ERROR:4:unrecognized command"),
     }
@@ -283,13 +289,18 @@ fn write_sets(state: &ServerState, filter: &[u8], value: &mut String) {
             let _ = write!(
                 value,
                 "ns={}:set={}:objects={}:tombstones=0:data_used_bytes={}:truncate_lut={}:\
-                 sindexes=0:index_populating={}:disable-eviction=false:enable-index={}:\
+                 sindexes={}:index_populating={}:disable-eviction=false:enable-index={}:\
                  stop-writes-count=0:stop-writes-size=0;",
                 namespace.name(),
                 set.name,
                 set.objects,
                 set.data_used_bytes,
                 set.truncate_before_ms,
+                namespace
+                    .indexes()
+                    .iter()
+                    .filter(|i| i.definition().set_name.as_deref() == Some(set.name.as_bytes()))
+                    .count(),
                 set.index_populating,
                 set.index_enabled,
             );

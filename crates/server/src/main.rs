@@ -13,6 +13,7 @@ mod jobs;
 mod resp;
 mod scan;
 mod server;
+mod sindex_info;
 mod state;
 
 use std::path::PathBuf;

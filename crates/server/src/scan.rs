@@ -1,4 +1,9 @@
-//! Partition scans (a query with no digest and no index range), answered by scan threads.
+//! Partition scans (a query with no digest and no index range) and secondary-index queries
+//! (with an INDEX_RANGE), answered by scan threads.
+//!
+//! A query walks, in each partition, the index's (value, digest) entries in the range instead
+//! of the records, and resumes after the (BVAL_ARRAY value, DIGEST_ARRAY digest) the client
+//! last received; each record it returns carries its index value in a BVAL_ARRAY field.
 //!
 //! The request names partitions to scan from the start (PID_ARRAY) and partitions to resume
 //! strictly after a digest (DIGEST_ARRAY). Scan threads (`single-scan-threads`, settable at
@@ -23,7 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use engine::{Namespace, ScanOutcome, ScanScope, ScannedRecord};
+use engine::{
+    IndexKey, IndexKind, KeyRange, Namespace, ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
+};
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -116,10 +123,20 @@ impl BinSelection {
 }
 
 /// A partition to walk, from the start or after a digest.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct PartitionWork {
     partition: PartitionId,
     after: Option<Digest>,
+    /// For a query: the index value `after` was returned with.
+    after_key: Option<IndexKey>,
+}
+
+/// What a secondary-index query reads.
+struct IndexQuery {
+    index: Arc<SecondaryIndex>,
+    range: KeyRange,
+    /// Records must be in this set (the index may cover the whole namespace).
+    set_name: Option<Vec<u8>>,
 }
 
 /// What every scan thread of one scan shares.
@@ -134,6 +151,7 @@ struct ScanShared {
     quota_per_partition: Option<u64>,
     claimed: AtomicU64,
     job: Arc<ScanJob>,
+    query: Option<IndexQuery>,
 }
 
 /// Validates a scan request and starts its threads.
@@ -148,10 +166,6 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         .namespace_arc(namespace_name)
         .ok_or(ResultCode::Namespace)?
         .clone();
-    if scan_fields.index_range.is_some() {
-        // Secondary indexes arrive with a later issue: none exists yet.
-        return Err(ResultCode::IndexNotFound);
-    }
     let background = message.header.info2 & info2::WRITE != 0;
     if background || fields.udf || fields.filter_expression.is_some() {
         return Err(ResultCode::UnsupportedFeature);
@@ -164,8 +178,9 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         // Pre-6.0 projection: the current protocol sends READ ops instead.
         return Err(ResultCode::Parameter);
     }
-    let work = partition_work(scan_fields)?;
     let set_name = fields.set.unwrap_or_default();
+    let query = index_query(&namespace, scan_fields, set_name)?;
+    let work = partition_work(scan_fields, query.as_ref())?;
     let bins = bin_selection(message)?;
     let max_records = read_u64(scan_fields.max_records)?.unwrap_or(0);
     let records_per_second = read_u32(scan_fields.records_per_second)?.unwrap_or(0);
@@ -182,7 +197,13 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     ));
     let quota_per_partition =
         (max_records > 0 && !work.is_empty()).then(|| max_records.div_ceil(work.len() as u64));
-    let scope = namespace.scan_scope(set_name);
+    let scope = match &query {
+        Some(query) => namespace.index_scope(&query.index),
+        None => namespace.scan_scope(set_name),
+    };
+    if let Some(query) = &query {
+        query.index.count_query();
+    }
     let thread_count = scan_thread_count(
         state.scan_threads.load(Ordering::Relaxed),
         work.len(),
@@ -199,6 +220,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         quota_per_partition,
         claimed: AtomicU64::new(0),
         job: job.clone(),
+        query,
     });
     state.scan_jobs.register(job.clone());
     let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
@@ -272,9 +294,123 @@ fn scan_thread_count(configured: usize, partitions: usize, indexed_records: Opti
     configured.min(partitions).min(by_size).max(1)
 }
 
-/// The partitions to walk: PID_ARRAY from the start, DIGEST_ARRAY after its digest. Aerospike
-/// requires at least one of them and each partition at most once.
-fn partition_work(fields: &ScanFields<'_>) -> Result<Vec<PartitionWork>, ResultCode> {
+/// The query an INDEX_RANGE asks for, if any: its index (by INDEX_NAME, else by set, bin and
+/// type) and range.
+///
+/// # Errors
+/// PARAMETER for a malformed range, INDEX_NOT_FOUND (201) with no such index (collection
+/// indexes included), INDEX_NOT_READABLE (203) while it builds.
+fn index_query(
+    namespace: &Namespace,
+    fields: &ScanFields<'_>,
+    set_name: &[u8],
+) -> Result<Option<IndexQuery>, ResultCode> {
+    let Some(range_field) = fields.index_range else {
+        return Ok(None);
+    };
+    if fields
+        .index_type
+        .is_some_and(|t| t.iter().any(|&byte| byte != 0))
+    {
+        // List, map-key and map-value indexes are not built yet: none can exist.
+        return Err(ResultCode::IndexNotFound);
+    }
+    let filter = parse_index_range(range_field).ok_or(ResultCode::Parameter)?;
+    let by_name = fields
+        .index_name
+        .map(|name| std::str::from_utf8(name).map_err(|_| ResultCode::Parameter))
+        .transpose()?;
+    let index = match by_name {
+        Some(name) => namespace.index_named(name),
+        None => namespace.index_for(set_name, &filter.bin, filter.kind),
+    }
+    .filter(|index| index.definition().kind == filter.kind)
+    .ok_or(ResultCode::IndexNotFound)?;
+    if !index.is_ready() {
+        return Err(ResultCode::IndexNotReadable);
+    }
+    Ok(Some(IndexQuery {
+        index,
+        range: filter.range,
+        set_name: (!set_name.is_empty()).then(|| set_name.to_vec()),
+    }))
+}
+
+/// An INDEX_RANGE field, decoded.
+#[derive(Debug, PartialEq, Eq)]
+struct IndexFilter {
+    bin: Vec<u8>,
+    kind: IndexKind,
+    range: KeyRange,
+}
+
+/// Decodes `n_filters (1) | bin_len | bin | particle type | begin_len (u32 BE) | begin |
+/// end_len | end`. Integers are i64 big-endian with begin <= end; strings match their begin
+/// value only (Aerospike ignores end).
+fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
+    let (&count, rest) = field.split_first()?;
+    if count != 1 {
+        return None;
+    }
+    let (&bin_len, rest) = rest.split_first()?;
+    let (bin, rest) = rest.split_at_checked(usize::from(bin_len))?;
+    let (&particle_type, rest) = rest.split_first()?;
+    let (begin, rest) = length_prefixed(rest)?;
+    let (end, rest) = length_prefixed(rest)?;
+    if !rest.is_empty() || bin.is_empty() {
+        return None;
+    }
+    let (kind, range) = match particle_type {
+        1 => {
+            let begin = i64::from_be_bytes(begin.try_into().ok()?);
+            let end = i64::from_be_bytes(end.try_into().ok()?);
+            if begin > end {
+                return None;
+            }
+            let range = KeyRange {
+                begin: IndexKey::Int(begin),
+                end: IndexKey::Int(end),
+            };
+            (IndexKind::Numeric, range)
+        }
+        3 => {
+            let range = KeyRange {
+                begin: IndexKey::Str(begin.into()),
+                end: IndexKey::Str(begin.into()),
+            };
+            (IndexKind::String, range)
+        }
+        _ => return None,
+    };
+    Some(IndexFilter {
+        bin: bin.to_vec(),
+        kind,
+        range,
+    })
+}
+
+fn length_prefixed(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, rest) = bytes.split_at_checked(4)?;
+    let len = u32::from_be_bytes(len.try_into().ok()?);
+    rest.split_at_checked(usize::try_from(len).ok()?)
+}
+
+/// The index value a record goes out with in BVAL_ARRAY, and comes back with on resume: the
+/// integer for a numeric index; 0 for a string index, whose queries match one value.
+fn bval_of(key: &IndexKey) -> i64 {
+    match key {
+        IndexKey::Int(value) => *value,
+        IndexKey::Str(_) => 0,
+    }
+}
+
+/// The partitions to walk: PID_ARRAY from the start, DIGEST_ARRAY after its digest (and, for
+/// a query, after the BVAL_ARRAY value at the same position). Aerospike requires at least one
+/// of them and each partition at most once.
+fn partition_work(
+    fields: &ScanFields<'_>,
+    query: Option<&IndexQuery>,
+) -> Result<Vec<PartitionWork>, ResultCode> {
     if fields.partition_ids.is_none() && fields.resume_digests.is_none() {
         return Err(ResultCode::UnsupportedFeature);
     }
@@ -292,14 +428,20 @@ fn partition_work(fields: &ScanFields<'_>) -> Result<Vec<PartitionWork>, ResultC
         (usize::from(id) < PARTITION_COUNT).then_some(PartitionWork {
             partition: PartitionId(id),
             after: None,
+            after_key: None,
         })
     });
-    let resumed = digests.chunks_exact(Digest::SIZE_BYTES).map(|bytes| {
-        Digest::from_slice(bytes).map(|digest| PartitionWork {
-            partition: digest.partition_id(),
-            after: Some(digest),
-        })
-    });
+    let resume_keys = resume_keys(fields, query, digests.len() / Digest::SIZE_BYTES)?;
+    let resumed = digests
+        .chunks_exact(Digest::SIZE_BYTES)
+        .zip(resume_keys)
+        .map(|(bytes, after_key)| {
+            Digest::from_slice(bytes).map(|digest| PartitionWork {
+                partition: digest.partition_id(),
+                after: Some(digest),
+                after_key,
+            })
+        });
     if ids.is_empty() && digests.is_empty() {
         return Err(ResultCode::Parameter);
     }
@@ -312,6 +454,32 @@ fn partition_work(fields: &ScanFields<'_>) -> Result<Vec<PartitionWork>, ResultC
         work.push(item);
     }
     Ok(work)
+}
+
+/// For each resumed partition, the index value its digest came with: from BVAL_ARRAY for a
+/// numeric index, the queried value for a string index; nothing for a scan.
+fn resume_keys(
+    fields: &ScanFields<'_>,
+    query: Option<&IndexQuery>,
+    resumed: usize,
+) -> Result<Vec<Option<IndexKey>>, ResultCode> {
+    let Some(query) = query else {
+        return Ok(vec![None; resumed]);
+    };
+    if let IndexKey::Str(_) = query.range.begin {
+        return Ok(vec![Some(query.range.begin.clone()); resumed]);
+    }
+    let values = fields.resume_values.unwrap_or_default();
+    if values.len() != resumed * 8 {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(values
+        .chunks_exact(8)
+        .map(|bytes| {
+            let value = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            Some(IndexKey::Int(value))
+        })
+        .collect())
 }
 
 fn bin_selection(message: &Message<'_>) -> Result<BinSelection, ResultCode> {
@@ -446,7 +614,7 @@ impl Worker<'_> {
         let shared = self.shared;
         let index = shared.next_work.fetch_add(1, Ordering::Relaxed);
         if let Some(work) = shared.work.get(index) {
-            return Some((*work, shared.quota_per_partition));
+            return Some((work.clone(), shared.quota_per_partition));
         }
         self.leftovers.pop().map(|work| (work, None))
     }
@@ -467,39 +635,55 @@ impl Worker<'_> {
             }
             let mut quota_reached = false;
             let mut throttled_until = None;
-            let end = shared.namespace.scan_piece(
-                work.partition,
-                shared.scope,
-                work.after.as_ref(),
-                PIECE_ENTRIES,
-                |record| {
-                    if quota.is_some_and(|quota| taken >= quota) {
-                        quota_reached = true;
-                        return false;
-                    }
-                    if !shared.bins.wants(record) {
-                        return true;
-                    }
-                    let sent = shared.job.records_sent.load(Ordering::Relaxed);
-                    if let Some(until) = self.throttle.wait_until(sent) {
-                        throttled_until = Some(until);
-                        return false;
-                    }
-                    if !claim(shared) {
-                        return false;
-                    }
-                    encode_record(
-                        &mut self.chunk.bytes,
-                        &shared.namespace_name,
-                        record,
-                        &shared.bins,
+            let (chunk, throttle) = (&mut self.chunk, &self.throttle);
+            let mut take = |record: &ScannedRecord<'_>, bval: Option<i64>| {
+                if quota.is_some_and(|quota| taken >= quota) {
+                    quota_reached = true;
+                    return false;
+                }
+                if !shared.bins.wants(record) || !shared.in_queried_set(record) {
+                    return true;
+                }
+                let sent = shared.job.records_sent.load(Ordering::Relaxed);
+                if let Some(until) = throttle.wait_until(sent) {
+                    throttled_until = Some(until);
+                    return false;
+                }
+                if !claim(shared) {
+                    return false;
+                }
+                let out = &mut chunk.bytes;
+                encode_record(out, &shared.namespace_name, record, &shared.bins, bval);
+                shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
+                taken += 1;
+                true
+            };
+            let exhausted = match &shared.query {
+                None => {
+                    let end = shared.namespace.scan_piece(
+                        work.partition,
+                        shared.scope,
+                        work.after.as_ref(),
+                        PIECE_ENTRIES,
+                        |record| take(record, None),
                     );
-                    shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
-                    taken += 1;
-                    true
-                },
-            );
-            work.after = end.last;
+                    work.after = end.last;
+                    end.exhausted
+                }
+                Some(query) => {
+                    let after = work.after.zip(work.after_key.clone()).map(|(d, k)| (k, d));
+                    let end = shared.namespace.query_piece(
+                        work.partition,
+                        &query.index,
+                        &query.range,
+                        after.as_ref(),
+                        PIECE_ENTRIES,
+                        |record, key| take(record, Some(bval_of(key))),
+                    );
+                    (work.after_key, work.after) = end.last.unzip();
+                    end.exhausted
+                }
+            };
             if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
                 return WalkEnd::Stop;
             }
@@ -507,7 +691,7 @@ impl Worker<'_> {
                 self.leftovers.push(work);
                 return WalkEnd::Next;
             }
-            if end.exhausted {
+            if exhausted {
                 shared.job.partitions_done.fetch_add(1, Ordering::Relaxed);
                 return WalkEnd::Next;
             }
@@ -537,17 +721,32 @@ impl Worker<'_> {
     }
 }
 
+impl ScanShared {
+    /// Whether `record` is in the set a query names (always, for a scan: its scope did that).
+    fn in_queried_set(&self, record: &ScannedRecord<'_>) -> bool {
+        match &self.query {
+            Some(IndexQuery {
+                set_name: Some(set),
+                ..
+            }) => record.set_name == Some(set.as_slice()),
+            _ => true,
+        }
+    }
+}
+
 /// Claims one record against MAX_RECORDS; false once the maximum is reached.
 fn claim(shared: &ScanShared) -> bool {
     shared.max_records == 0 || shared.claimed.fetch_add(1, Ordering::Relaxed) < shared.max_records
 }
 
-/// Appends one record message: NAMESPACE, DIGEST, SET and KEY fields, then one READ op per bin.
+/// Appends one record message: NAMESPACE, DIGEST, SET, KEY and (for a query) BVAL_ARRAY
+/// fields, then one READ op per bin.
 fn encode_record(
     out: &mut Vec<u8>,
     namespace_name: &[u8],
     record: &ScannedRecord<'_>,
     bins: &BinSelection,
+    bval: Option<i64>,
 ) {
     let start = wire_aerospike::begin_message(out);
     wire_aerospike::write_field(out, field_type::NAMESPACE, namespace_name);
@@ -559,6 +758,10 @@ fn encode_record(
     }
     if let Some((particle_type, key)) = record.user_key() {
         write_key_field(out, particle_type, key);
+        field_count += 1;
+    }
+    if let Some(bval) = bval {
+        wire_aerospike::write_field(out, field_type::BVAL_ARRAY, &bval.to_le_bytes());
         field_count += 1;
     }
     let mut op_count: u16 = 0;

@@ -51,6 +51,13 @@ pub struct ScanFields<'a> {
     pub max_records: Option<&'a [u8]>,
     /// INDEX_RANGE: a secondary-index filter (makes the request a query).
     pub index_range: Option<&'a [u8]>,
+    /// INDEX_NAME: the secondary index to query, by name.
+    pub index_name: Option<&'a [u8]>,
+    /// INDEX_TYPE: the collection type of the index to query (0 = a plain bin).
+    pub index_type: Option<&'a [u8]>,
+    /// BVAL_ARRAY: for each DIGEST_ARRAY digest, the index value it was returned with
+    /// (i64 little-endian).
+    pub resume_values: Option<&'a [u8]>,
     /// QUERY_BINLIST: the pre-6.0 bin projection.
     pub bin_list: Option<&'a [u8]>,
 }
@@ -89,6 +96,9 @@ impl<'a> Fields<'a> {
             field_type::DIGEST_ARRAY => &mut self.scan.resume_digests,
             field_type::MAX_RECORDS => &mut self.scan.max_records,
             field_type::INDEX_RANGE => &mut self.scan.index_range,
+            field_type::INDEX_NAME => &mut self.scan.index_name,
+            field_type::INDEX_TYPE => &mut self.scan.index_type,
+            field_type::BVAL_ARRAY => &mut self.scan.resume_values,
             field_type::QUERY_BINLIST => &mut self.scan.bin_list,
             field_type::UDF_FILENAME
             | field_type::UDF_FUNCTION
@@ -152,7 +162,7 @@ mod tests {
             (field_type::BATCH_WITH_SET, b"b"),
             (field_type::PID_ARRAY, b"\x00\x00"),
             (field_type::MAX_RECORDS, b"\x00"),
-            (field_type::INDEX_NAME, b"i"),
+            (field_type::INDEX_CONTEXT, b"c"),
         ] {
             bytes.extend(field(field_type, data));
         }

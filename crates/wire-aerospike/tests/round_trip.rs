@@ -135,9 +135,12 @@ fn every_field_type_round_trips_into_its_slot() {
             resume_digests: Some(&[8; 40]),
             max_records: Some(&[9; 8]),
             index_range: Some(b"range"),
+            index_name: Some(b"idx"),
+            index_type: Some(&[1]),
+            resume_values: Some(&[10; 8]),
             bin_list: Some(&[0]),
         },
-        other_field_count: 8,
+        other_field_count: 5,
     };
     assert_eq!(message.fields, expected);
     assert_eq!(message.header.field_count, 27);

@@ -1,0 +1,522 @@
+//! Secondary indexes: for a bin (of one set, or of the whole namespace), the records ordered by
+//! that bin's value, for equality and range queries.
+//!
+//! Each partition keeps, per index, an ordered set of (value, digest) entries beside its
+//! records, under the same lock. A write changes the record and its entries in one critical
+//! section: it computes the entries of the version it replaces and of the new one, then, with
+//! the partition still locked, removes the stale ones and inserts the new ones. A query walks a
+//! partition's entries under the partition's read lock and re-checks every candidate against
+//! the record it names before returning it. So, within a partition, index and records never
+//! disagree where anyone can see (SLIK's guarantee, with the record's lock doing the ordering),
+//! and a query:
+//! - never returns a record whose current value does not satisfy the filter;
+//! - never misses a record whose value satisfied the filter for the whole query.
+//!
+//! Invariants:
+//! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
+//!   the partition's records (visible or not yet reclaimed) whose indexed bin has the index's
+//!   type, and whose set matches; while an index builds, the entries of partitions the build
+//!   passed satisfy this, and others hold a subset of them.
+//! - An index id is never reused, so entries of a dropped index can never be taken for another.
+//! - Records holding a native (Redis) value are not indexed: their bins are Redis structures.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use model::{Digest, PARTITION_COUNT, PartitionId};
+
+use crate::namespace::Namespace;
+use crate::record::Record;
+use crate::scan::{ScanScope, ScannedRecord};
+
+/// Wire particle types an index can hold.
+const PARTICLE_INTEGER: u8 = 1;
+const PARTICLE_STRING: u8 = 3;
+/// Most indexes a namespace may have (Aerospike's limit).
+pub const INDEXES_MAX: usize = 256;
+/// Longest index name, in bytes (Aerospike's limit is 63).
+pub const INDEX_NAME_MAX_BYTES: usize = 63;
+/// Estimated bytes one index entry costs in a B-tree (value, digest and the node's share).
+pub const INDEX_ENTRY_SIZE_BYTES: u64 = 56;
+
+/// What an index orders by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexKind {
+    /// Integer bins.
+    Numeric,
+    /// String bins (byte order).
+    String,
+}
+
+impl IndexKind {
+    /// The name `sindex-list` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Numeric => "numeric",
+            IndexKind::String => "string",
+        }
+    }
+
+    fn particle_type(self) -> u8 {
+        match self {
+            IndexKind::Numeric => PARTICLE_INTEGER,
+            IndexKind::String => PARTICLE_STRING,
+        }
+    }
+}
+
+/// An indexed value. Within one index every key has the index's kind.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IndexKey {
+    /// An integer bin's value.
+    Int(i64),
+    /// A string bin's bytes.
+    Str(Box<[u8]>),
+}
+
+impl IndexKey {
+    /// The key of a bin holding `value` (wire encoding) of `particle_type`, for an index of
+    /// `kind`; `None` when the bin has another type.
+    fn of_bin(kind: IndexKind, particle_type: u8, value: &[u8]) -> Option<IndexKey> {
+        if particle_type != kind.particle_type() {
+            return None;
+        }
+        match kind {
+            IndexKind::Numeric => <[u8; 8]>::try_from(value)
+                .ok()
+                .map(|bytes| IndexKey::Int(i64::from_be_bytes(bytes))),
+            IndexKind::String => Some(IndexKey::Str(value.into())),
+        }
+    }
+}
+
+/// The values a query wants: `begin..=end`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    /// Smallest value wanted.
+    pub begin: IndexKey,
+    /// Largest value wanted.
+    pub end: IndexKey,
+}
+
+impl KeyRange {
+    fn contains(&self, key: &IndexKey) -> bool {
+        self.begin <= *key && *key <= self.end
+    }
+}
+
+/// What an index covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDefinition {
+    /// Its name, unique in the namespace.
+    pub name: String,
+    /// The set whose records it covers; `None` = every record of the namespace.
+    pub set_name: Option<Vec<u8>>,
+    /// The bin it orders by.
+    pub bin: Vec<u8>,
+    /// The bin type it holds.
+    pub kind: IndexKind,
+}
+
+/// One secondary index: its definition, build progress and counters. Its entries live in the
+/// partitions.
+#[derive(Debug)]
+pub struct SecondaryIndex {
+    id: u32,
+    definition: IndexDefinition,
+    /// Partitions the build has passed.
+    built_partitions: AtomicUsize,
+    ready: AtomicBool,
+    dropped: AtomicBool,
+    queries: AtomicU64,
+    /// Records a query returned through it.
+    records_returned: AtomicU64,
+}
+
+impl SecondaryIndex {
+    /// Its definition.
+    pub fn definition(&self) -> &IndexDefinition {
+        &self.definition
+    }
+
+    /// Whether queries may use it (its build finished).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Build progress in percent.
+    pub fn load_pct(&self) -> u8 {
+        if self.is_ready() {
+            return 100;
+        }
+        let done = self.built_partitions.load(Ordering::Relaxed);
+        u8::try_from(done * 100 / PARTITION_COUNT)
+            .unwrap_or(100)
+            .min(99)
+    }
+
+    /// Queries started on it.
+    pub fn queries(&self) -> u64 {
+        self.queries.load(Ordering::Relaxed)
+    }
+
+    /// Records its queries returned.
+    pub fn records_returned(&self) -> u64 {
+        self.records_returned.load(Ordering::Relaxed)
+    }
+
+    /// Counts a query starting.
+    pub fn count_query(&self) {
+        self.queries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The key `record` has in this index, if it has one.
+    fn key_of(&self, namespace: &Namespace, record: &Record) -> Option<IndexKey> {
+        if record.native().is_some() {
+            return None;
+        }
+        if let Some(set_name) = &self.definition.set_name
+            && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
+        {
+            return None;
+        }
+        let bins = record.bins();
+        let bin = bins.iter().find(|bin| bin.name == self.definition.bin)?;
+        IndexKey::of_bin(self.definition.kind, bin.particle_type, bin.value)
+    }
+}
+
+/// Why an index cannot be created.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// An index of that name exists with another definition (Aerospike's 200).
+    #[error("index {0} already exists with another definition")]
+    NameTaken(String),
+    /// An index with that definition exists under another name (Aerospike's 200).
+    #[error("an index on that bin already exists: {0}")]
+    DefinitionTaken(String),
+    /// The namespace has as many indexes as it may (Aerospike's 206).
+    #[error("too many indexes")]
+    TooMany,
+    /// A name or bin the index cannot have (Aerospike's 4).
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+/// The indexes of one namespace.
+#[derive(Debug, Default)]
+pub(crate) struct SecondaryIndexes {
+    list: parking_lot::RwLock<Vec<Arc<SecondaryIndex>>>,
+    next_id: AtomicU32,
+    /// Whether `list` is non-empty: writes skip all index work when it is not.
+    any: AtomicBool,
+}
+
+impl SecondaryIndexes {
+    fn snapshot(&self) -> Vec<Arc<SecondaryIndex>> {
+        if !self.any.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.list.read().clone()
+    }
+}
+
+/// One partition's index entries, by index id.
+#[derive(Debug, Default)]
+pub(crate) struct PartitionEntries {
+    by_index: Vec<(u32, BTreeSet<(IndexKey, Digest)>)>,
+}
+
+impl PartitionEntries {
+    fn entries_mut(&mut self, id: u32) -> &mut BTreeSet<(IndexKey, Digest)> {
+        let position = match self.by_index.iter().position(|(i, _)| *i == id) {
+            Some(position) => position,
+            None => {
+                self.by_index.push((id, BTreeSet::new()));
+                self.by_index.len() - 1
+            }
+        };
+        &mut self.by_index[position].1
+    }
+
+    fn entries(&self, id: u32) -> Option<&BTreeSet<(IndexKey, Digest)>> {
+        self.by_index
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, entries)| entries)
+    }
+
+    fn drop_index(&mut self, id: u32) {
+        self.by_index.retain(|(i, _)| *i != id);
+    }
+
+    pub(crate) fn len(&self, id: u32) -> usize {
+        self.entries(id).map_or(0, BTreeSet::len)
+    }
+}
+
+/// The keys one version of a record has, per index.
+pub(crate) type IndexedKeys = Vec<(u32, IndexKey)>;
+
+/// Where a piece of a query ended in a partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryPieceEnd {
+    /// The last entry examined; resume strictly after it.
+    pub last: Option<(IndexKey, Digest)>,
+    /// Whether the partition has no entry left in the range.
+    pub exhausted: bool,
+}
+
+impl Namespace {
+    /// Creates an index (not yet built: run [`Namespace::build_index`] next). Creating one
+    /// that exists with the same definition returns it again, as Aerospike answers `ok`.
+    ///
+    /// # Errors
+    /// See [`IndexError`].
+    pub fn create_index(
+        &self,
+        definition: IndexDefinition,
+    ) -> Result<(Arc<SecondaryIndex>, bool), IndexError> {
+        if definition.name.is_empty() || definition.name.len() > INDEX_NAME_MAX_BYTES {
+            return Err(IndexError::Invalid("invalid index name"));
+        }
+        if definition.bin.is_empty() || definition.bin.len() > 15 {
+            return Err(IndexError::Invalid("invalid bin name"));
+        }
+        let mut list = self.sindexes.list.write();
+        if let Some(existing) = list.iter().find(|i| i.definition.name == definition.name) {
+            if existing.definition == definition {
+                return Ok((existing.clone(), false));
+            }
+            return Err(IndexError::NameTaken(definition.name));
+        }
+        if let Some(existing) = list.iter().find(|i| {
+            i.definition.set_name == definition.set_name
+                && i.definition.bin == definition.bin
+                && i.definition.kind == definition.kind
+        }) {
+            return Err(IndexError::DefinitionTaken(
+                existing.definition.name.clone(),
+            ));
+        }
+        if list.len() >= INDEXES_MAX {
+            return Err(IndexError::TooMany);
+        }
+        let index = Arc::new(SecondaryIndex {
+            id: self.sindexes.next_id.fetch_add(1, Ordering::Relaxed),
+            definition,
+            built_partitions: AtomicUsize::new(0),
+            ready: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+            queries: AtomicU64::new(0),
+            records_returned: AtomicU64::new(0),
+        });
+        list.push(index.clone());
+        self.sindexes.any.store(true, Ordering::Release);
+        Ok((index, true))
+    }
+
+    /// Adds the entries of every record already stored, a partition at a time, then marks the
+    /// index ready. Writes keep the index up to date meanwhile (it is registered), so a
+    /// partition passed stays right. Stops early if the index is dropped.
+    pub fn build_index(&self, index: &SecondaryIndex) {
+        for slot in &self.partitions {
+            if index.dropped.load(Ordering::Acquire) {
+                return;
+            }
+            let mut partition = slot.state.write();
+            let keys: Vec<(IndexKey, Digest)> = partition
+                .all_records()
+                .filter_map(|(digest, record)| {
+                    let loaded = self.load(digest, record).ok()?;
+                    index.key_of(self, &loaded).map(|key| (key, *digest))
+                })
+                .collect();
+            partition.index_entries.entries_mut(index.id).extend(keys);
+            drop(partition);
+            index.built_partitions.fetch_add(1, Ordering::Relaxed);
+        }
+        index.ready.store(true, Ordering::Release);
+    }
+
+    /// Drops the index named `name`; false if there is none.
+    pub fn drop_index(&self, name: &str) -> bool {
+        let mut list = self.sindexes.list.write();
+        let Some(position) = list.iter().position(|i| i.definition.name == name) else {
+            return false;
+        };
+        let index = list.remove(position);
+        self.sindexes.any.store(!list.is_empty(), Ordering::Release);
+        drop(list);
+        index.dropped.store(true, Ordering::Release);
+        for slot in &self.partitions {
+            slot.state.write().index_entries.drop_index(index.id);
+        }
+        true
+    }
+
+    /// Every index, in creation order.
+    pub fn indexes(&self) -> Vec<Arc<SecondaryIndex>> {
+        self.sindexes.list.read().clone()
+    }
+
+    /// The index named `name`.
+    pub fn index_named(&self, name: &str) -> Option<Arc<SecondaryIndex>> {
+        self.sindexes
+            .list
+            .read()
+            .iter()
+            .find(|i| i.definition.name == name)
+            .cloned()
+    }
+
+    /// The index a query on `bin` of `kind` in `set_name` (empty = none) uses: one on that
+    /// set, else one on the whole namespace.
+    pub fn index_for(
+        &self,
+        set_name: &[u8],
+        bin: &[u8],
+        kind: IndexKind,
+    ) -> Option<Arc<SecondaryIndex>> {
+        let list = self.sindexes.list.read();
+        let on = |set: Option<&[u8]>| {
+            list.iter()
+                .find(|i| {
+                    i.definition.bin == bin
+                        && i.definition.kind == kind
+                        && i.definition.set_name.as_deref() == set
+                })
+                .cloned()
+        };
+        let on_set = (!set_name.is_empty()).then(|| on(Some(set_name))).flatten();
+        on_set.or_else(|| on(None))
+    }
+
+    /// Entries of `index` over every partition.
+    pub fn index_entry_count(&self, index: &SecondaryIndex) -> u64 {
+        self.partitions
+            .iter()
+            .map(|slot| slot.state.read().index_entries.len(index.id) as u64)
+            .sum()
+    }
+
+    /// The keys `record` (the index's current version at `digest`, if any) has in each index.
+    /// Reads the record back from the device when its data is not in memory and an index
+    /// needs it. Called under the partition's lock.
+    pub(crate) fn indexed_keys(&self, digest: &Digest, record: Option<&Record>) -> IndexedKeys {
+        let Some(record) = record else {
+            return Vec::new();
+        };
+        let indexes = self.sindexes.snapshot();
+        if indexes.is_empty() {
+            return Vec::new();
+        }
+        let Ok(loaded) = self.load(digest, record) else {
+            return Vec::new();
+        };
+        indexes
+            .iter()
+            .filter_map(|index| index.key_of(self, &loaded).map(|key| (index.id, key)))
+            .collect()
+    }
+
+    /// The keys of the version of `digest` that `partition` holds (nothing, cheaply, when the
+    /// namespace has no index).
+    pub(crate) fn current_keys(
+        &self,
+        partition: &crate::partition::Partition,
+        digest: &Digest,
+    ) -> IndexedKeys {
+        if !self.sindexes.any.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.indexed_keys(digest, partition.any_record(digest))
+    }
+
+    /// Replaces the entries of `digest` in `partition`: removes those of `old` not in `new`,
+    /// adds those of `new`. Called under the partition's write lock, in the same critical
+    /// section as the record's change.
+    pub(crate) fn reindex(
+        partition: &mut crate::partition::Partition,
+        digest: &Digest,
+        old: IndexedKeys,
+        new: IndexedKeys,
+    ) {
+        for (id, key) in old {
+            if !new.iter().any(|(i, k)| *i == id && *k == key) {
+                partition
+                    .index_entries
+                    .entries_mut(id)
+                    .remove(&(key, *digest));
+            }
+        }
+        for (id, key) in new {
+            partition
+                .index_entries
+                .entries_mut(id)
+                .insert((key, *digest));
+        }
+    }
+
+    /// Visits the visible records of `partition` whose value in `index` lies in `range`, in
+    /// (value, digest) order, strictly after `after`, examining at most `examine_max` entries
+    /// under the partition's read lock. Each candidate is re-checked against its record: only
+    /// a record whose current value is the entry's value, and within the range, is visited
+    /// (with that value). `visit` returns false to stop before taking a record.
+    pub fn query_piece(
+        &self,
+        partition: PartitionId,
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&(IndexKey, Digest)>,
+        examine_max: usize,
+        mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
+    ) -> QueryPieceEnd {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        let _gate = self.gate.shared();
+        let visibility = self.visibility(self.clock.now());
+        let guard = self.partitions[partition.index()].state.read();
+        let mut end = QueryPieceEnd {
+            last: after.cloned(),
+            exhausted: true,
+        };
+        let Some(entries) = guard.index_entries.entries(index.id) else {
+            return end;
+        };
+        let lower = match after {
+            Some(entry) if *entry >= (range.begin.clone(), Digest([0; 20])) => {
+                Bound::Excluded(entry.clone())
+            }
+            _ => Bound::Included((range.begin.clone(), Digest([0; 20]))),
+        };
+        let upper = Bound::Included((range.end.clone(), Digest([0xff; 20])));
+        for (examined, entry) in entries.range((lower, upper)).enumerate() {
+            if examined == examine_max {
+                end.exhausted = false;
+                return end;
+            }
+            let (key, digest) = entry;
+            if let Some(record) = guard.live(digest, &visibility)
+                && let Ok(loaded) = self.load(digest, record)
+                && index.key_of(self, &loaded).as_ref() == Some(key)
+                && range.contains(key)
+            {
+                let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
+                if !visit(&scanned, key) {
+                    end.exhausted = false;
+                    return end;
+                }
+                index.records_returned.fetch_add(1, Ordering::Relaxed);
+            }
+            end.last = Some(entry.clone());
+        }
+        end
+    }
+
+    /// The scope a query of `index` covers.
+    pub fn index_scope(&self, index: &SecondaryIndex) -> ScanScope {
+        self.scan_scope(index.definition.set_name.as_deref().unwrap_or_default())
+    }
+}

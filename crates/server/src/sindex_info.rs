@@ -1,0 +1,245 @@
+//! Secondary-index info commands, in both syntaxes the official clients send (before 8.1:
+//! `ns=`, `indexdata=<bin>,<type>`; from 8.1: `namespace=`, `bin=`, `type=`): `sindex-create`,
+//! `sindex-delete`, `sindex-list` (and `sindex`), `sindex/<ns>[/<name>]`, `sindex-exists` and
+//! `sindex-stat`. Replies follow Aerospike 8: `ok`, `true`/`false`, `key=value;…` statistics
+//! with `load_pct`, or `ERROR:<code>:<message>`. A new index is built on a background thread;
+//! clients poll its `load_pct` until it reaches 100.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use engine::{
+    IndexDefinition, IndexError, IndexKind, Namespace, SINDEX_ENTRY_SIZE_BYTES, SecondaryIndex,
+};
+use tracing::{info, warn};
+use wire_aerospike::info_param;
+
+use crate::state::ServerState;
+
+/// `sindex-create:…`
+pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
+    let Some(namespace) = namespace_param(state, params) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    let definition = match definition(params) {
+        Ok(definition) => definition,
+        Err(message) => {
+            let _ = write!(value, "ERROR:4:{message}");
+            return;
+        }
+    };
+    match namespace.create_index(definition) {
+        Ok((index, true)) => {
+            info!(
+                namespace = namespace.name(),
+                index = index.definition().name,
+                "secondary index created"
+            );
+            build_in_background(namespace.clone(), index);
+            value.push_str("ok");
+        }
+        // The same definition again: Aerospike answers ok.
+        Ok((_, false)) => value.push_str("ok"),
+        Err(IndexError::TooMany) => value.push_str("ERROR:206:too many indexes"),
+        Err(IndexError::Invalid(message)) => {
+            let _ = write!(value, "ERROR:4:{message}");
+        }
+        Err(error @ (IndexError::NameTaken(_) | IndexError::DefinitionTaken(_))) => {
+            let _ = write!(value, "ERROR:200:{error}");
+        }
+    }
+}
+
+/// `sindex-delete:ns=<ns>;indexname=<name>`: `ok` whether or not it existed (Aerospike 8.1).
+pub fn delete(state: &ServerState, params: &[u8], value: &mut String) {
+    let Some(namespace) = namespace_param(state, params) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    let Some(name) = index_name_param(params) else {
+        value.push_str("ERROR:4:missing indexname");
+        return;
+    };
+    if namespace.drop_index(name) {
+        info!(
+            namespace = namespace.name(),
+            index = name,
+            "secondary index dropped"
+        );
+    }
+    value.push_str("ok");
+}
+
+/// `sindex-exists:ns=<ns>;indexname=<name>`: `true` or `false`.
+pub fn exists(state: &ServerState, params: &[u8], value: &mut String) {
+    let Some(namespace) = namespace_param(state, params) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    let found = index_name_param(params).and_then(|name| namespace.index_named(name));
+    value.push_str(if found.is_some() { "true" } else { "false" });
+}
+
+/// `sindex-list[:ns=<ns>]` and `sindex`: every index, `;`-separated.
+pub fn list(state: &ServerState, params: &[u8], value: &mut String) {
+    let only = info_param(params, b"ns").or_else(|| info_param(params, b"namespace"));
+    let mut first = true;
+    for namespace in state.namespaces.iter() {
+        if only.is_some_and(|name| name != namespace.name().as_bytes()) {
+            continue;
+        }
+        for index in namespace.indexes() {
+            if !first {
+                value.push(';');
+            }
+            first = false;
+            describe(namespace.name(), &index, value);
+        }
+    }
+}
+
+/// `sindex/<ns>` (the namespace's indexes) or `sindex/<ns>/<name>` (one index's statistics).
+pub fn by_path(state: &ServerState, path: &[u8], value: &mut String) {
+    if path.is_empty() {
+        list(state, &[], value);
+        return;
+    }
+    let mut parts = path.splitn(2, |&byte| byte == b'/');
+    let namespace_name = parts.next().unwrap_or_default();
+    let Some(namespace) = state.namespace_arc(namespace_name) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    match parts.next() {
+        None => {
+            let mut first = true;
+            for index in namespace.indexes() {
+                if !first {
+                    value.push(';');
+                }
+                first = false;
+                describe(namespace.name(), &index, value);
+            }
+        }
+        Some(name) => write_stats(namespace, name, value),
+    }
+}
+
+/// `sindex-stat:namespace=<ns>;indexname=<name>`.
+pub fn stat(state: &ServerState, params: &[u8], value: &mut String) {
+    let Some(namespace) = namespace_param(state, params) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    match index_name_param(params) {
+        Some(name) => write_stats(namespace, name.as_bytes(), value),
+        None => value.push_str("ERROR:4:missing indexname"),
+    }
+}
+
+fn write_stats(namespace: &Namespace, name: &[u8], value: &mut String) {
+    let index = std::str::from_utf8(name)
+        .ok()
+        .and_then(|name| namespace.index_named(name));
+    let Some(index) = index else {
+        value.push_str("ERROR:201:no index");
+        return;
+    };
+    let entries = namespace.index_entry_count(&index);
+    let _ = write!(
+        value,
+        "entries={entries};used_bytes={};load_pct={};loadtime=0;stat_gc_recs=0;\
+         query_basic_complete={};query_basic_error=0;query_basic_abort=0;\
+         query_basic_avg_rec_count={};records_returned={}",
+        entries * SINDEX_ENTRY_SIZE_BYTES,
+        index.load_pct(),
+        index.queries(),
+        index
+            .records_returned()
+            .checked_div(index.queries())
+            .unwrap_or(0),
+        index.records_returned(),
+    );
+}
+
+fn describe(namespace_name: &str, index: &SecondaryIndex, value: &mut String) {
+    let definition = index.definition();
+    let set = definition
+        .set_name
+        .as_deref()
+        .map_or_else(|| "null".into(), String::from_utf8_lossy);
+    let _ = write!(
+        value,
+        "ns={namespace_name}:indexname={}:set={set}:bin={}:type={}:indextype=default:\
+         context=null:exp=null:state={}",
+        definition.name,
+        String::from_utf8_lossy(&definition.bin),
+        definition.kind.name(),
+        if index.is_ready() { "RW" } else { "WO" },
+    );
+}
+
+fn namespace_param<'s>(state: &'s ServerState, params: &[u8]) -> Option<&'s Arc<Namespace>> {
+    let name = info_param(params, b"ns").or_else(|| info_param(params, b"namespace"))?;
+    state.namespace_arc(name)
+}
+
+fn index_name_param(params: &[u8]) -> Option<&str> {
+    info_param(params, b"indexname").and_then(|name| std::str::from_utf8(name).ok())
+}
+
+/// The definition a create names, in either syntax.
+fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
+    let name = index_name_param(params).ok_or("missing indexname")?;
+    if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
+        return Err("expression and context indexes are not supported");
+    }
+    let index_type = info_param(params, b"indextype").unwrap_or(b"default");
+    if !index_type.eq_ignore_ascii_case(b"default") {
+        return Err("only default (bin) indexes are supported: not list, mapkeys or mapvalues");
+    }
+    let (bin, type_name) = match (info_param(params, b"indexdata"), info_param(params, b"bin")) {
+        (Some(_), Some(_)) => return Err("indexdata and bin are mutually exclusive"),
+        (Some(data), None) => {
+            let mut parts = data.splitn(2, |&byte| byte == b',');
+            let bin = parts.next().unwrap_or_default();
+            (bin, parts.next().ok_or("indexdata needs <bin>,<type>")?)
+        }
+        (None, Some(bin)) => (bin, info_param(params, b"type").ok_or("missing type")?),
+        (None, None) => return Err("missing bin"),
+    };
+    let kind = if type_name.eq_ignore_ascii_case(b"numeric")
+        || type_name.eq_ignore_ascii_case(b"integer")
+    {
+        IndexKind::Numeric
+    } else if type_name.eq_ignore_ascii_case(b"string") {
+        IndexKind::String
+    } else {
+        return Err("bad index type: numeric or string");
+    };
+    Ok(IndexDefinition {
+        name: name.to_owned(),
+        set_name: info_param(params, b"set")
+            .filter(|set| !set.is_empty())
+            .map(<[u8]>::to_vec),
+        bin: bin.to_vec(),
+        kind,
+    })
+}
+
+fn build_in_background(namespace: Arc<Namespace>, index: Arc<SecondaryIndex>) {
+    let spawned = std::thread::Builder::new()
+        .name("sindex-build".to_owned())
+        .spawn(move || {
+            namespace.build_index(&index);
+            info!(
+                namespace = namespace.name(),
+                index = index.definition().name,
+                "secondary index built"
+            );
+        });
+    if let Err(error) = spawned {
+        warn!(%error, "cannot start a secondary index build");
+    }
+}
