@@ -9,13 +9,15 @@
 //! The seed is printed; `SEED=<n> cargo test -p engine --test scans` replays a failure.
 
 mod common;
+#[path = "common/four_partitions.rs"]
+mod four_partitions;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
-    ReplySink, ScanScope, WriteRequest,
+    DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
+    ScanScope, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest,
@@ -23,26 +25,12 @@ use model::{
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
+use four_partitions::{NoSink, PARTITIONS_USED, digest};
+
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
-const PARTITIONS_USED: u16 = 4;
 const KEY_COUNT: u64 = 2_000;
 const ROUNDS: usize = 60;
 const SETS: [&[u8]; 3] = [b"small", b"large", b""];
-
-struct NoSink;
-
-impl ReplySink for NoSink {
-    fn bin(&mut self, _: OpCode, _: BinRef<'_>) {}
-}
-
-/// Key `k`'s digest: partition `k % 4`, unique bytes after the partition id.
-fn digest(key: u64) -> Digest {
-    let mut bytes = [0u8; 20];
-    let partition = u16::try_from(key % u64::from(PARTITIONS_USED)).expect("below 4");
-    bytes[..2].copy_from_slice(&partition.to_le_bytes());
-    bytes[2..10].copy_from_slice(&key.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
-    Digest(bytes)
-}
 
 /// A key's set never changes (Aerospike refuses to move a record between sets): about 5%
 /// of keys are in "small", 60% in "large", the rest in no set.

@@ -9,36 +9,25 @@
 //! replays a failure.
 
 mod common;
+#[path = "common/four_partitions.rs"]
+mod four_partitions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, IndexDefinition, IndexKey, IndexKind,
-    KeyRange, ManualClock, Namespace, NamespaceConfig, ReplySink, WriteRequest,
+    DeleteRequest, ExistsPolicy, GenerationPolicy, IndexDefinition, IndexKey, IndexKind, KeyRange,
+    ManualClock, Namespace, NamespaceConfig, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
+use four_partitions::{NoSink, PARTITIONS_USED, digest};
+
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
-const PARTITIONS_USED: u16 = 4;
 const KEY_COUNT: u64 = 400;
 const ROUNDS: usize = 40;
-
-struct NoSink;
-
-impl ReplySink for NoSink {
-    fn bin(&mut self, _: OpCode, _: BinRef<'_>) {}
-}
-
-fn digest(key: u64) -> Digest {
-    let mut bytes = [0u8; 20];
-    let partition = u16::try_from(key % u64::from(PARTITIONS_USED)).expect("below 4");
-    bytes[..2].copy_from_slice(&partition.to_le_bytes());
-    bytes[2..10].copy_from_slice(&key.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
-    Digest(bytes)
-}
 
 /// Keys never change set: a third are in "other", which the index does not cover.
 fn set_of(key: u64) -> &'static [u8] {

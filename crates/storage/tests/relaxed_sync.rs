@@ -40,20 +40,34 @@ fn open(device: TestDevice, config: StorageConfig) -> (Storage, Arc<TestDevice>,
 }
 
 fn write_records(storage: &Storage) -> Vec<Location> {
-    (0..RECORDS)
+    write_versions(storage, RECORDS, b'v', None)
+}
+
+/// Writes records `0..count` with data `i` (4 bytes) then `fill` up to 360 bytes, replacing
+/// the versions at `replaced` if given; returns the new locations.
+fn write_versions(
+    storage: &Storage,
+    count: u32,
+    fill: u8,
+    replaced: Option<&[Location]>,
+) -> Vec<Location> {
+    (0..count)
         .map(|i| {
             let mut digest = [3; 20];
             digest[..4].copy_from_slice(&i.to_le_bytes());
             let mut data = i.to_le_bytes().to_vec();
-            data.resize(360, b'v');
+            data.resize(360, fill);
             let body = RecordBody {
-                last_update_ms: 1,
+                last_update_ms: u64::from(fill),
                 void_time: 0,
                 generation: 1,
                 set_name: b"",
                 data: &data,
             };
-            storage.write_record(&digest, &body, None).expect("written")
+            let replaced = replaced.map(|locations| locations[i as usize]);
+            storage
+                .write_record(&digest, &body, replaced)
+                .expect("written")
         })
         .collect()
 }
@@ -163,25 +177,7 @@ fn a_power_loss_between_syncs_loses_at_most_the_window_and_serves_no_torn_record
         let first = write_records(&storage);
         storage.flush().expect("flushed");
         // Second versions of the first 600 records, with other bytes: four more blocks sealed.
-        let mut second = Vec::new();
-        for i in 0..600u32 {
-            let mut digest = [3; 20];
-            digest[..4].copy_from_slice(&i.to_le_bytes());
-            let mut data = i.to_le_bytes().to_vec();
-            data.resize(360, b'w');
-            let body = RecordBody {
-                last_update_ms: 2,
-                void_time: 0,
-                generation: 2,
-                set_name: b"",
-                data: &data,
-            };
-            second.push(
-                storage
-                    .write_record(&digest, &body, Some(first[i as usize]))
-                    .expect("written"),
-            );
-        }
+        write_versions(&storage, 600, b'w', Some(&first));
         let syncs_before = device.stats().syncs;
         wait_for("the second versions' sealed blocks", || {
             device.pending_write_count() >= 3
