@@ -241,6 +241,15 @@ impl PartitionEntries {
         &mut self.by_index[position].1
     }
 
+    /// The entries of index `id`, if this partition has a set for it (never creates one, so
+    /// removing entries of a dropped index leaves nothing behind).
+    fn existing_mut(&mut self, id: u32) -> Option<&mut BTreeSet<(IndexKey, Digest)>> {
+        self.by_index
+            .iter_mut()
+            .find(|(i, _)| *i == id)
+            .map(|(_, entries)| entries)
+    }
+
     fn entries(&self, id: u32) -> Option<&BTreeSet<(IndexKey, Digest)>> {
         self.by_index
             .iter()
@@ -323,10 +332,12 @@ impl Namespace {
     /// partition passed stays right. Stops early if the index is dropped.
     pub fn build_index(&self, index: &SecondaryIndex) {
         for slot in &self.partitions {
+            let mut partition = slot.state.write();
+            // Checked under the lock: a drop marks the index before it clears each partition
+            // under that partition's lock, so nothing is added after its clearing.
             if index.dropped.load(Ordering::Acquire) {
                 return;
             }
-            let mut partition = slot.state.write();
             let keys: Vec<(IndexKey, Digest)> = partition
                 .all_records()
                 .filter_map(|(digest, record)| {
@@ -445,11 +456,10 @@ impl Namespace {
         new: IndexedKeys,
     ) {
         for (id, key) in old {
-            if !new.iter().any(|(i, k)| *i == id && *k == key) {
-                partition
-                    .index_entries
-                    .entries_mut(id)
-                    .remove(&(key, *digest));
+            if !new.iter().any(|(i, k)| *i == id && *k == key)
+                && let Some(entries) = partition.index_entries.existing_mut(id)
+            {
+                entries.remove(&(key, *digest));
             }
         }
         for (id, key) in new {
