@@ -161,9 +161,10 @@ impl Namespace {
                 continue;
             }
             let mut partition = slot.state.write();
+            let indexes = self.sindexes.snapshot();
             let mut unindexed = Vec::new();
             let removed = partition.remove_where(&doomed, &self.sets, |digest, record| {
-                let keys = self.indexed_keys(digest, Some(record));
+                let keys = self.indexed_keys(&indexes, digest, Some(record));
                 if !keys.is_empty() {
                     unindexed.push((*digest, keys));
                 }

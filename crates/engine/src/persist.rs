@@ -195,8 +195,9 @@ impl Namespace {
             return Err(ResultCode::OutOfSpace);
         }
         // Both versions' entries are worked out while both can be read.
-        let old_keys = self.current_keys(partition, &digest);
-        let new_keys = self.indexed_keys(&digest, Some(&record));
+        let indexes = self.sindexes.snapshot();
+        let old_keys = self.current_keys(&indexes, partition, &digest);
+        let new_keys = self.indexed_keys(&indexes, &digest, Some(&record));
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Record::location);
             let data = record.packed_data();
@@ -219,7 +220,8 @@ impl Namespace {
         partition: &mut Partition,
         digest: &Digest,
     ) -> Result<Option<Record>, ResultCode> {
-        let old_keys = self.current_keys(partition, digest);
+        let indexes = self.sindexes.snapshot();
+        let old_keys = self.current_keys(&indexes, partition, digest);
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(digest).and_then(Record::location);
             storage

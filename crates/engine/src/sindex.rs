@@ -215,7 +215,9 @@ pub(crate) struct SecondaryIndexes {
 }
 
 impl SecondaryIndexes {
-    fn snapshot(&self) -> Vec<Arc<SecondaryIndex>> {
+    /// The indexes now (empty, without taking the lock, when there are none). A write takes
+    /// one snapshot, under its partition's lock, for both versions it indexes.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<SecondaryIndex>> {
         if !self.any.load(Ordering::Acquire) {
             return Vec::new();
         }
@@ -413,14 +415,18 @@ impl Namespace {
             .sum()
     }
 
-    /// The keys `record` (the index's current version at `digest`, if any) has in each index.
-    /// Reads the record back from the device when its data is not in memory and an index
-    /// needs it. Called under the partition's lock.
-    pub(crate) fn indexed_keys(&self, digest: &Digest, record: Option<&Record>) -> IndexedKeys {
+    /// The keys `record` (the index's current version at `digest`, if any) has in each of
+    /// `indexes`. Reads the record back from the device when its data is not in memory and an
+    /// index needs it. Called under the partition's lock.
+    pub(crate) fn indexed_keys(
+        &self,
+        indexes: &[Arc<SecondaryIndex>],
+        digest: &Digest,
+        record: Option<&Record>,
+    ) -> IndexedKeys {
         let Some(record) = record else {
             return Vec::new();
         };
-        let indexes = self.sindexes.snapshot();
         if indexes.is_empty() {
             return Vec::new();
         }
@@ -433,17 +439,18 @@ impl Namespace {
             .collect()
     }
 
-    /// The keys of the version of `digest` that `partition` holds (nothing, cheaply, when the
-    /// namespace has no index).
+    /// The keys of the version of `digest` that `partition` holds in `indexes` (no lookup
+    /// when there are none).
     pub(crate) fn current_keys(
         &self,
+        indexes: &[Arc<SecondaryIndex>],
         partition: &crate::partition::Partition,
         digest: &Digest,
     ) -> IndexedKeys {
-        if !self.sindexes.any.load(Ordering::Acquire) {
+        if indexes.is_empty() {
             return Vec::new();
         }
-        self.indexed_keys(digest, partition.any_record(digest))
+        self.indexed_keys(indexes, digest, partition.any_record(digest))
     }
 
     /// Replaces the entries of `digest` in `partition`: removes those of `old` not in `new`,

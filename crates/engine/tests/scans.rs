@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use engine::{
-    DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
-    ScanScope, WriteRequest,
+    ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ScanScope,
+    WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest,
@@ -25,7 +25,7 @@ use model::{
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
-use four_partitions::{NoSink, PARTITIONS_USED, digest};
+use four_partitions::{NoSink, PARTITIONS_USED, delete_request, digest};
 
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
 const KEY_COUNT: u64 = 2_000;
@@ -107,12 +107,7 @@ impl Harness {
     }
 
     fn delete(&mut self, key: u64) {
-        let request = DeleteRequest {
-            digest: digest(key),
-            set_name: b"",
-            key: None,
-            generation: GenerationPolicy::None,
-        };
+        let request = delete_request(key);
         let result = self.namespace.delete(&request);
         let expected = if self.model.remove(&key).is_some() {
             Ok(())

@@ -16,14 +16,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::{
-    DeleteRequest, ExistsPolicy, GenerationPolicy, IndexDefinition, IndexKey, IndexKind, KeyRange,
-    ManualClock, Namespace, NamespaceConfig, WriteRequest,
+    ExistsPolicy, GenerationPolicy, IndexDefinition, IndexKey, IndexKind, KeyRange, ManualClock,
+    Namespace, NamespaceConfig, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
-use four_partitions::{NoSink, PARTITIONS_USED, digest};
+use four_partitions::{NoSink, PARTITIONS_USED, delete_request, digest};
 
 const START_UNIX_MS: u64 = (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000;
 const KEY_COUNT: u64 = 400;
@@ -90,12 +90,7 @@ impl Harness {
     }
 
     fn delete(&mut self, key: u64) {
-        let request = DeleteRequest {
-            digest: digest(key),
-            set_name: b"",
-            key: None,
-            generation: GenerationPolicy::None,
-        };
+        let request = delete_request(key);
         let _ = self.namespace.delete(&request);
         self.model.remove(&key);
     }

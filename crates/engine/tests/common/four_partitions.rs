@@ -1,7 +1,7 @@
 //! Records placed in four partitions (digests built, not hashed), so that each partition holds
 //! hundreds of records; shared by the scan and secondary-index model tests.
 
-use engine::{BinRef, ReplySink};
+use engine::{BinRef, DeleteRequest, GenerationPolicy, ReplySink};
 use model::{Digest, OpCode};
 
 /// Partitions the keys fall in: 0..4.
@@ -21,4 +21,14 @@ pub fn digest(key: u64) -> Digest {
     bytes[..2].copy_from_slice(&partition.to_le_bytes());
     bytes[2..10].copy_from_slice(&key.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
     Digest(bytes)
+}
+
+/// A plain delete of key `key`, with no set name and no generation check.
+pub fn delete_request(key: u64) -> DeleteRequest<'static> {
+    DeleteRequest {
+        digest: digest(key),
+        set_name: b"",
+        key: None,
+        generation: GenerationPolicy::None,
+    }
 }
