@@ -226,6 +226,70 @@ def test_info_commands_in_both_syntaxes(server, uset):
     assert info(f"sindex/test/{name}").startswith("ERROR:201:")
 
 
+def test_list_and_map_indexes_hold_each_item_and_follow_updates(client, uset):
+    """Indexes on list elements, map keys and map values: one entry per distinct item of the
+    index's type; equality and range queries on items; an update moves the entries."""
+    ns = "test"
+    for i in range(30):
+        client.put((ns, uset, f"c{i}"), {
+            "scores": [i % 5, i % 5, 100 + i, "not an int"],
+            "tags": [f"t{i % 3}", "all", 7],
+            "m": {f"k{i % 4}": i, "shared": 1000},
+        }, policy={"key": aerospike.POLICY_KEY_SEND})
+    made = []
+
+    def made_index(create, bin_name: str, datatype: int) -> str:
+        name = harness.unique("idx")
+        create(ns, uset, bin_name, datatype, name)
+        made.append(name)
+        wait_built(client, ns, name)
+        return name
+
+    try:
+        scores = made_index(client.index_list_create, "scores", aerospike.INDEX_NUMERIC)
+        tags = made_index(client.index_list_create, "tags", aerospike.INDEX_STRING)
+        keys = made_index(client.index_map_keys_create, "m", aerospike.INDEX_STRING)
+        values = made_index(client.index_map_values_create, "m", aerospike.INDEX_NUMERIC)
+        listed = harness.info(client, f"sindex-list:ns={ns}")
+        assert f"indexname={scores}:set={uset}:bin=scores:type=numeric:indextype=list" in listed
+        assert f"indexname={keys}:set={uset}:bin=m:type=string:indextype=mapkeys" in listed
+        assert f"indexname={values}:set={uset}:bin=m:type=numeric:indextype=mapvalues" in listed
+        # Distinct integer items only: i % 5 (twice, once entered) and 100 + i.
+        assert entries(client, ns, scores) == 60
+        assert entries(client, ns, tags) == 60
+        assert entries(client, ns, keys) == 60
+        assert entries(client, ns, values) == 60
+
+        lst = aerospike.INDEX_TYPE_LIST
+        assert keys_of(query(client, ns, uset, p.contains("scores", lst, 3))) == sorted(
+            f"c{i}" for i in range(30) if i % 5 == 3)
+        assert keys_of(query(client, ns, uset, p.range("scores", lst, 110, 112))) == ["c10", "c11", "c12"]
+        assert keys_of(query(client, ns, uset, p.contains("tags", lst, "t1"))) == sorted(
+            f"c{i}" for i in range(30) if i % 3 == 1)
+        assert len(query(client, ns, uset, p.contains("tags", lst, "all"))) == 30
+        assert query(client, ns, uset, p.contains("tags", lst, "not there")) == []
+        assert keys_of(query(client, ns, uset, p.contains("m", aerospike.INDEX_TYPE_MAPKEYS, "k2"))) == sorted(
+            f"c{i}" for i in range(30) if i % 4 == 2)
+        assert keys_of(query(client, ns, uset, p.range("m", aerospike.INDEX_TYPE_MAPVALUES, 5, 7))) == [
+            "c5", "c6", "c7"]
+        # The default (bin value) type finds nothing: no such index.
+        with pytest.raises(ex.IndexNotFound):
+            query(client, ns, uset, p.equals("scores", 3))
+
+        client.put((ns, uset, "c3"), {"scores": [42], "m": {"k9": 6}}, policy={"key": aerospike.POLICY_KEY_SEND})
+        assert keys_of(query(client, ns, uset, p.contains("scores", lst, 42))) == ["c3"]
+        assert "c3" not in keys_of(query(client, ns, uset, p.contains("scores", lst, 3)))
+        assert keys_of(query(client, ns, uset, p.range("m", aerospike.INDEX_TYPE_MAPVALUES, 5, 7))) == [
+            "c3", "c5", "c6", "c7"]
+        assert entries(client, ns, scores) == 59
+        client.remove((ns, uset, "c4"))
+        assert entries(client, ns, scores) == 57
+        assert entries(client, ns, keys) == 57  # c3 now has one key, c4 none
+    finally:
+        for name in made:
+            client.index_remove(ns, name)
+
+
 def test_queries_without_a_usable_index_fail_cleanly(server, client, uset):
     client.put(("test", uset, "a"), {"v": 1})
     with pytest.raises(ex.IndexNotFound):
@@ -250,6 +314,11 @@ def test_queries_without_a_usable_index_fail_cleanly(server, client, uset):
             with server.raw() as sock:
                 _, last = run_raw_scan(sock, query_frame(uset, bad))
             assert last.result_code == PARAMETER, bad
+        for bad_type in (bytes([4]), bytes([0, 0]), b""):  # INDEX_TYPE is one byte, 0 to 3
+            with server.raw() as sock:
+                extra = [aswire.field(FIELD_INDEX_TYPE, bad_type)]
+                _, last = run_raw_scan(sock, query_frame(uset, good, extra=extra))
+            assert last.result_code == PARAMETER, bad_type
         with server.raw() as sock:
             records, last = run_raw_scan(sock, query_frame(uset, good))
         assert last.result_code == 0 and len(records) == 1

@@ -55,8 +55,8 @@ pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
 pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
 pub use sindex::{
-    INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexDefinition, IndexError, IndexKey,
-    IndexKind, KeyRange, QueryPieceEnd, SecondaryIndex,
+    INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexCollection, IndexDefinition,
+    IndexError, IndexKey, IndexKind, KeyRange, QueryPieceEnd, SecondaryIndex,
 };
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{

@@ -29,6 +29,62 @@ pub(crate) fn is_valid_container(bytes: &[u8], container: Container) -> bool {
     top_level_matches && skip_one_value(bytes) == Some(bytes.len())
 }
 
+/// The top-level items of a valid LIST (its elements) or MAP (keys and values alternating)
+/// particle, each as its own msgpack bytes; `None` for anything else.
+pub(crate) fn container_items(bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut position = 1;
+    let marker = Marker::from_u8(*bytes.first()?);
+    let count = match marker {
+        Marker::FixArray(count) => usize::from(count),
+        Marker::FixMap(count) => 2 * usize::from(count),
+        Marker::Array16 | Marker::Array32 | Marker::Map16 | Marker::Map32 => {
+            let size_bytes = if matches!(marker, Marker::Array16 | Marker::Map16) {
+                2
+            } else {
+                4
+            };
+            let count = read_length(bytes, &mut position, size_bytes)?;
+            if matches!(marker, Marker::Map16 | Marker::Map32) {
+                count.checked_mul(2)?
+            } else {
+                count
+            }
+        }
+        _ => return None,
+    };
+    // Each item takes at least a byte: a count beyond that is a lie, refused before allocating.
+    if count > bytes.len() - position {
+        return None;
+    }
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        let size = skip_one_value(&bytes[position..])?;
+        items.push(&bytes[position..position + size]);
+        position += size;
+    }
+    (position == bytes.len()).then_some(items)
+}
+
+/// The integer one item holds, if it is one that fits an i64.
+pub(crate) fn item_int(item: &[u8]) -> Option<i64> {
+    let mut reader = item;
+    rmp::decode::read_int::<i64, _>(&mut reader).ok()
+}
+
+/// The string one item holds: Aerospike's clients write a string inside a collection as a
+/// msgpack str whose first byte is the particle type STRING (3); that byte is not returned.
+pub(crate) fn item_string(item: &[u8]) -> Option<&[u8]> {
+    let mut reader = item;
+    let len = rmp::decode::read_str_len(&mut reader).ok()? as usize;
+    match reader.get(..len)? {
+        [STRING_PARTICLE_TYPE, text @ ..] => Some(text),
+        _ => None,
+    }
+}
+
+/// The prefix byte of a string inside a collection.
+const STRING_PARTICLE_TYPE: u8 = 3;
+
 /// Skips one complete value at the start of `bytes`; returns its size, or `None` if the bytes
 /// end early or use the reserved marker 0xc1.
 fn skip_one_value(bytes: &[u8]) -> Option<usize> {
@@ -110,6 +166,43 @@ mod tests {
         // An Aerospike key-ordered map: ext8 flags pseudo-entry, then {"k": 1}.
         let map = [0x82, 0xc7, 0x00, 0x01, 0xc0, 0xa2, 0x03, b'k', 0x01];
         assert!(is_valid_container(&map, Container::Map));
+    }
+
+    #[test]
+    fn container_items_split_lists_and_maps_at_the_top_level() {
+        // [1, [2, 3], "a"]
+        let list = [0x93, 0x01, 0x92, 0x02, 0x03, 0xa1, b'a'];
+        let items = container_items(&list).expect("a list");
+        assert_eq!(items, vec![&[0x01][..], &[0x92, 0x02, 0x03], &[0xa1, b'a']]);
+        // {1: -1, "k": [nil]} as map16
+        let map = [0xde, 0x00, 0x02, 0x01, 0xff, 0xa1, b'k', 0x91, 0xc0];
+        let items = container_items(&map).expect("a map");
+        assert_eq!(
+            items,
+            vec![&[0x01][..], &[0xff], &[0xa1, b'k'], &[0x91, 0xc0]]
+        );
+        assert_eq!(container_items(&[0x92, 0x01]), None, "one element short");
+        assert_eq!(
+            container_items(&[0xdd, 0xff, 0xff, 0xff, 0xff]),
+            None,
+            "count beyond the bytes"
+        );
+        assert_eq!(container_items(&[0x01]), None, "not a container");
+    }
+
+    #[test]
+    fn items_decode_as_integers_and_prefixed_strings() {
+        assert_eq!(item_int(&[0x05]), Some(5));
+        assert_eq!(item_int(&[0xd0, 0x80]), Some(-128));
+        assert_eq!(
+            item_int(&[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            None,
+            "u64 max"
+        );
+        assert_eq!(item_string(&[0xa3, 3, b'a', b'b']), Some(&b"ab"[..]));
+        assert_eq!(item_string(&[0xa2, b'a', b'b']), None, "no STRING prefix");
+        assert_eq!(item_string(&[0xa3, 3, b'a']), None, "short");
+        assert_eq!(item_int(&[0xa1, 3]), None);
     }
 
     #[test]

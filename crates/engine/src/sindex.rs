@@ -19,6 +19,9 @@
 //!   passed satisfy this, and others hold a subset of them.
 //! - An index id is never reused, so entries of a dropped index can never be taken for another.
 //! - Records holding a native (Redis) value are not indexed: their bins are Redis structures.
+//! - A collection index (list elements, map keys or map values) has one entry per distinct
+//!   item of the index's type; a range query may return such a record once per item in range,
+//!   as Aerospike's does.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -34,6 +37,8 @@ use crate::scan::{ScanScope, ScannedRecord};
 /// Wire particle types an index can hold.
 const PARTICLE_INTEGER: u8 = 1;
 const PARTICLE_STRING: u8 = 3;
+const PARTICLE_MAP: u8 = 19;
+const PARTICLE_LIST: u8 = 20;
 /// Most indexes a namespace may have (Aerospike's limit).
 pub const INDEXES_MAX: usize = 256;
 /// Longest index name, in bytes (Aerospike's limit is 63).
@@ -67,6 +72,62 @@ impl IndexKind {
     }
 }
 
+/// What of a bin an index holds: its value, or the items of the list or map it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexCollection {
+    /// The bin's value itself.
+    Default,
+    /// Each element of a list bin.
+    List,
+    /// Each key of a map bin.
+    MapKeys,
+    /// Each value of a map bin.
+    MapValues,
+}
+
+impl IndexCollection {
+    /// The name `sindex-list` shows and `sindex-create` takes (as `indextype`).
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexCollection::Default => "default",
+            IndexCollection::List => "list",
+            IndexCollection::MapKeys => "mapkeys",
+            IndexCollection::MapValues => "mapvalues",
+        }
+    }
+
+    /// The collection an `indextype` names (any case).
+    pub fn named(name: &[u8]) -> Option<IndexCollection> {
+        [
+            IndexCollection::Default,
+            IndexCollection::List,
+            IndexCollection::MapKeys,
+            IndexCollection::MapValues,
+        ]
+        .into_iter()
+        .find(|collection| name.eq_ignore_ascii_case(collection.name().as_bytes()))
+    }
+
+    /// The collection a query's INDEX_TYPE byte names (0 to 3).
+    pub fn from_wire(byte: u8) -> Option<IndexCollection> {
+        match byte {
+            0 => Some(IndexCollection::Default),
+            1 => Some(IndexCollection::List),
+            2 => Some(IndexCollection::MapKeys),
+            3 => Some(IndexCollection::MapValues),
+            _ => None,
+        }
+    }
+
+    fn particle_type(self) -> Option<u8> {
+        match self {
+            IndexCollection::Default => None,
+            IndexCollection::List => Some(PARTICLE_LIST),
+            IndexCollection::MapKeys | IndexCollection::MapValues => Some(PARTICLE_MAP),
+        }
+    }
+}
+
 /// An indexed value. Within one index every key has the index's kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IndexKey {
@@ -88,6 +149,14 @@ impl IndexKey {
                 .ok()
                 .map(|bytes| IndexKey::Int(i64::from_be_bytes(bytes))),
             IndexKind::String => Some(IndexKey::Str(value.into())),
+        }
+    }
+
+    /// The key of one item of a list or map, for an index of `kind`.
+    fn of_item(kind: IndexKind, item: &[u8]) -> Option<IndexKey> {
+        match kind {
+            IndexKind::Numeric => crate::msgpack::item_int(item).map(IndexKey::Int),
+            IndexKind::String => crate::msgpack::item_string(item).map(|s| IndexKey::Str(s.into())),
         }
     }
 }
@@ -116,8 +185,10 @@ pub struct IndexDefinition {
     pub set_name: Option<Vec<u8>>,
     /// The bin it orders by.
     pub bin: Vec<u8>,
-    /// The bin type it holds.
+    /// The value type it holds.
     pub kind: IndexKind,
+    /// Whether it holds the bin's value or the items of the collection in it.
+    pub collection: IndexCollection,
 }
 
 /// One secondary index: its definition, build progress and counters. Its entries live in the
@@ -172,19 +243,46 @@ impl SecondaryIndex {
         self.queries.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The key `record` has in this index, if it has one.
-    fn key_of(&self, namespace: &Namespace, record: &Record) -> Option<IndexKey> {
+    /// The keys `record` has in this index, sorted, each once: none, one, or (for a
+    /// collection index) one per distinct matching item.
+    fn keys_of(&self, namespace: &Namespace, record: &Record) -> Vec<IndexKey> {
         if record.native().is_some() {
-            return None;
+            return Vec::new();
         }
         if let Some(set_name) = &self.definition.set_name
             && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
         {
-            return None;
+            return Vec::new();
         }
         let bins = record.bins();
-        let bin = bins.iter().find(|bin| bin.name == self.definition.bin)?;
-        IndexKey::of_bin(self.definition.kind, bin.particle_type, bin.value)
+        let Some(bin) = bins.iter().find(|bin| bin.name == self.definition.bin) else {
+            return Vec::new();
+        };
+        let kind = self.definition.kind;
+        let collection = self.definition.collection;
+        let Some(container_type) = collection.particle_type() else {
+            return IndexKey::of_bin(kind, bin.particle_type, bin.value)
+                .into_iter()
+                .collect();
+        };
+        if bin.particle_type != container_type {
+            return Vec::new();
+        }
+        let items = crate::msgpack::container_items(bin.value).unwrap_or_default();
+        let chosen = items
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| match collection {
+                IndexCollection::MapKeys => position % 2 == 0,
+                IndexCollection::MapValues => position % 2 == 1,
+                IndexCollection::List | IndexCollection::Default => true,
+            });
+        let mut keys: Vec<IndexKey> = chosen
+            .filter_map(|(_, item)| IndexKey::of_item(kind, item))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 }
 
@@ -307,6 +405,7 @@ impl Namespace {
             i.definition.set_name == definition.set_name
                 && i.definition.bin == definition.bin
                 && i.definition.kind == definition.kind
+                && i.definition.collection == definition.collection
         }) {
             return Err(IndexError::DefinitionTaken(
                 existing.definition.name.clone(),
@@ -342,9 +441,12 @@ impl Namespace {
             }
             let keys: Vec<(IndexKey, Digest)> = partition
                 .all_records()
-                .filter_map(|(digest, record)| {
-                    let loaded = self.load(digest, record).ok()?;
-                    index.key_of(self, &loaded).map(|key| (key, *digest))
+                .filter_map(|(digest, record)| Some((digest, self.load(digest, record).ok()?)))
+                .flat_map(|(digest, loaded)| {
+                    index
+                        .keys_of(self, &loaded)
+                        .into_iter()
+                        .map(|key| (key, *digest))
                 })
                 .collect();
             partition.index_entries.entries_mut(index.id).extend(keys);
@@ -385,13 +487,14 @@ impl Namespace {
             .cloned()
     }
 
-    /// The index a query on `bin` of `kind` in `set_name` (empty = none) uses: one on that
-    /// set, else one on the whole namespace.
+    /// The index a query on `bin` of `kind` (and `collection`) in `set_name` (empty = none)
+    /// uses: one on that set, else one on the whole namespace.
     pub fn index_for(
         &self,
         set_name: &[u8],
         bin: &[u8],
         kind: IndexKind,
+        collection: IndexCollection,
     ) -> Option<Arc<SecondaryIndex>> {
         let list = self.sindexes.list.read();
         let on = |set: Option<&[u8]>| {
@@ -399,6 +502,7 @@ impl Namespace {
                 .find(|i| {
                     i.definition.bin == bin
                         && i.definition.kind == kind
+                        && i.definition.collection == collection
                         && i.definition.set_name.as_deref() == set
                 })
                 .cloned()
@@ -435,7 +539,10 @@ impl Namespace {
         };
         indexes
             .iter()
-            .filter_map(|index| index.key_of(self, &loaded).map(|key| (index.id, key)))
+            .flat_map(|index| {
+                let keys = index.keys_of(self, &loaded);
+                keys.into_iter().map(|key| (index.id, key))
+            })
             .collect()
     }
 
@@ -460,10 +567,14 @@ impl Namespace {
         partition: &mut crate::partition::Partition,
         digest: &Digest,
         old: IndexedKeys,
-        new: IndexedKeys,
+        mut new: IndexedKeys,
     ) {
+        // Sorted, so that a long list's items are looked up, not scanned for each.
+        new.sort_unstable();
         for (id, key) in old {
-            if !new.iter().any(|(i, k)| *i == id && *k == key)
+            if new
+                .binary_search_by(|(i, k)| (*i, k).cmp(&(id, &key)))
+                .is_err()
                 && let Some(entries) = partition.index_entries.existing_mut(id)
             {
                 entries.remove(&(key, *digest));
@@ -517,8 +628,8 @@ impl Namespace {
             let (key, digest) = entry;
             if let Some(record) = guard.live(digest, &visibility)
                 && let Ok(loaded) = self.load(digest, record)
-                && index.key_of(self, &loaded).as_ref() == Some(key)
                 && range.contains(key)
+                && index.keys_of(self, &loaded).binary_search(key).is_ok()
             {
                 let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
                 if !visit(&scanned, key) {

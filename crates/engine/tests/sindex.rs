@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::{
-    ExistsPolicy, GenerationPolicy, IndexDefinition, IndexKey, IndexKind, KeyRange, ManualClock,
-    Namespace, NamespaceConfig, WriteRequest,
+    ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey, IndexKind,
+    KeyRange, ManualClock, Namespace, NamespaceConfig, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
@@ -197,6 +197,7 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
                 set_name: Some(b"people".to_vec()),
                 bin: b"v".to_vec(),
                 kind: IndexKind::Numeric,
+                collection: IndexCollection::Default,
             };
             let (index, created) = harness.namespace.create_index(definition).expect("created");
             assert!(created);

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{
-    IndexKey, IndexKind, KeyRange, Namespace, ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
+    IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, ScanOutcome, ScanScope,
+    ScannedRecord, SecondaryIndex,
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
@@ -298,8 +299,8 @@ fn scan_thread_count(configured: usize, partitions: usize, indexed_records: Opti
 /// type) and range.
 ///
 /// # Errors
-/// PARAMETER for a malformed range, INDEX_NOT_FOUND (201) with no such index (collection
-/// indexes included), INDEX_NOT_READABLE (203) while it builds.
+/// PARAMETER for a malformed range or INDEX_TYPE, INDEX_NOT_FOUND (201) with no such index
+/// (of that collection type), INDEX_NOT_READABLE (203) while it builds.
 fn index_query(
     namespace: &Namespace,
     fields: &ScanFields<'_>,
@@ -308,13 +309,11 @@ fn index_query(
     let Some(range_field) = fields.index_range else {
         return Ok(None);
     };
-    if fields
-        .index_type
-        .is_some_and(|t| t.iter().any(|&byte| byte != 0))
-    {
-        // List, map-key and map-value indexes are not built yet: none can exist.
-        return Err(ResultCode::IndexNotFound);
-    }
+    let collection = match fields.index_type {
+        None => IndexCollection::Default,
+        Some(&[byte]) => IndexCollection::from_wire(byte).ok_or(ResultCode::Parameter)?,
+        Some(_) => return Err(ResultCode::Parameter),
+    };
     let filter = parse_index_range(range_field).ok_or(ResultCode::Parameter)?;
     let by_name = fields
         .index_name
@@ -322,9 +321,12 @@ fn index_query(
         .transpose()?;
     let index = match by_name {
         Some(name) => namespace.index_named(name),
-        None => namespace.index_for(set_name, &filter.bin, filter.kind),
+        None => namespace.index_for(set_name, &filter.bin, filter.kind, collection),
     }
-    .filter(|index| index.definition().kind == filter.kind)
+    .filter(|index| {
+        let definition = index.definition();
+        definition.kind == filter.kind && definition.collection == collection
+    })
     .ok_or(ResultCode::IndexNotFound)?;
     if !index.is_ready() {
         return Err(ResultCode::IndexNotReadable);

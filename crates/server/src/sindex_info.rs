@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use engine::{
-    IndexDefinition, IndexError, IndexKind, Namespace, SINDEX_ENTRY_SIZE_BYTES, SecondaryIndex,
+    IndexCollection, IndexDefinition, IndexError, IndexKind, Namespace, SINDEX_ENTRY_SIZE_BYTES,
+    SecondaryIndex,
 };
 use tracing::{info, warn};
 use wire_aerospike::info_param;
@@ -171,11 +172,12 @@ fn describe(namespace_name: &str, index: &SecondaryIndex, value: &mut String) {
         .map_or_else(|| "null".into(), String::from_utf8_lossy);
     let _ = write!(
         value,
-        "ns={namespace_name}:indexname={}:set={set}:bin={}:type={}:indextype=default:\
+        "ns={namespace_name}:indexname={}:set={set}:bin={}:type={}:indextype={}:\
          context=null:exp=null:state={}",
         definition.name,
         String::from_utf8_lossy(&definition.bin),
         definition.kind.name(),
+        definition.collection.name(),
         if index.is_ready() { "RW" } else { "WO" },
     );
 }
@@ -196,9 +198,8 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
         return Err("expression and context indexes are not supported");
     }
     let index_type = info_param(params, b"indextype").unwrap_or(b"default");
-    if !index_type.eq_ignore_ascii_case(b"default") {
-        return Err("only default (bin) indexes are supported: not list, mapkeys or mapvalues");
-    }
+    let collection = IndexCollection::named(index_type)
+        .ok_or("bad indextype: default, list, mapkeys or mapvalues")?;
     let (bin, type_name) = match (info_param(params, b"indexdata"), info_param(params, b"bin")) {
         (Some(_), Some(_)) => return Err("indexdata and bin are mutually exclusive"),
         (Some(data), None) => {
@@ -225,6 +226,7 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
             .map(<[u8]>::to_vec),
         bin: bin.to_vec(),
         kind,
+        collection,
     })
 }
 
