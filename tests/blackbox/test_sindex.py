@@ -368,6 +368,40 @@ def test_an_index_of_records_kept_on_the_device(start_server, tmp_path):
     assert len(query(client, "test", "d", p.between("v", 1000, 2000))) == 100
 
 
+def test_index_definitions_survive_restarts_and_are_rebuilt(start_server, tmp_path):
+    """A device namespace keeps its index definitions beside its data file: after a restart
+    (graceful, then SIGKILL) the indexes are listed again, rebuilt from the records loaded,
+    and answer queries; a dropped index stays dropped."""
+    storage = harness.device_storage([tmp_path / "test.dat"], filesize=32 * 1024 * 1024,
+                                     write_block_size=65536, commit_to_device=True)
+    srv = start_server(namespaces=[harness.namespace("test", storage_engine=storage)])
+    client = srv.client()
+    client.index_integer_create("test", "p", "age", "by_age")
+    client.index_list_create("test", None, "tags", aerospike.INDEX_STRING, "by_tag")
+    client.index_string_create("test", "p", "name", "by_name")
+    for i in range(100):
+        client.put(("test", "p", i), {"age": i % 10, "tags": [f"t{i % 4}"], "name": f"n{i}"})
+    client.index_remove("test", "by_name")
+
+    def check(srv) -> None:
+        client = srv.client()
+        listed = harness.info(client, "sindex-list:ns=test")
+        assert "indexname=by_age:set=p:bin=age:type=numeric:indextype=default" in listed
+        assert "indexname=by_tag:set=null:bin=tags:type=string:indextype=list" in listed
+        assert "by_name" not in listed
+        assert int(wait_built(client, "test", "by_age")["entries"]) == 100
+        assert int(wait_built(client, "test", "by_tag")["entries"]) == 100
+        assert sorted(r[2]["age"] for r in query(client, "test", "p", p.equals("age", 3))) == [3] * 10
+        tagged = query(client, "test", None, p.contains("tags", aerospike.INDEX_TYPE_LIST, "t1"))
+        assert len(tagged) == 25
+
+    check(srv.restart())
+    check(srv.kill_and_restart())
+    srv.client().index_remove("test", "by_tag")
+    srv = srv.restart()
+    assert "by_tag" not in harness.info(srv.client(), "sindex-list:ns=test")
+
+
 def test_queries_never_lie_while_writers_move_values(start_server):
     """Writers move each key's value between ranges; readers query [0, 99]. For each query:
     every record returned has a value in range that some write (or the load) gave it, and

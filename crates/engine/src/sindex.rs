@@ -64,6 +64,17 @@ impl IndexKind {
         }
     }
 
+    /// The kind a `type` (any case) names: numeric (or integer, from 8.1) or string.
+    pub fn named(name: &[u8]) -> Option<IndexKind> {
+        if name.eq_ignore_ascii_case(b"numeric") || name.eq_ignore_ascii_case(b"integer") {
+            Some(IndexKind::Numeric)
+        } else if name.eq_ignore_ascii_case(b"string") {
+            Some(IndexKind::String)
+        } else {
+            None
+        }
+    }
+
     fn particle_type(self) -> u8 {
         match self {
             IndexKind::Numeric => PARTICLE_INTEGER,

@@ -14,6 +14,7 @@ mod resp;
 mod scan;
 mod server;
 mod sindex_info;
+mod sindex_store;
 mod state;
 
 use std::path::PathBuf;

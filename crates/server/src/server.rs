@@ -129,7 +129,9 @@ fn open_namespaces(config: &Config) -> std::io::Result<Vec<Arc<Namespace>>> {
                 started.elapsed().as_millis()
             );
         }
-        namespaces.push(Arc::new(namespace));
+        let namespace = Arc::new(namespace);
+        crate::sindex_store::restore(section, &namespace);
+        namespaces.push(namespace);
     }
     Ok(namespaces)
 }

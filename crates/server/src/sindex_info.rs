@@ -3,7 +3,8 @@
 //! `sindex-delete`, `sindex-list` (and `sindex`), `sindex/<ns>[/<name>]`, `sindex-exists` and
 //! `sindex-stat`. Replies follow Aerospike 8: `ok`, `true`/`false`, `key=value;…` statistics
 //! with `load_pct`, or `ERROR:<code>:<message>`. A new index is built on a background thread;
-//! clients poll its `load_pct` until it reaches 100.
+//! clients poll its `load_pct` until it reaches 100. Definitions are saved on every create and
+//! drop (`sindex_store`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
                 index = index.definition().name,
                 "secondary index created"
             );
+            crate::sindex_store::save(&state.config, namespace);
             build_in_background(namespace.clone(), index);
             value.push_str("ok");
         }
@@ -68,6 +70,7 @@ pub fn delete(state: &ServerState, params: &[u8], value: &mut String) {
             index = name,
             "secondary index dropped"
         );
+        crate::sindex_store::save(&state.config, namespace);
     }
     value.push_str("ok");
 }
@@ -210,15 +213,7 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
         (None, Some(bin)) => (bin, info_param(params, b"type").ok_or("missing type")?),
         (None, None) => return Err("missing bin"),
     };
-    let kind = if type_name.eq_ignore_ascii_case(b"numeric")
-        || type_name.eq_ignore_ascii_case(b"integer")
-    {
-        IndexKind::Numeric
-    } else if type_name.eq_ignore_ascii_case(b"string") {
-        IndexKind::String
-    } else {
-        return Err("bad index type: numeric or string");
-    };
+    let kind = IndexKind::named(type_name).ok_or("bad index type: numeric or string")?;
     Ok(IndexDefinition {
         name: name.to_owned(),
         set_name: info_param(params, b"set")
@@ -230,7 +225,7 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
     })
 }
 
-fn build_in_background(namespace: Arc<Namespace>, index: Arc<SecondaryIndex>) {
+pub(crate) fn build_in_background(namespace: Arc<Namespace>, index: Arc<SecondaryIndex>) {
     let spawned = std::thread::Builder::new()
         .name("sindex-build".to_owned())
         .spawn(move || {

@@ -1,0 +1,194 @@
+//! Secondary-index definitions that survive a restart.
+//!
+//! A namespace stored on files keeps its index definitions in a small TOML file beside its
+//! first data file (`<file>.sindex`), as Aerospike keeps them in its system metadata. Every
+//! create or drop rewrites the whole file atomically (a temporary file, synced, renamed over
+//! it, then the directory synced), so a crash leaves the old list or the new one, never a mix.
+//! At start the namespace recreates each index and builds it again in the background, from
+//! the records recovery loaded: entries themselves are never stored. An in-memory namespace
+//! starts empty, its indexes included.
+//!
+//! Invariant: the file lists exactly the indexes the namespace had after the last create or
+//! drop that returned; writes of it are serialized (`SAVE_LOCK`), each from the list of the
+//! moment, so the last one written is the newest.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use engine::{IndexCollection, IndexDefinition, IndexKind, Namespace};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tracing::{error, info, warn};
+
+use crate::config::{Config, NamespaceSection};
+
+/// Serializes rewrites of every definitions file.
+static SAVE_LOCK: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SavedIndexes {
+    #[serde(default)]
+    index: Vec<SavedIndex>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedIndex {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    set: Option<String>,
+    bin: String,
+    #[serde(rename = "type")]
+    kind: String,
+    indextype: String,
+}
+
+/// Where `section`'s definitions live: beside its first data file; `None` in memory.
+pub fn definitions_path(section: &NamespaceSection) -> Option<PathBuf> {
+    let mut path = section
+        .storage_engine
+        .files
+        .first()?
+        .clone()
+        .into_os_string();
+    path.push(".sindex");
+    Some(PathBuf::from(path))
+}
+
+/// Rewrites the definitions file of `namespace` from its indexes now. A failure is logged:
+/// the indexes work until the restart that will lack them.
+pub fn save(config: &Config, namespace: &Namespace) {
+    let Some(section) = config
+        .namespaces
+        .iter()
+        .find(|s| s.name == namespace.name())
+    else {
+        return;
+    };
+    let Some(path) = definitions_path(section) else {
+        return;
+    };
+    let _serialized = SAVE_LOCK.lock();
+    let saved = SavedIndexes {
+        index: namespace
+            .indexes()
+            .iter()
+            .filter_map(|index| saved(index.definition()))
+            .collect(),
+    };
+    if let Err(e) = write_atomically(&path, &saved) {
+        error!(
+            namespace = namespace.name(),
+            path = %path.display(),
+            "cannot save secondary index definitions, they will be missing after a restart: {e}"
+        );
+    }
+}
+
+/// Recreates the indexes `section`'s definitions file lists and starts building each.
+pub fn restore(section: &NamespaceSection, namespace: &std::sync::Arc<Namespace>) {
+    let Some(path) = definitions_path(section) else {
+        return;
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            error!(path = %path.display(), "cannot read secondary index definitions: {e}");
+            return;
+        }
+    };
+    let saved: SavedIndexes = match toml::from_str(&text) {
+        Ok(saved) => saved,
+        Err(e) => {
+            error!(path = %path.display(), "secondary index definitions unreadable, none restored: {e}");
+            return;
+        }
+    };
+    for entry in saved.index {
+        let name = entry.name.clone();
+        let Some(definition) = definition(entry) else {
+            warn!(
+                index = name,
+                "secondary index definition not understood; skipped"
+            );
+            continue;
+        };
+        match namespace.create_index(definition) {
+            Ok((index, _)) => {
+                info!(
+                    namespace = namespace.name(),
+                    index = name,
+                    "secondary index restored; building"
+                );
+                crate::sindex_info::build_in_background(namespace.clone(), index);
+            }
+            Err(e) => warn!(index = name, "secondary index not restored: {e}"),
+        }
+    }
+}
+
+fn saved(definition: &IndexDefinition) -> Option<SavedIndex> {
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).ok();
+    Some(SavedIndex {
+        name: definition.name.clone(),
+        set: match &definition.set_name {
+            Some(set) => Some(text(set)?),
+            None => None,
+        },
+        bin: text(&definition.bin)?,
+        kind: definition.kind.name().to_owned(),
+        indextype: definition.collection.name().to_owned(),
+    })
+}
+
+fn definition(saved: SavedIndex) -> Option<IndexDefinition> {
+    Some(IndexDefinition {
+        kind: IndexKind::named(saved.kind.as_bytes())?,
+        collection: IndexCollection::named(saved.indextype.as_bytes())?,
+        name: saved.name,
+        set_name: saved.set.map(String::into_bytes),
+        bin: saved.bin.into_bytes(),
+    })
+}
+
+fn write_atomically(path: &Path, saved: &SavedIndexes) -> std::io::Result<()> {
+    let text = toml::to_string(saved).map_err(std::io::Error::other)?;
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(
+        b"# Secondary index definitions, rewritten by the server on each create or drop.\n",
+    )?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    let directory = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::File::open(directory)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_round_trip_through_their_saved_form() {
+        let original = IndexDefinition {
+            name: "by_tag".to_owned(),
+            set_name: Some(b"people".to_vec()),
+            bin: b"tags".to_vec(),
+            kind: IndexKind::String,
+            collection: IndexCollection::MapValues,
+        };
+        let whole = SavedIndexes {
+            index: vec![saved(&original).expect("UTF-8 names")],
+        };
+        let text = toml::to_string(&whole).expect("serializes");
+        let back: SavedIndexes = toml::from_str(&text).expect("parses");
+        let restored = back.index.into_iter().next().and_then(definition);
+        assert_eq!(restored, Some(original));
+    }
+}
