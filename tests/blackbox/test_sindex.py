@@ -143,6 +143,34 @@ def test_pagination_resumes_after_the_last_value_and_digest(client, people):
     assert sorted(seen) == [i for i in range(200) if 5 <= i % 50 <= 44]
 
 
+def test_a_query_from_the_start_returns_records_in_index_order(server, client, people):
+    """Beyond Aerospike: a query no partition resumes walks the index's namespace-wide order,
+    so records arrive sorted by (value, digest) and MAX_RECORDS keeps the smallest values."""
+    uset, index = people
+    index("numeric", "age")
+    index_range = (bytes([1, 3]) + b"age" + bytes([1]) + struct.pack(">I", 8) + struct.pack(">q", 5)
+                   + struct.pack(">I", 8) + struct.pack(">q", 44))
+
+    def order(records) -> list[tuple[int, bytes]]:
+        return [(struct.unpack("<q", field_map(m)[FIELD_BVAL_ARRAY])[0], field_map(m)[aswire.FIELD_DIGEST])
+                for m in records]
+
+    with server.raw() as sock:
+        records, last = run_raw_scan(sock, query_frame(uset, index_range))
+    assert last.result_code == 0
+    everything = order(records)
+    assert len(everything) == 160 and everything == sorted(everything)
+    with server.raw() as sock:
+        records, last = run_raw_scan(sock, query_frame(uset, index_range, max_records=10))
+    assert last.result_code == 0
+    assert order(records) == everything[:10]
+    # Through the official client too: the ten smallest ages, in order.
+    q = client.query("test", uset)
+    q.where(p.between("age", 5, 44))
+    q.max_records = 10
+    assert [r[2]["age"] for r in q.results()] == [5] * 4 + [6] * 4 + [7] * 2
+
+
 def test_records_carry_their_index_value_and_resume_needs_it(server, client, people):
     uset, index = people
     index("numeric", "age")

@@ -209,7 +209,7 @@ impl Namespace {
             }
         }
         let replaced = partition.insert(digest, record, &self.sets);
-        Self::reindex(partition, &digest, old_keys, new_keys);
+        Self::reindex(&indexes, partition, &digest, old_keys, new_keys);
         Ok(replaced)
     }
 
@@ -229,7 +229,7 @@ impl Namespace {
                 .map_err(|e| result_code(&e))?;
         }
         let removed = partition.remove(digest, &self.sets);
-        Self::reindex(partition, digest, old_keys, Vec::new());
+        Self::reindex(&indexes, partition, digest, old_keys, Vec::new());
         Ok(removed)
     }
 

@@ -2,13 +2,15 @@
 //! that bin's value, for equality and range queries.
 //!
 //! Each partition keeps, per index, an ordered set of (value, digest) entries beside its
-//! records, under the same lock. A write changes the record and its entries in one critical
-//! section: it computes the entries of the version it replaces and of the new one, then, with
-//! the partition still locked, removes the stale ones and inserts the new ones. A query walks a
-//! partition's entries under the partition's read lock and re-checks every candidate against
-//! the record it names before returning it. So, within a partition, index and records never
-//! disagree where anyone can see (SLIK's guarantee, with the record's lock doing the ordering),
-//! and a query:
+//! records, under the same lock; each index also keeps all of them in one namespace-wide
+//! ordered set (its own lock), for queries in index order. A write changes the record and its
+//! entries in one critical section: it computes the entries of the version it replaces and of
+//! the new one, then, with the partition still locked, inserts the new ones and removes the
+//! stale ones, in both sets. A query walks a partition's entries under the partition's read
+//! lock, or the namespace-wide set in pieces, and re-checks every candidate against the record
+//! it names, under that record's partition lock, before returning it. So index and records
+//! never disagree where anyone can see (SLIK's guarantee, with the record's lock doing the
+//! ordering), and a query:
 //! - never returns a record whose current value does not satisfy the filter;
 //! - never misses a record whose value satisfied the filter for the whole query.
 //!
@@ -17,6 +19,7 @@
 //!   the partition's records (visible or not yet reclaimed) whose indexed bin has the index's
 //!   type, and whose set matches; while an index builds, the entries of partitions the build
 //!   passed satisfy this, and others hold a subset of them.
+//! - The namespace-wide set of a ready index holds exactly the union of its partitions' entries.
 //! - An index id is never reused, so entries of a dropped index can never be taken for another.
 //! - Records holding a native (Redis) value are not indexed: their bins are Redis structures.
 //! - A collection index (list elements, map keys or map values) has one entry per distinct
@@ -215,6 +218,10 @@ pub struct SecondaryIndex {
     queries: AtomicU64,
     /// Records a query returned through it.
     records_returned: AtomicU64,
+    /// Every partition's entries together, in (value, digest) order: queries in index order
+    /// across the namespace read it. Changed under the partition lock of the entry's record,
+    /// with the partition's own entries.
+    ordered: parking_lot::RwLock<BTreeSet<(IndexKey, Digest)>>,
 }
 
 impl SecondaryIndex {
@@ -247,6 +254,11 @@ impl SecondaryIndex {
     /// Records its queries returned.
     pub fn records_returned(&self) -> u64 {
         self.records_returned.load(Ordering::Relaxed)
+    }
+
+    /// Entries in its namespace-wide order (equal to the sum over partitions).
+    pub fn ordered_entry_count(&self) -> u64 {
+        self.ordered.read().len() as u64
     }
 
     /// Counts a query starting.
@@ -433,6 +445,7 @@ impl Namespace {
             dropped: AtomicBool::new(false),
             queries: AtomicU64::new(0),
             records_returned: AtomicU64::new(0),
+            ordered: Default::default(),
         });
         list.push(index.clone());
         self.sindexes.any.store(true, Ordering::Release);
@@ -460,6 +473,7 @@ impl Namespace {
                         .map(|key| (key, *digest))
                 })
                 .collect();
+            index.ordered.write().extend(keys.iter().cloned());
             partition.index_entries.entries_mut(index.id).extend(keys);
             drop(partition);
             index.built_partitions.fetch_add(1, Ordering::Relaxed);
@@ -480,6 +494,8 @@ impl Namespace {
         for slot in &self.partitions {
             slot.state.write().index_entries.drop_index(index.id);
         }
+        // A writer holding an older list may still add an entry here: it dies with the index.
+        index.ordered.write().clear();
         true
     }
 
@@ -571,10 +587,12 @@ impl Namespace {
         self.indexed_keys(indexes, digest, partition.any_record(digest))
     }
 
-    /// Replaces the entries of `digest` in `partition`: removes those of `old` not in `new`,
-    /// adds those of `new`. Called under the partition's write lock, in the same critical
-    /// section as the record's change.
+    /// Replaces the entries of `digest` in `partition` and in each index's namespace-wide
+    /// order: adds those of `new` (first, as SLIK orders it), then removes those of `old` not
+    /// in `new`. `old` and `new` come from `indexes`. Called under the partition's write lock,
+    /// in the same critical section as the record's change.
     pub(crate) fn reindex(
+        indexes: &[Arc<SecondaryIndex>],
         partition: &mut crate::partition::Partition,
         digest: &Digest,
         old: IndexedKeys,
@@ -582,20 +600,40 @@ impl Namespace {
     ) {
         // Sorted, so that a long list's items are looked up, not scanned for each.
         new.sort_unstable();
-        for (id, key) in old {
-            if new
-                .binary_search_by(|(i, k)| (*i, k).cmp(&(id, &key)))
-                .is_err()
-                && let Some(entries) = partition.index_entries.existing_mut(id)
-            {
-                entries.remove(&(key, *digest));
+        let stale: IndexedKeys = old
+            .into_iter()
+            .filter(|(id, key)| {
+                new.binary_search_by(|(i, k)| (*i, k).cmp(&(*id, key)))
+                    .is_err()
+            })
+            .collect();
+        for index in indexes {
+            let of_index = |keys: &'_ IndexedKeys| {
+                let id = index.id;
+                keys.iter()
+                    .filter(move |(i, _)| *i == id)
+                    .map(|(_, key)| (key.clone(), *digest))
+                    .collect::<Vec<_>>()
+            };
+            let (adds, removes) = (of_index(&new), of_index(&stale));
+            if adds.is_empty() && removes.is_empty() {
+                continue;
             }
-        }
-        for (id, key) in new {
-            partition
-                .index_entries
-                .entries_mut(id)
-                .insert((key, *digest));
+            let mut ordered = index.ordered.write();
+            ordered.extend(adds.iter().cloned());
+            for entry in &removes {
+                ordered.remove(entry);
+            }
+            drop(ordered);
+            let entries = &mut partition.index_entries;
+            if let Some(existing) = entries.existing_mut(index.id) {
+                for entry in &removes {
+                    existing.remove(entry);
+                }
+            }
+            if !adds.is_empty() {
+                entries.entries_mut(index.id).extend(adds);
+            }
         }
     }
 
@@ -624,14 +662,7 @@ impl Namespace {
         let Some(entries) = guard.index_entries.entries(index.id) else {
             return end;
         };
-        let lower = match after {
-            Some(entry) if *entry >= (range.begin.clone(), Digest([0; 20])) => {
-                Bound::Excluded(entry.clone())
-            }
-            _ => Bound::Included((range.begin.clone(), Digest([0; 20]))),
-        };
-        let upper = Bound::Included((range.end.clone(), Digest([0xff; 20])));
-        for (examined, entry) in entries.range((lower, upper)).enumerate() {
+        for (examined, entry) in entries.range(bounds(range, after)).enumerate() {
             if examined == examine_max {
                 end.exhausted = false;
                 return end;
@@ -654,8 +685,70 @@ impl Namespace {
         end
     }
 
+    /// Visits, in (value, digest) order across the whole namespace, the visible records whose
+    /// value in `index` lies in `range`, strictly after `after`, examining at most
+    /// `examine_max` entries. The candidates are read under the index's lock, then each is
+    /// re-checked against its record under its partition's read lock, as in
+    /// [`Namespace::query_piece`]. `visit` returns false to stop before taking a record.
+    pub fn query_ordered_piece(
+        &self,
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&(IndexKey, Digest)>,
+        examine_max: usize,
+        mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
+    ) -> QueryPieceEnd {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        let mut candidates: Vec<(IndexKey, Digest)> = {
+            let ordered = index.ordered.read();
+            let in_range = ordered.range(bounds(range, after));
+            in_range.take(examine_max + 1).cloned().collect()
+        };
+        let mut end = QueryPieceEnd {
+            last: after.cloned(),
+            exhausted: candidates.len() <= examine_max,
+        };
+        candidates.truncate(examine_max);
+        let _gate = self.gate.shared();
+        let visibility = self.visibility(self.clock.now());
+        for entry in candidates {
+            let (key, digest) = &entry;
+            let guard = self.slot(digest).state.read();
+            if let Some(record) = guard.live(digest, &visibility)
+                && let Ok(loaded) = self.load(digest, record)
+                && index.keys_of(self, &loaded).binary_search(key).is_ok()
+            {
+                let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
+                if !visit(&scanned, key) {
+                    end.exhausted = false;
+                    return end;
+                }
+                index.records_returned.fetch_add(1, Ordering::Relaxed);
+            }
+            end.last = Some(entry);
+        }
+        end
+    }
+
     /// The scope a query of `index` covers.
     pub fn index_scope(&self, index: &SecondaryIndex) -> ScanScope {
         self.scan_scope(index.definition.set_name.as_deref().unwrap_or_default())
     }
+}
+
+/// One index entry: a value and the digest of a record holding it.
+type Entry = (IndexKey, Digest);
+
+/// The entries of `range` strictly after `after`.
+fn bounds(range: &KeyRange, after: Option<&Entry>) -> (Bound<Entry>, Bound<Entry>) {
+    let lower = match after {
+        Some(entry) if *entry >= (range.begin.clone(), Digest([0; 20])) => {
+            Bound::Excluded(entry.clone())
+        }
+        _ => Bound::Included((range.begin.clone(), Digest([0; 20]))),
+    };
+    (
+        lower,
+        Bound::Included((range.end.clone(), Digest([0xff; 20]))),
+    )
 }

@@ -142,16 +142,7 @@ impl Harness {
                     after.as_ref(),
                     piece,
                     |record, key| {
-                        let entry = (key.clone(), *record.digest);
-                        assert!(previous.as_ref().is_none_or(|p| *p < entry), "out of order");
-                        previous = Some(entry);
-                        let k = record
-                            .bins()
-                            .iter()
-                            .find(|bin| bin.name == b"k")
-                            .map(|bin| u64::from_be_bytes(bin.value.try_into().expect("8 bytes")))
-                            .expect("every record has k");
-                        found.push(k);
+                        found.push(in_order(&mut previous, record, key));
                         true
                     },
                 );
@@ -164,6 +155,50 @@ impl Harness {
         found.sort_unstable();
         found
     }
+
+    /// Queries the namespace-wide order in pieces of `piece` entries; returns the keys found,
+    /// in the order found (sorted by value, then digest).
+    fn query_ordered(&self, begin: i64, end: i64, piece: usize) -> Vec<u64> {
+        let index = self.namespace.index_named("by_v").expect("exists");
+        let range = KeyRange {
+            begin: IndexKey::Int(begin),
+            end: IndexKey::Int(end),
+        };
+        let (mut found, mut after, mut previous) = (Vec::new(), None, None);
+        loop {
+            let end = self.namespace.query_ordered_piece(
+                &index,
+                &range,
+                after.as_ref(),
+                piece,
+                |record, key| {
+                    found.push(in_order(&mut previous, record, key));
+                    true
+                },
+            );
+            after = end.last;
+            if end.exhausted {
+                return found;
+            }
+        }
+    }
+}
+
+/// The `k` bin of a record a query visited with `key`, asserting that (key, digest) grows.
+fn in_order(
+    previous: &mut Option<(IndexKey, Digest)>,
+    record: &engine::ScannedRecord<'_>,
+    key: &IndexKey,
+) -> u64 {
+    let entry = (key.clone(), *record.digest);
+    assert!(previous.as_ref().is_none_or(|p| *p < entry), "out of order");
+    *previous = Some(entry);
+    record
+        .bins()
+        .iter()
+        .find(|bin| bin.name == b"k")
+        .map(|bin| u64::from_be_bytes(bin.value.try_into().expect("8 bytes")))
+        .expect("every record has k")
 }
 
 #[test]
@@ -214,10 +249,17 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
             let begin = rng.random_range(-60..110);
             let end = begin + rng.random_range(0..40);
             let piece = rng.random_range(1..8);
+            let expected = harness.expected(begin, end);
             assert_eq!(
                 harness.query(begin, end, piece),
-                harness.expected(begin, end),
+                expected,
                 "seed {seed}, round {round}, range {begin}..={end}"
+            );
+            let mut ordered = harness.query_ordered(begin, end, piece);
+            ordered.sort_unstable();
+            assert_eq!(
+                ordered, expected,
+                "seed {seed}, round {round}, range {begin}..={end}, in index order"
             );
         }
         let index = harness.namespace.index_named("by_v").expect("exists");
@@ -226,6 +268,11 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
             harness.namespace.index_entry_count(&index),
             stored,
             "seed {seed}, round {round}: one entry per indexed record"
+        );
+        assert_eq!(
+            index.ordered_entry_count(),
+            stored,
+            "seed {seed}, round {round}: the namespace-wide order holds the same entries"
         );
     }
     assert!(harness.namespace.drop_index("by_v"));

@@ -138,6 +138,9 @@ struct IndexQuery {
     range: KeyRange,
     /// Records must be in this set (the index may cover the whole namespace).
     set_name: Option<Vec<u8>>,
+    /// Whether no partition resumes: then one walk of the index's namespace-wide order serves
+    /// the query, in index order (see [`Worker::walk_ordered`]).
+    ordered: bool,
 }
 
 /// What every scan thread of one scan shares.
@@ -205,11 +208,14 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     if let Some(query) = &query {
         query.index.count_query();
     }
-    let thread_count = scan_thread_count(
-        state.scan_threads.load(Ordering::Relaxed),
-        work.len(),
-        namespace.set_index_scan_size(scope),
-    );
+    let thread_count = match &query {
+        Some(query) if query.ordered => 1,
+        _ => scan_thread_count(
+            state.scan_threads.load(Ordering::Relaxed),
+            work.len(),
+            namespace.set_index_scan_size(scope),
+        ),
+    };
     let shared = Arc::new(ScanShared {
         scope,
         namespace: namespace.clone(),
@@ -335,6 +341,7 @@ fn index_query(
         index,
         range: filter.range,
         set_name: (!set_name.is_empty()).then(|| set_name.to_vec()),
+        ordered: fields.resume_digests.is_none(),
     }))
 }
 
@@ -601,6 +608,13 @@ struct Worker<'s> {
 
 impl Worker<'_> {
     fn run(&mut self) {
+        if let Some(query) = self.shared.query.as_ref().filter(|q| q.ordered) {
+            self.walk_ordered(query);
+            if self.chunk.has_records() {
+                self.send_chunk();
+            }
+            return;
+        }
         while let Some((work, quota)) = self.next_work() {
             if let WalkEnd::Stop = self.walk(work, quota) {
                 break;
@@ -643,22 +657,18 @@ impl Worker<'_> {
                     quota_reached = true;
                     return false;
                 }
-                if !shared.bins.wants(record) || !shared.in_queried_set(record) {
-                    return true;
+                match shared.offer(chunk, throttle, record, bval) {
+                    Offer::Taken => {
+                        taken += 1;
+                        true
+                    }
+                    Offer::Skipped => true,
+                    Offer::Throttled(until) => {
+                        throttled_until = Some(until);
+                        false
+                    }
+                    Offer::MaxReached => false,
                 }
-                let sent = shared.job.records_sent.load(Ordering::Relaxed);
-                if let Some(until) = throttle.wait_until(sent) {
-                    throttled_until = Some(until);
-                    return false;
-                }
-                if !claim(shared) {
-                    return false;
-                }
-                let out = &mut chunk.bytes;
-                encode_record(out, &shared.namespace_name, record, &shared.bins, bval);
-                shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
-                taken += 1;
-                true
             };
             let exhausted = match &shared.query {
                 None => {
@@ -698,9 +708,60 @@ impl Worker<'_> {
                 return WalkEnd::Next;
             }
             if let Some(until) = throttled_until {
-                shared.job.throttled.fetch_add(1, Ordering::Relaxed);
-                let now = Instant::now();
-                std::thread::sleep(until.saturating_duration_since(now).min(THROTTLE_SLEEP_MAX));
+                throttle_sleep(shared, until);
+            }
+        }
+    }
+
+    /// A query over every requested partition from its start: one walk of the index's
+    /// namespace-wide order, so records go out in (value, digest) order and MAX_RECORDS keeps
+    /// the smallest values. Runs on one thread.
+    fn walk_ordered(&mut self, query: &IndexQuery) {
+        let shared = self.shared;
+        let mut wanted = vec![false; PARTITION_COUNT];
+        for work in &shared.work {
+            wanted[work.partition.index()] = true;
+        }
+        let mut after: Option<(IndexKey, Digest)> = None;
+        loop {
+            if self.stopping() {
+                return;
+            }
+            let mut throttled_until = None;
+            let (chunk, throttle) = (&mut self.chunk, &self.throttle);
+            let end = shared.namespace.query_ordered_piece(
+                &query.index,
+                &query.range,
+                after.as_ref(),
+                PIECE_ENTRIES,
+                |record, key| {
+                    if !wanted[record.digest.partition_id().index()] {
+                        return true;
+                    }
+                    match shared.offer(chunk, throttle, record, Some(bval_of(key))) {
+                        Offer::Taken | Offer::Skipped => true,
+                        Offer::Throttled(until) => {
+                            throttled_until = Some(until);
+                            false
+                        }
+                        Offer::MaxReached => false,
+                    }
+                },
+            );
+            after = end.last;
+            if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
+                return;
+            }
+            if end.exhausted {
+                let partitions = shared.work.len() as u64;
+                shared
+                    .job
+                    .partitions_done
+                    .fetch_add(partitions, Ordering::Relaxed);
+                return;
+            }
+            if let Some(until) = throttled_until {
+                throttle_sleep(shared, until);
             }
         }
     }
@@ -723,7 +784,54 @@ impl Worker<'_> {
     }
 }
 
+/// What became of a record offered to a scan's output.
+enum Offer {
+    /// Encoded into the chunk.
+    Taken,
+    /// Not wanted (no selected bin, or another set): go on.
+    Skipped,
+    /// Over the records-per-second rate: stop until then.
+    Throttled(Instant),
+    /// MAX_RECORDS were sent: stop.
+    MaxReached,
+}
+
+fn throttle_sleep(shared: &ScanShared, until: Instant) {
+    shared.job.throttled.fetch_add(1, Ordering::Relaxed);
+    let now = Instant::now();
+    std::thread::sleep(until.saturating_duration_since(now).min(THROTTLE_SLEEP_MAX));
+}
+
 impl ScanShared {
+    /// Sends `record` (with `bval` for a query) if the scan wants it and may take it.
+    fn offer(
+        &self,
+        chunk: &mut Chunk,
+        throttle: &Throttle,
+        record: &ScannedRecord<'_>,
+        bval: Option<i64>,
+    ) -> Offer {
+        if !self.bins.wants(record) || !self.in_queried_set(record) {
+            return Offer::Skipped;
+        }
+        let sent = self.job.records_sent.load(Ordering::Relaxed);
+        if let Some(until) = throttle.wait_until(sent) {
+            return Offer::Throttled(until);
+        }
+        if !claim(self) {
+            return Offer::MaxReached;
+        }
+        encode_record(
+            &mut chunk.bytes,
+            &self.namespace_name,
+            record,
+            &self.bins,
+            bval,
+        );
+        self.job.records_sent.fetch_add(1, Ordering::Relaxed);
+        Offer::Taken
+    }
+
     /// Whether `record` is in the set a query names (always, for a scan: its scope did that).
     fn in_queried_set(&self, record: &ScannedRecord<'_>) -> bool {
         match &self.query {
