@@ -205,8 +205,8 @@ pub struct IndexDefinition {
     pub collection: IndexCollection,
 }
 
-/// One secondary index: its definition, build progress and counters. Its entries live in the
-/// partitions.
+/// One secondary index: its definition, build progress, counters and namespace-wide order. Its
+/// per-partition entries live in the partitions.
 #[derive(Debug)]
 pub struct SecondaryIndex {
     id: u32,
@@ -588,24 +588,34 @@ impl Namespace {
     }
 
     /// Replaces the entries of `digest` in `partition` and in each index's namespace-wide
-    /// order: adds those of `new` (first, as SLIK orders it), then removes those of `old` not
-    /// in `new`. `old` and `new` come from `indexes`. Called under the partition's write lock,
+    /// order: adds those of `new` not in `old` (first, as SLIK orders it), then removes those
+    /// of `old` not in `new`. `old` and `new` come from `indexes`. Called under the partition's write lock,
     /// in the same critical section as the record's change.
     pub(crate) fn reindex(
         indexes: &[Arc<SecondaryIndex>],
         partition: &mut crate::partition::Partition,
         digest: &Digest,
-        old: IndexedKeys,
+        mut old: IndexedKeys,
         mut new: IndexedKeys,
     ) {
-        // Sorted, so that a long list's items are looked up, not scanned for each.
+        // Sorted, so that a long list's items are looked up, not scanned for each. Entries
+        // in both versions stay as they are: a write that leaves the indexed value alone takes
+        // no index lock.
+        old.sort_unstable();
         new.sort_unstable();
+        let missing_from = |keys: &IndexedKeys, (id, key): &(u32, IndexKey)| {
+            keys.binary_search_by(|(i, k)| (*i, k).cmp(&(*id, key)))
+                .is_err()
+        };
         let stale: IndexedKeys = old
-            .into_iter()
-            .filter(|(id, key)| {
-                new.binary_search_by(|(i, k)| (*i, k).cmp(&(*id, key)))
-                    .is_err()
-            })
+            .iter()
+            .filter(|e| missing_from(&new, e))
+            .cloned()
+            .collect();
+        let fresh: IndexedKeys = new
+            .iter()
+            .filter(|e| missing_from(&old, e))
+            .cloned()
             .collect();
         for index in indexes {
             let of_index = |keys: &'_ IndexedKeys| {
@@ -615,7 +625,7 @@ impl Namespace {
                     .map(|(_, key)| (key.clone(), *digest))
                     .collect::<Vec<_>>()
             };
-            let (adds, removes) = (of_index(&new), of_index(&stale));
+            let (adds, removes) = (of_index(&fresh), of_index(&stale));
             if adds.is_empty() && removes.is_empty() {
                 continue;
             }
