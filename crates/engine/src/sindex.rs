@@ -184,12 +184,6 @@ pub struct KeyRange {
     pub end: IndexKey,
 }
 
-impl KeyRange {
-    fn contains(&self, key: &IndexKey) -> bool {
-        self.begin <= *key && *key <= self.end
-    }
-}
-
 /// What an index covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexDefinition {
@@ -677,18 +671,9 @@ impl Namespace {
                 end.exhausted = false;
                 return end;
             }
-            let (key, digest) = entry;
-            if let Some(record) = guard.live(digest, &visibility)
-                && let Ok(loaded) = self.load(digest, record)
-                && range.contains(key)
-                && index.keys_of(self, &loaded).binary_search(key).is_ok()
-            {
-                let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
-                if !visit(&scanned, key) {
-                    end.exhausted = false;
-                    return end;
-                }
-                index.records_returned.fetch_add(1, Ordering::Relaxed);
+            if !self.recheck(index, &guard, entry, &visibility, &mut visit) {
+                end.exhausted = false;
+                return end;
             }
             end.last = Some(entry.clone());
         }
@@ -722,22 +707,42 @@ impl Namespace {
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
         for entry in candidates {
-            let (key, digest) = &entry;
-            let guard = self.slot(digest).state.read();
-            if let Some(record) = guard.live(digest, &visibility)
-                && let Ok(loaded) = self.load(digest, record)
-                && index.keys_of(self, &loaded).binary_search(key).is_ok()
-            {
-                let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
-                if !visit(&scanned, key) {
-                    end.exhausted = false;
-                    return end;
-                }
-                index.records_returned.fetch_add(1, Ordering::Relaxed);
+            let guard = self.slot(&entry.1).state.read();
+            if !self.recheck(index, &guard, &entry, &visibility, &mut visit) {
+                end.exhausted = false;
+                return end;
             }
             end.last = Some(entry);
         }
         end
+    }
+
+    /// Checks a candidate entry (within the query's range) against its record in `partition`,
+    /// which the caller holds locked, and visits the record if it is visible and still holds
+    /// the entry's value. False only when `visit` asked to stop before taking it.
+    fn recheck(
+        &self,
+        index: &SecondaryIndex,
+        partition: &crate::partition::Partition,
+        (key, digest): &Entry,
+        visibility: &crate::partition::Visibility<'_>,
+        visit: &mut impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
+    ) -> bool {
+        let Some(record) = partition.live(digest, visibility) else {
+            return true;
+        };
+        let Ok(loaded) = self.load(digest, record) else {
+            return true;
+        };
+        if index.keys_of(self, &loaded).binary_search(key).is_err() {
+            return true;
+        }
+        let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
+        if !visit(&scanned, key) {
+            return false;
+        }
+        index.records_returned.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// The scope a query of `index` covers.

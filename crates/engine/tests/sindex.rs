@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use engine::{
     ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey, IndexKind,
-    KeyRange, ManualClock, Namespace, NamespaceConfig, WriteRequest,
+    KeyRange, ManualClock, Namespace, NamespaceConfig, SecondaryIndex, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
@@ -120,8 +120,7 @@ impl Harness {
             .collect()
     }
 
-    /// Queries every used partition in pieces of `piece` entries; returns the keys found.
-    fn query(&self, begin: i64, end: i64, piece: usize) -> Vec<u64> {
+    fn index_and_range(&self, begin: i64, end: i64) -> (Arc<SecondaryIndex>, KeyRange) {
         let index = self
             .namespace
             .index_named("by_v")
@@ -130,6 +129,12 @@ impl Harness {
             begin: IndexKey::Int(begin),
             end: IndexKey::Int(end),
         };
+        (index, range)
+    }
+
+    /// Queries every used partition in pieces of `piece` entries; returns the keys found.
+    fn query(&self, begin: i64, end: i64, piece: usize) -> Vec<u64> {
+        let (index, range) = self.index_and_range(begin, end);
         let mut found = Vec::new();
         for partition in 0..PARTITIONS_USED {
             let mut after = None;
@@ -159,11 +164,7 @@ impl Harness {
     /// Queries the namespace-wide order in pieces of `piece` entries; returns the keys found,
     /// in the order found (sorted by value, then digest).
     fn query_ordered(&self, begin: i64, end: i64, piece: usize) -> Vec<u64> {
-        let index = self.namespace.index_named("by_v").expect("exists");
-        let range = KeyRange {
-            begin: IndexKey::Int(begin),
-            end: IndexKey::Int(end),
-        };
+        let (index, range) = self.index_and_range(begin, end);
         let (mut found, mut after, mut previous) = (Vec::new(), None, None);
         loop {
             let end = self.namespace.query_ordered_piece(
