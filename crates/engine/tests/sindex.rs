@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use engine::{
     ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey, IndexKind,
-    KeyRange, ManualClock, Namespace, NamespaceConfig, SecondaryIndex, WriteRequest,
+    KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd, SecondaryIndex, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
@@ -137,25 +137,11 @@ impl Harness {
         let (index, range) = self.index_and_range(begin, end);
         let mut found = Vec::new();
         for partition in 0..PARTITIONS_USED {
-            let mut after = None;
-            let mut previous: Option<(IndexKey, Digest)> = None;
-            loop {
-                let end = self.namespace.query_piece(
-                    PartitionId(partition),
-                    &index,
-                    &range,
-                    after.as_ref(),
-                    piece,
-                    |record, key| {
-                        found.push(in_order(&mut previous, record, key));
-                        true
-                    },
-                );
-                after = end.last;
-                if end.exhausted {
-                    break;
-                }
-            }
+            found.extend(in_pieces(|after, visit| {
+                let partition = PartitionId(partition);
+                self.namespace
+                    .query_piece(partition, &index, &range, after, piece, visit)
+            }));
         }
         found.sort_unstable();
         found
@@ -165,22 +151,30 @@ impl Harness {
     /// in the order found (sorted by value, then digest).
     fn query_ordered(&self, begin: i64, end: i64, piece: usize) -> Vec<u64> {
         let (index, range) = self.index_and_range(begin, end);
-        let (mut found, mut after, mut previous) = (Vec::new(), None, None);
-        loop {
-            let end = self.namespace.query_ordered_piece(
-                &index,
-                &range,
-                after.as_ref(),
-                piece,
-                |record, key| {
-                    found.push(in_order(&mut previous, record, key));
-                    true
-                },
-            );
-            after = end.last;
-            if end.exhausted {
-                return found;
-            }
+        in_pieces(|after, visit| {
+            self.namespace
+                .query_ordered_piece(&index, &range, after, piece, visit)
+        })
+    }
+}
+
+/// Runs `piece` (given where to resume and what to visit) until the walk is exhausted; returns
+/// the `k` of every record visited, in order, asserting that (value, digest) grows.
+fn in_pieces(
+    mut piece: impl FnMut(
+        Option<&(IndexKey, Digest)>,
+        &mut dyn FnMut(&engine::ScannedRecord<'_>, &IndexKey) -> bool,
+    ) -> QueryPieceEnd,
+) -> Vec<u64> {
+    let (mut found, mut after, mut previous) = (Vec::new(), None, None);
+    loop {
+        let end = piece(after.as_ref(), &mut |record, key| {
+            found.push(in_order(&mut previous, record, key));
+            true
+        });
+        after = end.last;
+        if end.exhausted {
+            return found;
         }
     }
 }
