@@ -531,3 +531,55 @@ def check_query(log, q_start, q_end, results, errors) -> None:
 def snapshot(writes: list) -> list:
     """A copy of one key's writes (its writer appends and completes them meanwhile)."""
     return [tuple(w) for w in list(writes)]
+
+
+def string_range(bin_name: bytes, begin: bytes, end: bytes) -> bytes:
+    """An INDEX_RANGE on a string: equality when begin == end, else Osprey's range (an empty
+    end after a non-empty begin: no upper bound)."""
+    return (bytes([1, len(bin_name)]) + bin_name + bytes([3]) + struct.pack(">I", len(begin)) + begin
+            + struct.pack(">I", len(end)) + end)
+
+
+FIELD_INDEX_NAME = 21
+
+
+def test_user_key_index_and_string_ranges_through_the_wire(server, client, uset):
+    """Beyond Aerospike: `source=key` indexes the records' stored keys; a query naming it (by
+    INDEX_NAME) reads the set in key order from any start key, with or without an end; a
+    string range is served, but cannot resume by partition (BVAL_ARRAY holds integers)."""
+    names = [f"user:{i:03}" for i in range(0, 200, 2)]
+    for name in names:
+        client.put(("test", uset, name), {"v": 1}, policy={"key": aerospike.POLICY_KEY_SEND})
+    client.put(("test", uset, "user:999-unkeyed"), {"v": 1})  # key not stored: not indexed
+    index_name = harness.unique("keys")
+    create = f"sindex-create:namespace=test;set={uset};indexname={index_name};source=key;type=string"
+    assert harness.raw_info(server, create) == "ok"
+    assert harness.raw_info(server, f"sindex-create:namespace=test;set={uset};indexname=x;"
+                            "source=key;bin=v;type=string").startswith("ERROR:4:")
+    stats = wait_built(client, "test", index_name)
+    assert int(stats["entries"]) == len(names)
+    listed = harness.info(client, "sindex-list:ns=test")
+    assert f"indexname={index_name}:set={uset}:bin=null:source=key:type=string" in listed
+
+    def run(begin: bytes, end: bytes, **options) -> tuple[list[str], int]:
+        extra = [aswire.field(FIELD_INDEX_NAME, index_name.encode())]
+        frame = query_frame(uset, string_range(b"", begin, end), extra=extra, **options)
+        with server.raw() as sock:
+            records, last = run_raw_scan(sock, frame)
+        keys = [field_map(m)[aswire.FIELD_KEY][1:].decode() for m in records]
+        return keys, last.result_code
+
+    assert run(b"user:050", b"", max_records=5) == (names[25:30], 0)
+    assert run(b"user:051", b"", max_records=3) == (names[26:29], 0)
+    assert run(b"user:010", b"user:020") == (names[5:11], 0)
+    assert run(b"user:100", b"user:100") == (["user:100"], 0)
+    assert run(b"user:2", b"") == ([], 0)
+    stats = harness.parse_kv(harness.info(client, f"sindex/test/{index_name}"))
+    assert int(stats["lookups"]) >= int(stats["records_returned"]) > 0
+    digest = aerospike.calc_digest("test", uset, "user:050")
+    _, code = run(b"user:000", b"user:100", pids=(), digests=[digest], bvals=[0])
+    assert code == 4  # a string range resumed by partition: PARAMETER
+    # Inverted ranges are malformed.
+    _, code = run(b"user:100", b"user:010")
+    assert code == 4
+    client.index_remove("test", index_name)

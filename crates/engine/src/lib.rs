@@ -56,7 +56,7 @@ pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
 pub use sindex::{
     INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexCollection, IndexDefinition,
-    IndexError, IndexKey, IndexKind, KeyRange, QueryPieceEnd, SecondaryIndex,
+    IndexError, IndexKey, IndexKind, IndexSource, KeyRange, QueryPieceEnd, SecondaryIndex,
 };
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{

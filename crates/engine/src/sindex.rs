@@ -1,5 +1,6 @@
 //! Secondary indexes: for a bin (of one set, or of the whole namespace), the records ordered by
-//! that bin's value, for equality and range queries.
+//! that bin's value, for equality and range queries; or the records ordered by their user key
+//! (a user-key index), so that a set can be read in key order from any key.
 //!
 //! Each partition keeps, per index, an ordered set of (value, digest) entries beside its
 //! records, under the same lock; each index also keeps all of them in one namespace-wide
@@ -16,12 +17,13 @@
 //!
 //! Invariants:
 //! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
-//!   the partition's records (visible or not yet reclaimed) whose indexed bin has the index's
-//!   type, and whose set matches; while an index builds, the entries of partitions the build
+//!   the partition's records (visible or not yet reclaimed) whose indexed bin (or stored user
+//!   key) has the index's type, and whose set matches; while an index builds, the entries of partitions the build
 //!   passed satisfy this, and others hold a subset of them.
 //! - The namespace-wide set of a ready index holds exactly the union of its partitions' entries.
 //! - An index id is never reused, so entries of a dropped index can never be taken for another.
-//! - Records holding a native (Redis) value are not indexed: their bins are Redis structures.
+//! - Records holding a native (Redis) value are not in bin indexes (their bins are Redis
+//!   structures), but are in user-key indexes: Redis keys are stored string keys.
 //! - A collection index (list elements, map keys or map values) has one entry per distinct
 //!   item of the index's type; a range query may return such a record once per item in range,
 //!   as Aerospike's does.
@@ -40,6 +42,7 @@ use crate::scan::{ScanScope, ScannedRecord};
 /// Wire particle types an index can hold.
 const PARTICLE_INTEGER: u8 = 1;
 const PARTICLE_STRING: u8 = 3;
+const PARTICLE_BLOB: u8 = 4;
 const PARTICLE_MAP: u8 = 19;
 const PARTICLE_LIST: u8 = 20;
 /// Most indexes a namespace may have (Aerospike's limit).
@@ -175,13 +178,61 @@ impl IndexKey {
     }
 }
 
-/// The values a query wants: `begin..=end`.
+/// The values a query wants, between two bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyRange {
-    /// Smallest value wanted.
-    pub begin: IndexKey,
-    /// Largest value wanted.
-    pub end: IndexKey,
+    /// Lower bound.
+    pub begin: Bound<IndexKey>,
+    /// Upper bound.
+    pub end: Bound<IndexKey>,
+}
+
+impl KeyRange {
+    /// The values `begin..=end`.
+    pub fn inclusive(begin: IndexKey, end: IndexKey) -> KeyRange {
+        KeyRange {
+            begin: Bound::Included(begin),
+            end: Bound::Included(end),
+        }
+    }
+
+    /// Every value.
+    pub fn everything() -> KeyRange {
+        KeyRange {
+            begin: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// Whether no value lies in it (so a query can answer at once).
+    pub fn is_empty(&self) -> bool {
+        match (&self.begin, &self.end) {
+            (Bound::Included(b), Bound::Included(e)) => b > e,
+            (Bound::Included(b) | Bound::Excluded(b), Bound::Excluded(e))
+            | (Bound::Excluded(b), Bound::Included(e)) => b >= e,
+            _ => false,
+        }
+    }
+}
+
+/// What an index orders its records by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexSource {
+    /// The value of the bin of this name (or the items of the collection in it).
+    Bin(Vec<u8>),
+    /// The record's stored user key: a set read in key order (records stored without their
+    /// key are not in it).
+    UserKey,
+}
+
+impl IndexSource {
+    /// The bin it reads, if any.
+    pub fn bin(&self) -> Option<&[u8]> {
+        match self {
+            IndexSource::Bin(bin) => Some(bin),
+            IndexSource::UserKey => None,
+        }
+    }
 }
 
 /// What an index covers.
@@ -191,8 +242,8 @@ pub struct IndexDefinition {
     pub name: String,
     /// The set whose records it covers; `None` = every record of the namespace.
     pub set_name: Option<Vec<u8>>,
-    /// The bin it orders by.
-    pub bin: Vec<u8>,
+    /// What it orders by: a bin, or the user key.
+    pub source: IndexSource,
     /// The value type it holds.
     pub kind: IndexKind,
     /// Whether it holds the bin's value or the items of the collection in it.
@@ -210,6 +261,8 @@ pub struct SecondaryIndex {
     ready: AtomicBool,
     dropped: AtomicBool,
     queries: AtomicU64,
+    /// Index entries queries looked up (each re-checked against its record).
+    lookups: AtomicU64,
     /// Records a query returned through it.
     records_returned: AtomicU64,
     /// Every partition's entries together, in (value, digest) order: queries in index order
@@ -245,6 +298,12 @@ impl SecondaryIndex {
         self.queries.load(Ordering::Relaxed)
     }
 
+    /// Entries its queries looked up: candidates re-checked against their records, returned
+    /// or not.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+
     /// Records its queries returned.
     pub fn records_returned(&self) -> u64 {
         self.records_returned.load(Ordering::Relaxed)
@@ -263,16 +322,18 @@ impl SecondaryIndex {
     /// The keys `record` has in this index, sorted, each once: none, one, or (for a
     /// collection index) one per distinct matching item.
     fn keys_of(&self, namespace: &Namespace, record: &Record) -> Vec<IndexKey> {
-        if record.native().is_some() {
-            return Vec::new();
-        }
         if let Some(set_name) = &self.definition.set_name
             && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
         {
             return Vec::new();
         }
+        let bin_name = match &self.definition.source {
+            IndexSource::UserKey => return self.user_key_of(record).into_iter().collect(),
+            IndexSource::Bin(_) if record.native().is_some() => return Vec::new(),
+            IndexSource::Bin(bin_name) => bin_name,
+        };
         let bins = record.bins();
-        let Some(bin) = bins.iter().find(|bin| bin.name == self.definition.bin) else {
+        let Some(bin) = bins.iter().find(|bin| bin.name == *bin_name) else {
             return Vec::new();
         };
         let kind = self.definition.kind;
@@ -300,6 +361,23 @@ impl SecondaryIndex {
         keys.sort_unstable();
         keys.dedup();
         keys
+    }
+}
+
+impl SecondaryIndex {
+    /// The key of a user-key index for `record`: its stored key, when it has the index's type
+    /// (a string index takes string and blob keys, as Redis keys are either).
+    fn user_key_of(&self, record: &Record) -> Option<IndexKey> {
+        let (particle_type, bytes) = record.user_key()?;
+        match (self.definition.kind, particle_type) {
+            (IndexKind::String, PARTICLE_STRING | PARTICLE_BLOB) => {
+                Some(IndexKey::Str(bytes.into()))
+            }
+            (IndexKind::Numeric, PARTICLE_INTEGER) => {
+                IndexKey::of_bin(IndexKind::Numeric, particle_type, bytes)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -408,8 +486,16 @@ impl Namespace {
         if definition.name.is_empty() || definition.name.len() > INDEX_NAME_MAX_BYTES {
             return Err(IndexError::Invalid("invalid index name"));
         }
-        if definition.bin.is_empty() || definition.bin.len() > 15 {
-            return Err(IndexError::Invalid("invalid bin name"));
+        match &definition.source {
+            IndexSource::Bin(bin) if bin.is_empty() || bin.len() > 15 => {
+                return Err(IndexError::Invalid("invalid bin name"));
+            }
+            IndexSource::UserKey if definition.collection != IndexCollection::Default => {
+                return Err(IndexError::Invalid(
+                    "a user-key index has indextype default",
+                ));
+            }
+            _ => {}
         }
         let mut list = self.sindexes.list.write();
         if let Some(existing) = list.iter().find(|i| i.definition.name == definition.name) {
@@ -420,7 +506,7 @@ impl Namespace {
         }
         if let Some(existing) = list.iter().find(|i| {
             i.definition.set_name == definition.set_name
-                && i.definition.bin == definition.bin
+                && i.definition.source == definition.source
                 && i.definition.kind == definition.kind
                 && i.definition.collection == definition.collection
         }) {
@@ -438,6 +524,7 @@ impl Namespace {
             ready: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             queries: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
             records_returned: AtomicU64::new(0),
             ordered: Default::default(),
         });
@@ -521,7 +608,7 @@ impl Namespace {
         let on = |set: Option<&[u8]>| {
             list.iter()
                 .find(|i| {
-                    i.definition.bin == bin
+                    i.definition.source.bin() == Some(bin)
                         && i.definition.kind == kind
                         && i.definition.collection == collection
                         && i.definition.set_name.as_deref() == set
@@ -728,6 +815,7 @@ impl Namespace {
         visibility: &crate::partition::Visibility<'_>,
         visit: &mut impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> bool {
+        index.lookups.fetch_add(1, Ordering::Relaxed);
         let Some(record) = partition.live(digest, visibility) else {
             return true;
         };
@@ -754,16 +842,34 @@ impl Namespace {
 /// One index entry: a value and the digest of a record holding it.
 type Entry = (IndexKey, Digest);
 
+/// Smallest and largest digests: the ends of one value's entries.
+const DIGEST_FIRST: Digest = Digest([0; 20]);
+const DIGEST_LAST: Digest = Digest([0xff; 20]);
+
 /// The entries of `range` strictly after `after`.
 fn bounds(range: &KeyRange, after: Option<&Entry>) -> (Bound<Entry>, Bound<Entry>) {
-    let lower = match after {
-        Some(entry) if *entry >= (range.begin.clone(), Digest([0; 20])) => {
-            Bound::Excluded(entry.clone())
-        }
-        _ => Bound::Included((range.begin.clone(), Digest([0; 20]))),
+    let lower = match &range.begin {
+        Bound::Included(begin) => Bound::Included((begin.clone(), DIGEST_FIRST)),
+        Bound::Excluded(begin) => Bound::Excluded((begin.clone(), DIGEST_LAST)),
+        Bound::Unbounded => Bound::Unbounded,
     };
-    (
-        lower,
-        Bound::Included((range.end.clone(), Digest([0xff; 20]))),
-    )
+    let lower = match after {
+        Some(entry) if entry_after_bound(entry, &lower) => Bound::Excluded(entry.clone()),
+        _ => lower,
+    };
+    let upper = match &range.end {
+        Bound::Included(end) => Bound::Included((end.clone(), DIGEST_LAST)),
+        Bound::Excluded(end) => Bound::Excluded((end.clone(), DIGEST_FIRST)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (lower, upper)
+}
+
+/// Whether `entry` lies at or beyond the lower bound `lower` (so resuming after it narrows the
+/// range).
+fn entry_after_bound(entry: &Entry, lower: &Bound<Entry>) -> bool {
+    match lower {
+        Bound::Included(bound) | Bound::Excluded(bound) => entry >= bound,
+        Bound::Unbounded => true,
+    }
 }

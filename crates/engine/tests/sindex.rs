@@ -13,11 +13,13 @@ mod common;
 mod four_partitions;
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use engine::{
     ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey, IndexKind,
-    KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd, SecondaryIndex, WriteRequest,
+    IndexSource, KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd, SecondaryIndex,
+    WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
@@ -125,10 +127,7 @@ impl Harness {
             .namespace
             .index_named("by_v")
             .expect("the index exists");
-        let range = KeyRange {
-            begin: IndexKey::Int(begin),
-            end: IndexKey::Int(end),
-        };
+        let range = KeyRange::inclusive(IndexKey::Int(begin), IndexKey::Int(end));
         (index, range)
     }
 
@@ -225,7 +224,7 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
             let definition = IndexDefinition {
                 name: "by_v".to_owned(),
                 set_name: Some(b"people".to_vec()),
-                bin: b"v".to_vec(),
+                source: IndexSource::Bin(b"v".to_vec()),
                 kind: IndexKind::Numeric,
                 collection: IndexCollection::Default,
             };
@@ -272,4 +271,101 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
     }
     assert!(harness.namespace.drop_index("by_v"));
     assert!(harness.namespace.index_named("by_v").is_none());
+}
+
+/// A user-key index orders a set's records by their stored keys: a read from any start key,
+/// with inclusive, exclusive or no bounds, returns the keys in byte order; records stored
+/// without their key, or in another set, are not in it; a delete removes the key.
+#[test]
+fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
+    let clock = Arc::new(ManualClock::new(START_UNIX_MS));
+    let namespace = Namespace::new(NamespaceConfig::with_defaults("test"), clock);
+    let put = |number: u64, set: &[u8], send_key: bool| {
+        let mut key_field = vec![3u8];
+        key_field.extend_from_slice(format!("user:{number:03}").as_bytes());
+        let request = WriteRequest {
+            digest: digest(number),
+            set_name: set,
+            key: send_key.then_some(key_field.as_slice()),
+            exists: ExistsPolicy::Update,
+            generation: GenerationPolicy::None,
+            ttl: TtlRequest::NeverExpire,
+            respond_all_ops: false,
+        };
+        let op = Op {
+            code: OpCode::Write,
+            particle_type: 1,
+            bin_name: b"k",
+            value: &number.to_be_bytes(),
+        };
+        namespace
+            .write(&request, std::iter::once(op), &mut NoSink)
+            .expect("a plain put succeeds");
+    };
+    for number in (0..120).rev() {
+        match number % 10 {
+            7 => put(number, b"other", true),
+            8 => put(number, b"people", false),
+            _ => put(number, b"people", true),
+        }
+    }
+    let definition = IndexDefinition {
+        name: "by_key".to_owned(),
+        set_name: Some(b"people".to_vec()),
+        source: IndexSource::UserKey,
+        kind: IndexKind::String,
+        collection: IndexCollection::Default,
+    };
+    let (index, _) = namespace.create_index(definition).expect("created");
+    namespace.build_index(&index);
+    let _ = namespace.delete(&delete_request(55));
+    let read = |begin: Bound<&str>, end: Bound<&str>, limit: usize| {
+        let key = |text: &str| IndexKey::Str(text.as_bytes().into());
+        let range = KeyRange {
+            begin: begin.map(key),
+            end: end.map(key),
+        };
+        let mut found = in_pieces(|after, visit| {
+            namespace.query_ordered_piece(&index, &range, after, 3, visit)
+        });
+        found.truncate(limit);
+        found
+    };
+    let indexed = |n: &u64| n % 10 != 7 && n % 10 != 8 && *n != 55;
+    let expect =
+        |from: u64, limit: usize| -> Vec<u64> { (from..120).filter(indexed).take(limit).collect() };
+    assert_eq!(
+        read(Bound::Included("user:050"), Bound::Unbounded, 10),
+        expect(50, 10)
+    );
+    assert_eq!(
+        read(Bound::Excluded("user:050"), Bound::Unbounded, 10),
+        expect(51, 10)
+    );
+    assert_eq!(
+        read(Bound::Included("user:05"), Bound::Unbounded, 3),
+        expect(50, 3)
+    );
+    assert_eq!(
+        read(Bound::Unbounded, Bound::Unbounded, 500),
+        expect(0, 500)
+    );
+    assert_eq!(
+        read(
+            Bound::Included("user:010"),
+            Bound::Excluded("user:020"),
+            100
+        ),
+        expect(10, 100)
+            .into_iter()
+            .filter(|n| *n < 20)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        read(Bound::Included("user:2"), Bound::Unbounded, 10),
+        Vec::<u64>::new()
+    );
+    let entries = (0..120).filter(indexed).count() as u64;
+    assert_eq!(index.ordered_entry_count(), entries);
+    assert_eq!(namespace.index_entry_count(&index), entries);
 }

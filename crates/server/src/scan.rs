@@ -24,6 +24,7 @@
 //! - A departed client or an abort stops every thread at its next piece; nothing waits forever
 //!   on a full channel because dropping the receiver fails the blocked send.
 
+use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -354,8 +355,10 @@ struct IndexFilter {
 }
 
 /// Decodes `n_filters (1) | bin_len | bin | particle type | begin_len (u32 BE) | begin |
-/// end_len | end`. Integers are i64 big-endian with begin <= end; strings match their begin
-/// value only (Aerospike ignores end).
+/// end_len | end`. Integers are i64 big-endian with begin <= end. Strings: the official
+/// clients send an equality as begin = end; Osprey also takes a range `begin..=end` (begin <=
+/// end), and an empty end after a non-empty begin as no upper bound. The bin may be empty when
+/// INDEX_NAME names the index (a user-key index has no bin).
 fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
     let (&count, rest) = field.split_first()?;
     if count != 1 {
@@ -366,31 +369,32 @@ fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
     let (&particle_type, rest) = rest.split_first()?;
     let (begin, rest) = length_prefixed(rest)?;
     let (end, rest) = length_prefixed(rest)?;
-    if !rest.is_empty() || bin.is_empty() {
+    if !rest.is_empty() {
         return None;
     }
     let (kind, range) = match particle_type {
         1 => {
             let begin = i64::from_be_bytes(begin.try_into().ok()?);
             let end = i64::from_be_bytes(end.try_into().ok()?);
-            if begin > end {
-                return None;
-            }
-            let range = KeyRange {
-                begin: IndexKey::Int(begin),
-                end: IndexKey::Int(end),
-            };
+            let range = KeyRange::inclusive(IndexKey::Int(begin), IndexKey::Int(end));
             (IndexKind::Numeric, range)
         }
-        3 => {
+        3 if end.is_empty() && !begin.is_empty() => {
             let range = KeyRange {
-                begin: IndexKey::Str(begin.into()),
-                end: IndexKey::Str(begin.into()),
+                begin: Bound::Included(IndexKey::Str(begin.into())),
+                end: Bound::Unbounded,
             };
+            (IndexKind::String, range)
+        }
+        3 => {
+            let range = KeyRange::inclusive(IndexKey::Str(begin.into()), IndexKey::Str(end.into()));
             (IndexKind::String, range)
         }
         _ => return None,
     };
+    if range.is_empty() {
+        return None;
+    }
     Some(IndexFilter {
         bin: bin.to_vec(),
         kind,
@@ -466,7 +470,12 @@ fn partition_work(
 }
 
 /// For each resumed partition, the index value its digest came with: from BVAL_ARRAY for a
-/// numeric index, the queried value for a string index; nothing for a scan.
+/// numeric index, the queried value for a string equality; nothing for a scan.
+///
+/// # Errors
+/// PARAMETER for a string range: BVAL_ARRAY carries integers only, so where a partition
+/// stopped in a range of strings cannot be said (such queries read the index's order instead,
+/// with no DIGEST_ARRAY, resuming from their last value).
 fn resume_keys(
     fields: &ScanFields<'_>,
     query: Option<&IndexQuery>,
@@ -475,8 +484,14 @@ fn resume_keys(
     let Some(query) = query else {
         return Ok(vec![None; resumed]);
     };
-    if let IndexKey::Str(_) = query.range.begin {
-        return Ok(vec![Some(query.range.begin.clone()); resumed]);
+    if query.index.definition().kind == IndexKind::String {
+        return match (&query.range.begin, &query.range.end) {
+            (Bound::Included(begin), Bound::Included(end)) if begin == end => {
+                Ok(vec![Some(begin.clone()); resumed])
+            }
+            _ if resumed == 0 => Ok(Vec::new()),
+            _ => Err(ResultCode::Parameter),
+        };
     }
     let values = fields.resume_values.unwrap_or_default();
     if values.len() != resumed * 8 {

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use engine::{
-    IndexCollection, IndexDefinition, IndexError, IndexKind, Namespace, SINDEX_ENTRY_SIZE_BYTES,
-    SecondaryIndex,
+    IndexCollection, IndexDefinition, IndexError, IndexKind, IndexSource, Namespace,
+    SINDEX_ENTRY_SIZE_BYTES, SecondaryIndex,
 };
 use tracing::{info, warn};
 use wire_aerospike::info_param;
@@ -31,6 +31,38 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
             return;
         }
     };
+    match create_defined(state, namespace, definition) {
+        Ok(()) => value.push_str("ok"),
+        Err(failure) => {
+            let _ = write!(value, "ERROR:{}:{}", failure.code, failure.message);
+        }
+    }
+}
+
+/// Why an index was not created: Aerospike's result code and message.
+#[derive(Debug)]
+pub struct CreateFailure {
+    /// 4 (parameter), 200 (exists) or 206 (too many).
+    pub code: u8,
+    /// For people.
+    pub message: String,
+}
+
+/// Creates the index `definition` describes in `namespace`, saves the definitions and starts
+/// its build. Creating an existing index again with the same definition succeeds, as in
+/// Aerospike.
+///
+/// # Errors
+/// See [`CreateFailure`].
+pub fn create_defined(
+    state: &ServerState,
+    namespace: &Arc<Namespace>,
+    definition: IndexDefinition,
+) -> Result<(), CreateFailure> {
+    let failure = |code: u8, error: IndexError| CreateFailure {
+        code,
+        message: error.to_string(),
+    };
     match namespace.create_index(definition) {
         Ok((index, true)) => {
             info!(
@@ -40,18 +72,29 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
             );
             crate::sindex_store::save(&state.config, namespace);
             build_in_background(namespace.clone(), index);
-            value.push_str("ok");
+            Ok(())
         }
-        // The same definition again: Aerospike answers ok.
-        Ok((_, false)) => value.push_str("ok"),
-        Err(IndexError::TooMany) => value.push_str("ERROR:206:too many indexes"),
-        Err(IndexError::Invalid(message)) => {
-            let _ = write!(value, "ERROR:4:{message}");
-        }
+        Ok((_, false)) => Ok(()),
+        Err(error @ IndexError::TooMany) => Err(failure(206, error)),
+        Err(error @ IndexError::Invalid(_)) => Err(failure(4, error)),
         Err(error @ (IndexError::NameTaken(_) | IndexError::DefinitionTaken(_))) => {
-            let _ = write!(value, "ERROR:200:{error}");
+            Err(failure(200, error))
         }
     }
+}
+
+/// Drops the index `name` of `namespace` and saves the definitions; false if there was none.
+pub fn drop_named(state: &ServerState, namespace: &Namespace, name: &str) -> bool {
+    if !namespace.drop_index(name) {
+        return false;
+    }
+    info!(
+        namespace = namespace.name(),
+        index = name,
+        "secondary index dropped"
+    );
+    crate::sindex_store::save(&state.config, namespace);
+    true
 }
 
 /// `sindex-delete:ns=<ns>;indexname=<name>`: `ok` whether or not it existed (Aerospike 8.1).
@@ -64,14 +107,7 @@ pub fn delete(state: &ServerState, params: &[u8], value: &mut String) {
         value.push_str("ERROR:4:missing indexname");
         return;
     };
-    if namespace.drop_index(name) {
-        info!(
-            namespace = namespace.name(),
-            index = name,
-            "secondary index dropped"
-        );
-        crate::sindex_store::save(&state.config, namespace);
-    }
+    drop_named(state, namespace, name);
     value.push_str("ok");
 }
 
@@ -155,7 +191,7 @@ fn write_stats(namespace: &Namespace, name: &[u8], value: &mut String) {
         value,
         "entries={entries};used_bytes={};load_pct={};loadtime=0;stat_gc_recs=0;\
          query_basic_complete={};query_basic_error=0;query_basic_abort=0;\
-         query_basic_avg_rec_count={};records_returned={}",
+         query_basic_avg_rec_count={};lookups={};records_returned={}",
         entries * SINDEX_ENTRY_SIZE_BYTES,
         index.load_pct(),
         index.queries(),
@@ -163,22 +199,32 @@ fn write_stats(namespace: &Namespace, name: &[u8], value: &mut String) {
             .records_returned()
             .checked_div(index.queries())
             .unwrap_or(0),
+        index.lookups(),
         index.records_returned(),
     );
 }
 
-fn describe(namespace_name: &str, index: &SecondaryIndex, value: &mut String) {
+/// One index's `sindex-list` line.
+pub fn describe(namespace_name: &str, index: &SecondaryIndex, value: &mut String) {
     let definition = index.definition();
     let set = definition
         .set_name
         .as_deref()
         .map_or_else(|| "null".into(), String::from_utf8_lossy);
+    let bin = definition
+        .source
+        .bin()
+        .map_or_else(|| "null".into(), String::from_utf8_lossy);
+    // Osprey's extension, shown only where it applies so that other lines read as Aerospike's.
+    let source = match definition.source {
+        IndexSource::Bin(_) => "",
+        IndexSource::UserKey => ":source=key",
+    };
     let _ = write!(
         value,
-        "ns={namespace_name}:indexname={}:set={set}:bin={}:type={}:indextype={}:\
-         context=null:exp=null:state={}",
+        "ns={namespace_name}:indexname={}:set={set}:bin={bin}{source}:type={}:\
+         indextype={}:context=null:exp=null:state={}",
         definition.name,
-        String::from_utf8_lossy(&definition.bin),
         definition.kind.name(),
         definition.collection.name(),
         if index.is_ready() { "RW" } else { "WO" },
@@ -194,7 +240,11 @@ fn index_name_param(params: &[u8]) -> Option<&str> {
     info_param(params, b"indexname").and_then(|name| std::str::from_utf8(name).ok())
 }
 
-/// The definition a create names, in either syntax.
+/// `source=` of a user-key index (Osprey's extension: no bin).
+const USER_KEY_SOURCE: &str = "key";
+
+/// The definition a create names, in either syntax. Osprey's extension: `source=key` (with
+/// `type=`, and no bin) indexes the records' user keys.
 fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
     let name = index_name_param(params).ok_or("missing indexname")?;
     if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
@@ -203,15 +253,30 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
     let index_type = info_param(params, b"indextype").unwrap_or(b"default");
     let collection = IndexCollection::named(index_type)
         .ok_or("bad indextype: default, list, mapkeys or mapvalues")?;
-    let (bin, type_name) = match (info_param(params, b"indexdata"), info_param(params, b"bin")) {
-        (Some(_), Some(_)) => return Err("indexdata and bin are mutually exclusive"),
-        (Some(data), None) => {
+    let by_key = match info_param(params, b"source") {
+        None | Some(b"bin") => false,
+        Some(source) if source == USER_KEY_SOURCE.as_bytes() => true,
+        Some(_) => return Err("bad source: bin or key"),
+    };
+    let data = info_param(params, b"indexdata");
+    let (source, type_name) = match (data, info_param(params, b"bin"), by_key) {
+        (Some(_), Some(_), _) => return Err("indexdata and bin are mutually exclusive"),
+        (None, None, true) => (
+            IndexSource::UserKey,
+            info_param(params, b"type").ok_or("missing type")?,
+        ),
+        (_, _, true) => return Err("a user-key index names no bin"),
+        (Some(data), None, false) => {
             let mut parts = data.splitn(2, |&byte| byte == b',');
             let bin = parts.next().unwrap_or_default();
-            (bin, parts.next().ok_or("indexdata needs <bin>,<type>")?)
+            let type_name = parts.next().ok_or("indexdata needs <bin>,<type>")?;
+            (IndexSource::Bin(bin.to_vec()), type_name)
         }
-        (None, Some(bin)) => (bin, info_param(params, b"type").ok_or("missing type")?),
-        (None, None) => return Err("missing bin"),
+        (None, Some(bin), false) => (
+            IndexSource::Bin(bin.to_vec()),
+            info_param(params, b"type").ok_or("missing type")?,
+        ),
+        (None, None, false) => return Err("missing bin"),
     };
     let kind = IndexKind::named(type_name).ok_or("bad index type: numeric or string")?;
     Ok(IndexDefinition {
@@ -219,7 +284,7 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
         set_name: info_param(params, b"set")
             .filter(|set| !set.is_empty())
             .map(<[u8]>::to_vec),
-        bin: bin.to_vec(),
+        source,
         kind,
         collection,
     })

@@ -15,7 +15,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use engine::{IndexCollection, IndexDefinition, IndexKind, Namespace};
+use engine::{IndexCollection, IndexDefinition, IndexKind, IndexSource, Namespace};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tracing::{error, info, warn};
@@ -36,7 +36,12 @@ struct SavedIndex {
     name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     set: Option<String>,
-    bin: String,
+    /// The bin of a bin index; absent for a user-key index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bin: Option<String>,
+    /// `key` for a user-key index; absent for a bin index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
     #[serde(rename = "type")]
     kind: String,
     indextype: String,
@@ -135,19 +140,31 @@ fn saved(definition: &IndexDefinition) -> Option<SavedIndex> {
             Some(set) => Some(text(set)?),
             None => None,
         },
-        bin: text(&definition.bin)?,
+        bin: match definition.source.bin() {
+            Some(bin) => Some(text(bin)?),
+            None => None,
+        },
+        source: (definition.source == IndexSource::UserKey).then(|| USER_KEY_SOURCE.to_owned()),
         kind: definition.kind.name().to_owned(),
         indextype: definition.collection.name().to_owned(),
     })
 }
 
+/// The `source` of a user-key index.
+const USER_KEY_SOURCE: &str = "key";
+
 fn definition(saved: SavedIndex) -> Option<IndexDefinition> {
+    let source = match (saved.bin, saved.source.as_deref()) {
+        (Some(bin), None) => IndexSource::Bin(bin.into_bytes()),
+        (None, Some(USER_KEY_SOURCE)) => IndexSource::UserKey,
+        _ => return None,
+    };
     Some(IndexDefinition {
         kind: IndexKind::named(saved.kind.as_bytes())?,
         collection: IndexCollection::named(saved.indextype.as_bytes())?,
         name: saved.name,
         set_name: saved.set.map(String::into_bytes),
-        bin: saved.bin.into_bytes(),
+        source,
     })
 }
 
@@ -179,16 +196,27 @@ mod tests {
         let original = IndexDefinition {
             name: "by_tag".to_owned(),
             set_name: Some(b"people".to_vec()),
-            bin: b"tags".to_vec(),
+            source: IndexSource::Bin(b"tags".to_vec()),
             kind: IndexKind::String,
             collection: IndexCollection::MapValues,
         };
+        let by_key = IndexDefinition {
+            name: "by_key".to_owned(),
+            set_name: Some(b"redis".to_vec()),
+            source: IndexSource::UserKey,
+            kind: IndexKind::String,
+            collection: IndexCollection::Default,
+        };
+        let originals = vec![original, by_key];
         let whole = SavedIndexes {
-            index: vec![saved(&original).expect("UTF-8 names")],
+            index: originals
+                .iter()
+                .map(|d| saved(d).expect("UTF-8 names"))
+                .collect(),
         };
         let text = toml::to_string(&whole).expect("serializes");
         let back: SavedIndexes = toml::from_str(&text).expect("parses");
-        let restored = back.index.into_iter().next().and_then(definition);
-        assert_eq!(restored, Some(original));
+        let restored: Vec<_> = back.index.into_iter().filter_map(definition).collect();
+        assert_eq!(restored, originals);
     }
 }

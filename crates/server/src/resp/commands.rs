@@ -13,7 +13,8 @@ use wire_resp::Args;
 
 use super::reply::Reply;
 use super::{
-    After, Session, hashes, keys, keyspace, lists, server_info, sets, strings, transactions, zsets,
+    After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
+    transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -50,6 +51,7 @@ const TABLES: &[&[Command]] = &[
     zsets::COMMANDS,
     transactions::COMMANDS,
     server_info::COMMANDS,
+    indexes::COMMANDS,
 ];
 
 /// Every command by lower-case name.

@@ -208,6 +208,15 @@ const GROUPS: &[(&str, &[Doc])] = &[
         ("sunionstore", "1.0.0", "Add multiple sets and store the resulting set in a key",
             "destination key [key ...]"),
     ]),
+    // Osprey's own commands (docs/queries.md); "since" is Osprey's version.
+    ("search", &[
+        ("sindex.create", "0.1.0", "Create a secondary index on a bin or on the records' keys",
+            "index <KEY | BIN bin> <NUMERIC | STRING> [DEFAULT | LIST | MAPKEYS | MAPVALUES] [SET set | ALLSETS] [NAMESPACE namespace]"),
+        ("sindex.drop", "0.1.0", "Drop a secondary index", "index [NAMESPACE namespace]"),
+        ("sindex.list", "0.1.0", "List the secondary indexes", "[NAMESPACE namespace]"),
+        ("sindex.query", "0.1.0", "Return the keys of records in a range of an index, in index order",
+            "index min max [LIMIT offset:integer count:integer] [WITHBINS] [NAMESPACE namespace]"),
+    ]),
     ("sorted-set", &[
         ("zadd", "1.2.0", "Add one or more members to a sorted set, or update its score if it already exists",
             "key [NX | XX] [GT | LT] [CH] [INCR] score:double member [score:double member ...]"),

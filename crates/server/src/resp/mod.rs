@@ -15,6 +15,7 @@ mod commands;
 mod docs;
 mod glob;
 mod hashes;
+mod indexes;
 mod keys;
 mod keyspace;
 mod lists;

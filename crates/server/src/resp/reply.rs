@@ -80,6 +80,12 @@ impl<'o> Reply<'o> {
         self.protocol == 3
     }
 
+    /// Replies already encoded for this connection's protocol (an array's elements, written
+    /// before their count was known).
+    pub fn encoded(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
     /// The header of an array of `length` elements.
     pub fn array(&mut self, length: usize) {
         encode::array_header(self.out, length);

@@ -1,0 +1,159 @@
+"""Osprey's secondary-index commands over RESP (SINDEX.CREATE, .DROP, .LIST, .QUERY), and the
+user-key index: Redis keys read in key order from any start key, against ZRANGEBYLEX's
+answers on a model; bin indexes over records an Aerospike client wrote; bounds, LIMIT and
+errors as Redis's range commands give them; both protocols see the same indexes.
+"""
+
+from __future__ import annotations
+
+import random
+
+import aerospike
+import pytest
+import redis
+
+import harness
+from test_sindex import seed_from_env, wait_built
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def r2(resp_server, request):
+    client = resp_server.redis(protocol=request.param)
+    yield client
+    for line in client.execute_command("SINDEX.LIST"):
+        text = line.decode() if isinstance(line, bytes) else line
+        name = dict(part.split("=", 1) for part in text.split(":"))["indexname"]
+        client.execute_command("SINDEX.DROP", name)
+
+
+def wait_ready(r, name: str) -> None:
+    """Queries until the index has finished building (BUSY before)."""
+    for _ in range(400):
+        try:
+            r.execute_command("SINDEX.QUERY", name, "-", "+", "LIMIT", 0, 0)
+            return
+        except redis.ResponseError as error:
+            assert "is still building" in str(error), error
+            harness.time.sleep(0.05)
+    raise AssertionError(f"index {name} never became ready")
+
+
+def as_bytes(items) -> list[bytes]:
+    return [item if isinstance(item, bytes) else str(item).encode() for item in items]
+
+
+def test_user_key_index_reads_redis_keys_in_order_as_zrangebylex_would(r2):
+    seed = seed_from_env()
+    rng = random.Random(seed)
+    prefix = harness.unique("uk") + ":"
+    keys = sorted({prefix + "".join(rng.choice("abcxyz019") for _ in range(rng.randrange(1, 6)))
+                   for _ in range(300)})
+    model = prefix[:-1] + "-model"  # sorts before the prefix: outside every range
+    for key in keys:
+        r2.set(key, "v")
+        r2.zadd(model, {key: 0})
+    # Other types are keys too, and keys outside the prefix are outside every range below.
+    r2.hset(prefix + "~hash", "f", "1")
+    r2.zadd(model, {prefix + "~hash": 0})
+    assert r2.execute_command("SINDEX.CREATE", "redis_keys", "KEY", "STRING") in (b"OK", "OK")
+    wait_ready(r2, "redis_keys")
+    low, high = f"[{prefix}", f"({prefix}\xff"
+    for _ in range(50):
+        start = prefix + "".join(rng.choice("abcxyz019") for _ in range(rng.randrange(0, 4)))
+        bound = rng.choice(["[", "("]) + start
+        count = rng.randrange(1, 15)
+        expected = r2.zrangebylex(model, bound, high, start=0, num=count)
+        got = r2.execute_command("SINDEX.QUERY", "redis_keys", bound, high, "LIMIT", 0, count)
+        assert as_bytes(got) == as_bytes(expected), (seed, bound, count)
+    everything = r2.execute_command("SINDEX.QUERY", "redis_keys", low, high)
+    assert as_bytes(everything) == as_bytes(r2.zrange(model, 0, -1))
+    # Offsets, and a key that goes away.
+    assert as_bytes(r2.execute_command("SINDEX.QUERY", "redis_keys", low, high, "LIMIT", 5, 3)) \
+        == as_bytes(keys[5:8])
+    r2.delete(keys[0])
+    assert as_bytes(r2.execute_command("SINDEX.QUERY", "redis_keys", low, high, "LIMIT", 0, 1)) \
+        == as_bytes(keys[1:2])
+    r2.delete(*keys[1:], prefix + "~hash", model)
+
+
+def test_bounds_limits_and_empty_ranges_follow_the_redis_range_commands(r2):
+    prefix = harness.unique("b") + ":"
+    for i in range(10):
+        r2.set(f"{prefix}{i}", i)
+    r2.execute_command("SINDEX.CREATE", "keys2", "KEY", "STRING")
+    wait_ready(r2, "keys2")
+    q = lambda *a: as_bytes(r2.execute_command("SINDEX.QUERY", "keys2", *a))  # noqa: E731
+    names = as_bytes(f"{prefix}{i}" for i in range(10))
+    end = f"({prefix}\xff"
+    assert q(f"[{prefix}3", end) == names[3:]
+    assert q(f"({prefix}3", end) == names[4:]
+    assert q(f"[{prefix}3", f"[{prefix}5") == names[3:6]
+    assert q(f"[{prefix}3", f"({prefix}5") == names[3:5]
+    assert q(f"[{prefix}5", f"[{prefix}3") == []
+    assert q("+", "-") == []
+    assert q(f"[{prefix}3", end, "LIMIT", -1, 5) == []
+    assert q(f"[{prefix}3", end, "LIMIT", 2, -1) == names[5:]
+    for bad, text in [(("x", "+"), "min or max not valid string range item"),
+                      (("-", "+", "LIMIT", "a", "1"), "value is not an integer or out of range"),
+                      (("-", "+", "NOPE"), "syntax error")]:
+        with pytest.raises(redis.ResponseError, match=text):
+            r2.execute_command("SINDEX.QUERY", "keys2", *bad)
+    with pytest.raises(redis.ResponseError, match="no such index 'nope'"):
+        r2.execute_command("SINDEX.QUERY", "nope", "-", "+")
+    r2.delete(*[f"{prefix}{i}" for i in range(10)])
+
+
+def test_bin_index_over_aerospike_records_with_bins_and_numeric_bounds(resp_server, r2):
+    client = resp_server.client()
+    uset = harness.unique("people")
+    for i in range(60):
+        client.put(("test", uset, f"p{i:02}"), {"age": i % 20, "name": f"n{i}"},
+                   policy={"key": aerospike.POLICY_KEY_SEND})
+    client.put(("test", uset, "nokey"), {"age": 5})  # stored without its key
+    assert r2.execute_command("SINDEX.CREATE", "by_age", "BIN", "age", "NUMERIC", "SET", uset) \
+        in (b"OK", "OK")
+    wait_built(client, "test", "by_age")
+    q = lambda *a: r2.execute_command("SINDEX.QUERY", "by_age", *a)  # noqa: E731
+    ages = lambda lo, hi: sorted(f"p{i:02}".encode() for i in range(60) if lo <= i % 20 <= hi)  # noqa: E731
+    assert sorted(as_bytes(q(3, 4))) == ages(3, 4)
+    assert sorted(as_bytes(q("(3", 4))) == ages(4, 4)
+    assert sorted(as_bytes(q("-inf", "(2"))) == ages(0, 1)
+    assert sorted(as_bytes(q(18, "+inf"))) == ages(18, 19)
+    assert q("+inf", "-inf") == []
+    with_nokey = q(5, 5)
+    assert with_nokey.count(None) == 1 and sorted(as_bytes(k for k in with_nokey if k)) == ages(5, 5)
+    # In index order: ages ascend, so LIMIT keeps the smallest.
+    first = q("-inf", "+inf", "LIMIT", 0, 3)
+    assert sorted(as_bytes(first)) == ages(0, 0)
+    pairs = q(7, 7, "WITHBINS")
+    assert len(pairs) == 3
+    for key, bins in pairs:
+        bins = bins if isinstance(bins, dict) else dict(zip(bins[::2], bins[1::2]))
+        assert bins == {b"age": 7, b"name": b"n%d" % int(key[1:])}
+    with pytest.raises(redis.ResponseError, match="min or max is not an integer"):
+        q("abc", 5)
+    # Both protocols see one index: the Aerospike side lists and drops it.
+    assert "indexname=by_age" in harness.info(client, "sindex-list:ns=test")
+    assert r2.execute_command("SINDEX.DROP", "by_age") == 1
+    assert r2.execute_command("SINDEX.DROP", "by_age") == 0
+    assert "indexname=by_age" not in harness.info(client, "sindex-list:ns=test")
+
+
+def test_create_errors_are_clear(r2):
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r2.execute_command("SINDEX.CREATE", "x", "WHAT", "STRING")
+    with pytest.raises(redis.ResponseError, match="index type must be NUMERIC or STRING"):
+        r2.execute_command("SINDEX.CREATE", "x", "KEY", "GEO")
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r2.execute_command("SINDEX.CREATE", "x", "KEY", "STRING", "LIST")
+    with pytest.raises(redis.ResponseError, match="no such namespace 'nope'"):
+        r2.execute_command("SINDEX.CREATE", "x", "KEY", "STRING", "NAMESPACE", "nope")
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        r2.execute_command("SINDEX.CREATE", "x", "KEY")
+    r2.execute_command("SINDEX.CREATE", "dup", "KEY", "STRING")
+    assert r2.execute_command("SINDEX.CREATE", "dup", "KEY", "STRING") in (b"OK", "OK")
+    with pytest.raises(redis.ResponseError, match="already exists"):
+        r2.execute_command("SINDEX.CREATE", "dup", "KEY", "NUMERIC")
+    listed = [line if isinstance(line, bytes) else line.encode()
+              for line in r2.execute_command("SINDEX.LIST")]
+    assert any(b"indexname=dup:set=redis:bin=null:source=key:type=string" in line for line in listed)
