@@ -583,3 +583,21 @@ def test_user_key_index_and_string_ranges_through_the_wire(server, client, uset)
     _, code = run(b"user:100", b"user:010")
     assert code == 4
     client.index_remove("test", index_name)
+
+
+def test_short_and_small_queries_answered_inline_match_threaded_ones(client, people):
+    """A short query (the clients' expected_duration SHORT) or one wanting few records runs on
+    the connection's task instead of a scan thread; the answers must not differ."""
+    uset, index = people
+    name = index("numeric", "age")
+    threaded = query(client, "test", uset, p.between("age", 10, 20))
+    short = query(client, "test", uset, p.between("age", 10, 20),
+                  policy={"expected_duration": aerospike.QUERY_DURATION_SHORT})
+    assert len(threaded) == 44
+    assert keys_of(short) == keys_of(threaded)
+    q = client.query("test", uset)
+    q.where(p.between("age", 10, 20))
+    q.max_records = 1000
+    assert keys_of(q.results()) == keys_of(threaded)
+    stats = harness.parse_kv(harness.info(client, f"sindex/test/{name}"))
+    assert int(stats["query_basic_complete"]) == 3

@@ -9,6 +9,7 @@
 mod modes;
 mod options;
 mod protocol;
+mod query;
 mod report;
 mod runner;
 mod scan;
@@ -34,7 +35,18 @@ fn main() -> ExitCode {
     });
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_ctrl_c(&stop);
-    let result = if options.scan {
+    if let Some(action) = options.testbin_index {
+        let prepared = options.address().and_then(|address| {
+            query::testbin_index(address, &options.namespace, &options.set, action)
+        });
+        if let Err(message) = prepared {
+            eprintln!("osprey-bench: --testbin-index: {message}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let result = if let Some(kind) = options.query {
+        modes::query(&options, kind, seed, &stop)
+    } else if options.scan {
         modes::scan(&options, seed, &stop)
     } else if options.scaling {
         modes::scaling(&options, seed, &stop)

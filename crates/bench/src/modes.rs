@@ -540,3 +540,50 @@ pub fn scan(options: &Options, seed: u64, stop: &Arc<AtomicBool>) -> Result<(), 
     }
     Ok(())
 }
+
+/// `--query`: one query workload, reported per kind of command timed.
+pub fn query(
+    options: &Options,
+    kind: crate::query::QueryKind,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), String> {
+    let plan = options.query_plan(kind, seed)?;
+    if options.output == OutputFormat::Text {
+        out!(
+            "osprey-bench query {kind:?} on {} ({:?}): {} keys from {}, {} thread(s), pipeline \
+             {}, {} s, seed {seed}",
+            plan.address,
+            plan.protocol,
+            plan.keys,
+            plan.start_key,
+            plan.threads,
+            plan.pipeline,
+            plan.duration.as_secs(),
+        );
+    }
+    let results = crate::query::run(&plan, stop)?;
+    for result in &results {
+        match options.output {
+            OutputFormat::Json => print_json(result),
+            OutputFormat::Text | OutputFormat::Csv => out!(
+                "{}: {} commands, {:.0}/s, p50 {} us, p99 {} us",
+                result.name,
+                result.commands,
+                result.per_second,
+                result.p50_us,
+                result.p99_us
+            ),
+        }
+    }
+    if let [get, lookup] = results.as_slice()
+        && options.output == OutputFormat::Text
+    {
+        out!(
+            "lookup / get: p50 {:.2}x, p99 {:.2}x",
+            lookup.p50_us / get.p50_us,
+            lookup.p99_us / get.p99_us
+        );
+    }
+    Ok(())
+}

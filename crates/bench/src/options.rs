@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 
 use crate::protocol::Protocol;
+use crate::query::{QueryKind, QueryPlan};
 use crate::report::OutputFormat;
 use crate::runner::{Plan, Target};
 use crate::scan::ScanRequest;
@@ -161,6 +162,27 @@ pub struct Options {
         default_value_t = 30_000
     )]
     pub scan_socket_timeout_ms: u32,
+
+    /// A query workload instead of the key-value one: `lookup` (index lookup against get, one
+    /// connection), `range` (10 records by value: an index query, or Redis's ZRANGEBYSCORE
+    /// then pipelined HGETALL) or `ordered` (10 keys in order from a random start key, over
+    /// RESP: SINDEX.QUERY or ZRANGEBYLEX). Load the keys first with `-w I`.
+    #[arg(long, value_enum, conflicts_with_all = ["scan", "scaling", "per_connection"])]
+    pub query: Option<QueryKind>,
+
+    /// Before a key-value run: `create` Osprey's index on `testbin` (and wait until it is
+    /// built) or `drop` it, to compare indexed with unindexed writes.
+    #[arg(long = "testbin-index", value_enum, value_name = "ACTION")]
+    pub testbin_index: Option<IndexAction>,
+}
+
+/// What `--testbin-index` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IndexAction {
+    /// Create the index (a no-op when it exists) and wait for its build.
+    Create,
+    /// Drop the index (a no-op when there is none).
+    Drop,
 }
 
 /// What `--scan` does.
@@ -259,8 +281,35 @@ impl Options {
         })
     }
 
+    /// Checks the options of `--query` into a [`QueryPlan`].
+    ///
+    /// # Errors
+    ///
+    /// A message naming the option that is wrong.
+    pub fn query_plan(&self, kind: QueryKind, seed: u64) -> Result<QueryPlan, String> {
+        if self.keys < 10 {
+            return Err("--query needs -k/--keys of at least 10".to_owned());
+        }
+        if self.threads == 0 || self.pipeline == 0 {
+            return Err("-z/--threads and --pipeline must be at least 1".to_owned());
+        }
+        Ok(QueryPlan {
+            kind,
+            address: self.address()?,
+            protocol: self.protocol,
+            namespace: self.namespace.clone(),
+            set: self.set.clone(),
+            start_key: self.start_key,
+            keys: self.keys,
+            threads: self.threads,
+            pipeline: self.pipeline,
+            duration: Duration::from_secs(self.duration_s.unwrap_or(DEFAULT_DURATION_S)),
+            seed,
+        })
+    }
+
     /// The first host, with `-p` or the protocol's port where it names none.
-    fn address(&self) -> Result<SocketAddr, String> {
+    pub fn address(&self) -> Result<SocketAddr, String> {
         let first = self.hosts.split(',').next().unwrap_or_default().trim();
         let port = self.port.unwrap_or(self.protocol.default_port());
         let with_port =

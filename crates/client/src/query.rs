@@ -89,6 +89,9 @@ pub struct Query<'a> {
     pub max_records: u64,
     /// Only digests and keys, no bins.
     pub no_bins: bool,
+    /// A short query (Aerospike's `QueryDuration::SHORT`): few records expected, so the
+    /// server answers it on the connection's own thread when it can.
+    pub short: bool,
 }
 
 impl<'a> Query<'a> {
@@ -102,6 +105,7 @@ impl<'a> Query<'a> {
             range,
             max_records: 0,
             no_bins: false,
+            short: false,
         }
     }
 
@@ -131,6 +135,9 @@ impl<'a> Query<'a> {
         let mut read = info1::READ;
         if self.no_bins {
             read |= info1::GET_NO_BINS;
+        }
+        if self.short {
+            read |= info1::SHORT_QUERY;
         }
         let header = MessageHeader {
             info1: read,

@@ -184,6 +184,13 @@ impl Connection {
             Streamed::Scan(mut scan) => {
                 // A scan stalls on its client's socket timeout, not the server's frame timeout.
                 let write_timeout = scan.write_timeout;
+                if let Some(chunks) = scan.take_inline() {
+                    for chunk in chunks {
+                        self.output.extend_from_slice(&chunk);
+                    }
+                    scan.finish(&mut self.output);
+                    return self.flush_output(write_timeout).await;
+                }
                 loop {
                     let chunk = tokio::select! {
                         chunk = scan.next_chunk() => chunk,

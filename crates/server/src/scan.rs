@@ -20,7 +20,10 @@
 //! - One thread walks a partition at a time, and its records reach the channel in digest order.
 //! - No more than MAX_RECORDS records are sent: each is claimed before it is encoded.
 //! - The final LAST message goes out only after every scan thread has exited (the channel
-//!   closes when the last sender is dropped).
+//!   closes when the last sender is dropped). A query of every partition in index order that
+//!   wants few records (`INLINE_RECORDS_MAX`, or the client's short-query flag), unthrottled,
+//!   runs inline on the connection's task instead: no thread, and its reply goes out with the
+//!   LAST message in one write.
 //! - A departed client or an abort stops every thread at its next piece; nothing waits forever
 //!   on a full channel because dropping the receiver fails the blocked send.
 
@@ -47,6 +50,10 @@ const CHUNK_BYTES: usize = 128 * 1024;
 const PIECE_ENTRIES: usize = 256;
 /// Protos each scan thread may have queued for the connection before it waits.
 const QUEUED_CHUNKS_PER_THREAD: usize = 2;
+/// A query that walks its index's order over every partition and wants at most this many
+/// records (MAX_RECORDS) is answered inline, on the connection's task: starting a thread would
+/// cost more than the walk. (The client's short-query flag asks for the same.)
+const INLINE_RECORDS_MAX: u64 = 1000;
 /// Socket timeout when the client sends none (the clients' default).
 const SOCKET_TIMEOUT_DEFAULT_MS: u32 = 30_000;
 /// Nice value of scan threads (command threads run at 0).
@@ -58,7 +65,10 @@ const THROTTLE_SLEEP_MAX: Duration = Duration::from_millis(50);
 
 /// A running scan as its connection sees it: chunks to send, then a final message.
 pub struct ScanStream {
-    chunks: mpsc::Receiver<Vec<u8>>,
+    /// Chunks from the scan threads; `None` for a query answered inline.
+    chunks: Option<mpsc::Receiver<Vec<u8>>>,
+    /// Chunks already produced (a query answered inline), sent before any from `chunks`.
+    ready: std::collections::VecDeque<Vec<u8>>,
     job: Arc<ScanJob>,
     namespace: Arc<Namespace>,
     /// How long one chunk may take to reach the client before the scan is abandoned.
@@ -68,7 +78,23 @@ pub struct ScanStream {
 impl ScanStream {
     /// The next chunk of complete proto frames; `None` once every scan thread has finished.
     pub async fn next_chunk(&mut self) -> Option<Vec<u8>> {
-        self.chunks.recv().await
+        if let Some(chunk) = self.ready.pop_front() {
+            return Some(chunk);
+        }
+        match &mut self.chunks {
+            Some(chunks) => chunks.recv().await,
+            None => None,
+        }
+    }
+
+    /// The whole reply before its LAST message, when the query was answered inline (no
+    /// thread, nothing left to wait for): the connection sends it with the LAST message in
+    /// one write.
+    pub fn take_inline(&mut self) -> Option<Vec<Vec<u8>>> {
+        if self.chunks.is_some() {
+            return None;
+        }
+        Some(self.ready.drain(..).collect())
     }
 
     /// Appends the final LAST message (with the scan's outcome) to `out`.
@@ -231,6 +257,25 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         query,
     });
     state.scan_jobs.register(job.clone());
+    let short = message.header.info1 & info1::SHORT_QUERY != 0
+        || (1..=INLINE_RECORDS_MAX).contains(&max_records);
+    let inline = shared.query.as_ref().is_some_and(|q| q.ordered)
+        && shared.work.len() == PARTITION_COUNT
+        && short;
+    if inline && records_per_second == 0 {
+        let mut worker = Worker::new(&shared, Sink::Inline(Vec::new()), 0);
+        worker.run();
+        let Sink::Inline(ready) = worker.sink else {
+            unreachable!("an inline worker keeps its sink")
+        };
+        return Ok(ScanStream {
+            chunks: None,
+            ready: ready.into(),
+            job,
+            namespace,
+            write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
+        });
+    }
     let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
     if let Err(code) = spawn_threads(&shared, thread_count, &sender, records_per_second) {
         job.finish(JobState::AbandonedError);
@@ -238,7 +283,8 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         return Err(code);
     }
     Ok(ScanStream {
-        chunks,
+        chunks: Some(chunks),
+        ready: std::collections::VecDeque::new(),
         job,
         namespace,
         write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
@@ -259,13 +305,7 @@ fn spawn_threads(
             .name(format!("scan-{}-{thread_index}", shared.job.task_id))
             .spawn(move || {
                 lower_this_thread_priority();
-                let mut worker = Worker {
-                    shared: &shared,
-                    sender,
-                    chunk: Chunk::new(),
-                    leftovers: Vec::new(),
-                    throttle: Throttle::new(records_per_second, shared.job.started()),
-                };
+                let mut worker = Worker::new(&shared, Sink::Channel(sender), records_per_second);
                 worker.run();
                 shared.job.active_threads.fetch_sub(1, Ordering::Relaxed);
             });
@@ -432,6 +472,16 @@ fn partition_work(
     if !ids.len().is_multiple_of(2) || !digests.len().is_multiple_of(Digest::SIZE_BYTES) {
         return Err(ResultCode::Parameter);
     }
+    if digests.is_empty() && is_every_partition_in_order(ids) {
+        // What clients send for every first page: no lookups, no duplicates to check.
+        return Ok((0..PARTITION_COUNT)
+            .map(|index| PartitionWork {
+                partition: PartitionId(u16::try_from(index).expect("below 4096")),
+                after: None,
+                after_key: None,
+            })
+            .collect());
+    }
     let mut seen = vec![false; PARTITION_COUNT];
     let mut work = Vec::with_capacity(
         (ids.len() / 2 + digests.len() / Digest::SIZE_BYTES).min(PARTITION_COUNT),
@@ -467,6 +517,15 @@ fn partition_work(
         work.push(item);
     }
     Ok(work)
+}
+
+/// Whether PID_ARRAY `ids` lists partitions 0 to 4095 in order.
+fn is_every_partition_in_order(ids: &[u8]) -> bool {
+    ids.len() == PARTITION_COUNT * 2
+        && ids
+            .chunks_exact(2)
+            .enumerate()
+            .all(|(index, pair)| usize::from(u16::from_le_bytes([pair[0], pair[1]])) == index)
 }
 
 /// For each resumed partition, the index value its digest came with: from BVAL_ARRAY for a
@@ -612,7 +671,7 @@ enum WalkEnd {
 /// One scan thread.
 struct Worker<'s> {
     shared: &'s ScanShared,
-    sender: mpsc::Sender<Vec<u8>>,
+    sink: Sink,
     chunk: Chunk,
     /// Partitions this thread cut short at their first-pass quota. The same thread continues
     /// them, so a partition's records reach the client in digest order (a record still in this
@@ -621,7 +680,25 @@ struct Worker<'s> {
     throttle: Throttle,
 }
 
-impl Worker<'_> {
+/// Where a worker's chunks go.
+enum Sink {
+    /// To the connection, from a scan thread.
+    Channel(mpsc::Sender<Vec<u8>>),
+    /// Kept, for a query answered inline on the connection's task.
+    Inline(Vec<Vec<u8>>),
+}
+
+impl<'s> Worker<'s> {
+    fn new(shared: &'s ScanShared, sink: Sink, records_per_second: u32) -> Worker<'s> {
+        Worker {
+            shared,
+            sink,
+            chunk: Chunk::new(),
+            leftovers: Vec::new(),
+            throttle: Throttle::new(records_per_second, shared.job.started()),
+        }
+    }
+
     fn run(&mut self) {
         if let Some(query) = self.shared.query.as_ref().filter(|q| q.ordered) {
             self.walk_ordered(query);
@@ -791,9 +868,14 @@ impl Worker<'_> {
             .job
             .bytes_sent
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        if self.sender.blocking_send(bytes).is_err() {
-            self.shared.job.request_abort();
-            return false;
+        match &mut self.sink {
+            Sink::Channel(sender) => {
+                if sender.blocking_send(bytes).is_err() {
+                    self.shared.job.request_abort();
+                    return false;
+                }
+            }
+            Sink::Inline(ready) => ready.push(bytes),
         }
         true
     }
