@@ -265,12 +265,9 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     if inline && records_per_second == 0 {
         let mut worker = Worker::new(&shared, Sink::Inline(Vec::new()), 0);
         worker.run();
-        let Sink::Inline(ready) = worker.sink else {
-            unreachable!("an inline worker keeps its sink")
-        };
         return Ok(ScanStream {
             chunks: None,
-            ready: ready.into(),
+            ready: worker.sink.into_kept().into(),
             job,
             namespace,
             write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
@@ -686,6 +683,16 @@ enum Sink {
     Channel(mpsc::Sender<Vec<u8>>),
     /// Kept, for a query answered inline on the connection's task.
     Inline(Vec<Vec<u8>>),
+}
+
+impl Sink {
+    /// The chunks an inline sink kept (none for a channel).
+    fn into_kept(self) -> Vec<Vec<u8>> {
+        match self {
+            Sink::Inline(kept) => kept,
+            Sink::Channel(_) => Vec::new(),
+        }
+    }
 }
 
 impl<'s> Worker<'s> {

@@ -187,7 +187,7 @@ fn query(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut found = Vec::new();
     let mut records = 0;
     let mut skipped = 0;
-    let wanted = request.count.map_or(usize::MAX, |count| count);
+    let wanted = request.count.unwrap_or(usize::MAX);
     let mut after = None;
     let mut body = Reply::new(&mut found, if reply.is_resp3() { 3 } else { 2 });
     while records < wanted {
