@@ -365,6 +365,38 @@ impl SecondaryIndex {
 }
 
 impl SecondaryIndex {
+    /// Whether `record` has `key` in this index: [`SecondaryIndex::keys_of`] contains it,
+    /// decided without building that list where one value is all there is to compare (a query
+    /// re-checks every candidate this way).
+    fn holds(&self, namespace: &Namespace, record: &Record, key: &IndexKey) -> bool {
+        let single = self.definition.collection == IndexCollection::Default
+            && (matches!(self.definition.source, IndexSource::UserKey)
+                || record.native().is_none());
+        if !single {
+            return self.keys_of(namespace, record).binary_search(key).is_ok();
+        }
+        if let Some(set_name) = &self.definition.set_name
+            && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
+        {
+            return false;
+        }
+        let (particle_type, bytes) = match &self.definition.source {
+            IndexSource::UserKey => match record.user_key() {
+                Some((PARTICLE_BLOB, bytes)) => (PARTICLE_STRING, bytes),
+                Some(found) => found,
+                None => return false,
+            },
+            IndexSource::Bin(bin_name) => {
+                let bins = record.bins();
+                let Some(bin) = bins.iter().find(|bin| bin.name == *bin_name) else {
+                    return false;
+                };
+                return same_value(self.definition.kind, bin.particle_type, bin.value, key);
+            }
+        };
+        same_value(self.definition.kind, particle_type, bytes, key)
+    }
+
     /// The key of a user-key index for `record`: its stored key, when it has the index's type
     /// (a string index takes string and blob keys, as Redis keys are either).
     fn user_key_of(&self, record: &Record) -> Option<IndexKey> {
@@ -378,6 +410,19 @@ impl SecondaryIndex {
             }
             _ => None,
         }
+    }
+}
+
+/// Whether a value of `particle_type` with wire bytes `bytes` is `key` in an index of `kind`.
+fn same_value(kind: IndexKind, particle_type: u8, bytes: &[u8], key: &IndexKey) -> bool {
+    if particle_type != kind.particle_type() {
+        return false;
+    }
+    match key {
+        IndexKey::Int(value) => {
+            <[u8; 8]>::try_from(bytes).is_ok_and(|be| i64::from_be_bytes(be) == *value)
+        }
+        IndexKey::Str(text) => **text == *bytes,
     }
 }
 
@@ -822,7 +867,7 @@ impl Namespace {
         let Ok(loaded) = self.load(digest, record) else {
             return true;
         };
-        if index.keys_of(self, &loaded).binary_search(key).is_err() {
+        if !index.holds(self, &loaded, key) {
             return true;
         }
         let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
