@@ -322,9 +322,7 @@ impl SecondaryIndex {
     /// The keys `record` has in this index, sorted, each once: none, one, or (for a
     /// collection index) one per distinct matching item.
     fn keys_of(&self, namespace: &Namespace, record: &Record) -> Vec<IndexKey> {
-        if let Some(set_name) = &self.definition.set_name
-            && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
-        {
+        if !self.covers_set_of(namespace, record) {
             return Vec::new();
         }
         let bin_name = match &self.definition.source {
@@ -375,9 +373,7 @@ impl SecondaryIndex {
         if !single {
             return self.keys_of(namespace, record).binary_search(key).is_ok();
         }
-        if let Some(set_name) = &self.definition.set_name
-            && namespace.sets.name_of(record.set_id) != Some(set_name.as_slice())
-        {
+        if !self.covers_set_of(namespace, record) {
             return false;
         }
         let (particle_type, bytes) = match &self.definition.source {
@@ -395,6 +391,13 @@ impl SecondaryIndex {
             }
         };
         same_value(self.definition.kind, particle_type, bytes, key)
+    }
+
+    /// Whether the index covers `record`'s set (every set, or the one it names).
+    fn covers_set_of(&self, namespace: &Namespace, record: &Record) -> bool {
+        self.definition.set_name.as_ref().is_none_or(|set_name| {
+            namespace.sets.name_of(record.set_id) == Some(set_name.as_slice())
+        })
     }
 
     /// The key of a user-key index for `record`: its stored key, when it has the index's type

@@ -119,15 +119,7 @@ fn parse_create(
 
 /// SINDEX.DROP index [NAMESPACE ns]
 fn drop(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let namespace_name = match args.len() {
-        2 => None,
-        4 if args.get(2).eq_ignore_ascii_case(b"namespace") => Some(args.get(3)),
-        _ => {
-            reply.error(SYNTAX);
-            return After::Continue;
-        }
-    };
-    match namespace_named(session, namespace_name) {
+    match trailing_namespace(session, args, 2) {
         Ok(namespace) => {
             let name = String::from_utf8_lossy(args.get(1));
             let dropped = sindex_info::drop_named(&session.state, &namespace, &name);
@@ -140,15 +132,7 @@ fn drop(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 
 /// SINDEX.LIST [NAMESPACE ns]
 fn list(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let namespace_name = match args.len() {
-        1 => None,
-        3 if args.get(1).eq_ignore_ascii_case(b"namespace") => Some(args.get(2)),
-        _ => {
-            reply.error(SYNTAX);
-            return After::Continue;
-        }
-    };
-    match namespace_named(session, namespace_name) {
+    match trailing_namespace(session, args, 1) {
         Ok(namespace) => {
             let indexes = namespace.indexes();
             reply.array(indexes.len());
@@ -317,6 +301,21 @@ fn parse_bound(
     } else {
         Bound::Included(key)
     }))
+}
+
+/// The namespace of a command whose `fixed` first arguments are followed by nothing or by
+/// `NAMESPACE ns`.
+fn trailing_namespace(
+    session: &Session,
+    args: &Args,
+    fixed: usize,
+) -> Result<Arc<Namespace>, String> {
+    let name = match args.len() - fixed {
+        0 => None,
+        2 if args.get(fixed).eq_ignore_ascii_case(b"namespace") => Some(args.get(fixed + 1)),
+        _ => return Err(SYNTAX.to_owned()),
+    };
+    namespace_named(session, name)
 }
 
 fn namespace_named(session: &Session, name: Option<&[u8]>) -> Result<Arc<Namespace>, String> {
