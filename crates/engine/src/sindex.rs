@@ -9,11 +9,14 @@
 //! the new one, then, with the partition still locked, inserts the new ones and removes the
 //! stale ones, in both sets. A query walks a partition's entries under the partition's read
 //! lock, or the namespace-wide set in pieces, and re-checks every candidate against the record
-//! it names, under that record's partition lock, before returning it. So index and records
-//! never disagree where anyone can see (SLIK's guarantee, with the record's lock doing the
-//! ordering), and a query:
+//! it names, under that record's partition lock, before returning it: against the filter, as
+//! SLIK does, so that a record a write moved within the filter since its entry was read still
+//! comes back (with its current value). So index and records never disagree where anyone can
+//! see (SLIK's guarantee, with the record's lock doing the ordering), and a query:
 //! - never returns a record whose current value does not satisfy the filter;
-//! - never misses a record whose value satisfied the filter for the whole query.
+//! - never misses a record whose value satisfied the filter for the whole query, except one
+//!   that moved between two pieces of a walk from the part not yet read to the part read
+//!   (`docs/queries.md`, "Guarantees").
 //!
 //! Invariants:
 //! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
@@ -202,6 +205,11 @@ impl KeyRange {
             begin: Bound::Unbounded,
             end: Bound::Unbounded,
         }
+    }
+
+    /// Whether `key` lies in it.
+    pub fn contains(&self, key: &IndexKey) -> bool {
+        std::ops::RangeBounds::contains(&(self.begin.as_ref(), self.end.as_ref()), &key)
     }
 
     /// Whether no value lies in it (so a query can answer at once).
@@ -806,7 +814,11 @@ impl Namespace {
                 end.exhausted = false;
                 return end;
             }
-            if !self.recheck(index, &guard, entry, &visibility, &mut visit) {
+            let window = Window {
+                range,
+                later_pieces_after: None,
+            };
+            if !self.recheck(index, &guard, entry, &window, &visibility, &mut visit) {
                 end.exhausted = false;
                 return end;
             }
@@ -839,11 +851,16 @@ impl Namespace {
             exhausted: candidates.len() <= examine_max,
         };
         candidates.truncate(examine_max);
+        let last_candidate = candidates.last().cloned();
+        let window = Window {
+            range,
+            later_pieces_after: last_candidate.as_ref().filter(|_| !end.exhausted),
+        };
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
         for entry in candidates {
             let guard = self.slot(&entry.1).state.read();
-            if !self.recheck(index, &guard, &entry, &visibility, &mut visit) {
+            if !self.recheck(index, &guard, &entry, &window, &visibility, &mut visit) {
                 end.exhausted = false;
                 return end;
             }
@@ -853,13 +870,18 @@ impl Namespace {
     }
 
     /// Checks a candidate entry (within the query's range) against its record in `partition`,
-    /// which the caller holds locked, and visits the record if it is visible and still holds
-    /// the entry's value. False only when `visit` asked to stop before taking it.
+    /// which the caller holds locked, and visits the record (with the entry's value: where the
+    /// walk is, which is where a resumed walk goes on) if it is visible and either still holds
+    /// the entry's value or has another in the window's range: a write moved it since the
+    /// candidate was read (SLIK's re-check is against the filter, not the entry; only a
+    /// single-valued index can tell which value replaced the entry's), and no later piece will
+    /// find it there. False only when `visit` asked to stop before taking it.
     fn recheck(
         &self,
         index: &SecondaryIndex,
         partition: &crate::partition::Partition,
         (key, digest): &Entry,
+        window: &Window<'_>,
         visibility: &crate::partition::Visibility<'_>,
         visit: &mut impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> bool {
@@ -870,7 +892,13 @@ impl Namespace {
         let Ok(loaded) = self.load(digest, record) else {
             return true;
         };
-        if !index.holds(self, &loaded, key) {
+        let takes = index.holds(self, &loaded, key)
+            || (index.definition.collection == IndexCollection::Default
+                && index
+                    .keys_of(self, &loaded)
+                    .first()
+                    .is_some_and(|moved| window.takes_moved(moved, digest)));
+        if !takes {
             return true;
         }
         let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
@@ -889,6 +917,26 @@ impl Namespace {
 
 /// One index entry: a value and the digest of a record holding it.
 type Entry = (IndexKey, Digest);
+
+/// What a piece of a query re-checks its candidates against.
+struct Window<'a> {
+    /// The query's values.
+    range: &'a KeyRange,
+    /// Where the next piece of the walk will start (strictly after), if there is one: a record
+    /// that moved beyond it is left for that piece to find, so that it is not returned twice.
+    later_pieces_after: Option<&'a Entry>,
+}
+
+impl Window<'_> {
+    /// Whether a record (at `digest`) whose entry was a candidate but whose value is now
+    /// `moved` is returned with `moved` here.
+    fn takes_moved(&self, moved: &IndexKey, digest: &Digest) -> bool {
+        self.range.contains(moved)
+            && self
+                .later_pieces_after
+                .is_none_or(|(key, last)| (moved, digest) <= (key, last))
+    }
+}
 
 /// Smallest and largest digests: the ends of one value's entries.
 const DIGEST_FIRST: Digest = Digest([0; 20]);

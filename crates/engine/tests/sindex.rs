@@ -187,6 +187,21 @@ fn in_order(
     let entry = (key.clone(), *record.digest);
     assert!(previous.as_ref().is_none_or(|p| *p < entry), "out of order");
     *previous = Some(entry);
+    k_of(record)
+}
+
+/// The `v` bin of a record (an integer).
+fn v_of(record: &engine::ScannedRecord<'_>) -> i64 {
+    record
+        .bins()
+        .iter()
+        .find(|bin| bin.name == b"v")
+        .map(|bin| i64::from_be_bytes(bin.value.try_into().expect("8 bytes")))
+        .expect("the record has v")
+}
+
+/// The `k` bin of a record.
+fn k_of(record: &engine::ScannedRecord<'_>) -> u64 {
     record
         .bins()
         .iter()
@@ -368,4 +383,108 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
     let entries = (0..120).filter(indexed).count() as u64;
     assert_eq!(index.ordered_entry_count(), entries);
     assert_eq!(namespace.index_entry_count(&index), entries);
+}
+
+/// Harness with `values` (key -> value of `v`) in set "people" and an index on `v` built.
+fn indexed(values: &[(u64, i64)]) -> Harness {
+    let clock = Arc::new(ManualClock::new(START_UNIX_MS));
+    let mut harness = Harness {
+        namespace: Namespace::new(NamespaceConfig::with_defaults("test"), clock.clone()),
+        clock,
+        model: BTreeMap::new(),
+    };
+    for (key, value) in values {
+        harness.put(*key, Value::Int(*value), None);
+    }
+    let definition = IndexDefinition {
+        name: "by_v".to_owned(),
+        set_name: Some(b"people".to_vec()),
+        source: IndexSource::Bin(b"v".to_vec()),
+        kind: IndexKind::Numeric,
+        collection: IndexCollection::Default,
+    };
+    let (index, _) = harness.namespace.create_index(definition).expect("created");
+    harness.namespace.build_index(&index);
+    harness
+}
+
+/// Walks 0..=10 in index order in pieces of `piece` entries; while visiting the first record,
+/// moves key `moved` to `to` (the keys are in distinct partitions, so the write does not wait
+/// for the lock the walk holds). Returns (k, v) of the records visited, in visit order.
+fn walk_while_moving(harness: &Harness, piece: usize, moved: u64, to: i64) -> Vec<(u64, i64)> {
+    let (index, range) = harness.index_and_range(0, 10);
+    let mut found = Vec::new();
+    let mut after = None;
+    loop {
+        let end = harness.namespace.query_ordered_piece(
+            &index,
+            &range,
+            after.as_ref(),
+            piece,
+            |record, key| {
+                if found.is_empty() {
+                    let request = WriteRequest {
+                        digest: digest(moved),
+                        set_name: set_of(moved),
+                        key: None,
+                        exists: ExistsPolicy::Update,
+                        generation: GenerationPolicy::None,
+                        ttl: TtlRequest::NeverExpire,
+                        respond_all_ops: false,
+                    };
+                    let op = Op {
+                        code: OpCode::Write,
+                        particle_type: 1,
+                        bin_name: b"v",
+                        value: &to.to_be_bytes(),
+                    };
+                    harness
+                        .namespace
+                        .write(&request, std::iter::once(op), &mut NoSink)
+                        .expect("the move succeeds");
+                }
+                assert!(matches!(key, IndexKey::Int(_)), "a numeric index");
+                found.push((k_of(record), v_of(record)));
+                true
+            },
+        );
+        after = end.last;
+        if end.exhausted {
+            return found;
+        }
+    }
+}
+
+/// The story: a query in index order collects its candidates under the index's lock, then
+/// re-checks each against its record. A write that moved a record from 5 to 7 (both inside
+/// the query's 0..=10) between the two made the re-check, which compared the record with the
+/// entry's value 5, drop it: a record whose value satisfied the filter for the whole query was
+/// missed. The re-check now asks whether the record's current value is in the range, and
+/// returns the record (with its current bins) at the entry's place in the walk, which is also
+/// where a client resuming the partition goes on.
+#[test]
+fn a_record_moving_within_the_range_during_an_ordered_query_is_returned() {
+    let harness = indexed(&[(1, 1), (2, 5)]);
+    assert_eq!(
+        walk_while_moving(&harness, 10, 2, 7),
+        vec![(1, 1), (2, 7)],
+        "both records stayed in 0..=10; the moved one comes back with its current value"
+    );
+}
+
+/// ... and once only: when the record moves beyond the piece's last candidate, the next piece
+/// (which reads the index again after that candidate) returns it, and this one leaves it.
+#[test]
+fn a_record_moving_ahead_of_the_piece_is_returned_once() {
+    let harness = indexed(&[(1, 1), (2, 5), (7, 6)]);
+    assert_eq!(
+        walk_while_moving(&harness, 2, 2, 8),
+        vec![(1, 1), (7, 6), (2, 8)]
+    );
+    // A candidate moved back behind the walk: returned at once (no later piece would see it).
+    let harness = indexed(&[(1, 1), (2, 5), (7, 6), (10, 9)]);
+    assert_eq!(
+        walk_while_moving(&harness, 3, 7, 0),
+        vec![(1, 1), (2, 5), (7, 0), (10, 9)]
+    );
 }
