@@ -159,6 +159,53 @@ struct PartitionWork {
     after_key: Option<IndexKey>,
 }
 
+/// The partitions a scan walks.
+enum WorkList {
+    /// Every partition, from its start, in order: what clients send for every first page,
+    /// kept without a list (a short query would otherwise spend more building and dropping
+    /// 4096 items than reading its records).
+    Every,
+    /// These, each at most once.
+    Listed(Vec<PartitionWork>),
+}
+
+impl WorkList {
+    fn len(&self) -> usize {
+        match self {
+            WorkList::Every => PARTITION_COUNT,
+            WorkList::Listed(work) => work.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Item `index` of the list.
+    fn get(&self, index: usize) -> Option<PartitionWork> {
+        match self {
+            WorkList::Every => (index < PARTITION_COUNT).then(|| PartitionWork {
+                partition: PartitionId(u16::try_from(index).expect("below 4096")),
+                after: None,
+                after_key: None,
+            }),
+            WorkList::Listed(work) => work.get(index).cloned(),
+        }
+    }
+
+    /// Per partition, whether it is listed; `None` when every one is.
+    fn wanted(&self) -> Option<Vec<bool>> {
+        let WorkList::Listed(work) = self else {
+            return None;
+        };
+        let mut wanted = vec![false; PARTITION_COUNT];
+        for item in work {
+            wanted[item.partition.index()] = true;
+        }
+        Some(wanted)
+    }
+}
+
 /// What a secondary-index query reads.
 struct IndexQuery {
     index: Arc<SecondaryIndex>,
@@ -176,7 +223,7 @@ struct ScanShared {
     namespace_name: Vec<u8>,
     scope: ScanScope,
     bins: BinSelection,
-    work: Vec<PartitionWork>,
+    work: WorkList,
     next_work: AtomicUsize,
     max_records: u64,
     quota_per_partition: Option<u64>,
@@ -260,7 +307,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     let short = message.header.info1 & info1::SHORT_QUERY != 0
         || (1..=INLINE_RECORDS_MAX).contains(&max_records);
     let inline = shared.query.as_ref().is_some_and(|q| q.ordered)
-        && shared.work.len() == PARTITION_COUNT
+        && matches!(shared.work, WorkList::Every)
         && short;
     if inline && records_per_second == 0 {
         let mut worker = Worker::new(&shared, Sink::Inline(Vec::new()), 0);
@@ -460,7 +507,7 @@ fn bval_of(key: &IndexKey) -> i64 {
 fn partition_work(
     fields: &ScanFields<'_>,
     query: Option<&IndexQuery>,
-) -> Result<Vec<PartitionWork>, ResultCode> {
+) -> Result<WorkList, ResultCode> {
     if fields.partition_ids.is_none() && fields.resume_digests.is_none() {
         return Err(ResultCode::UnsupportedFeature);
     }
@@ -471,13 +518,7 @@ fn partition_work(
     }
     if digests.is_empty() && is_every_partition_in_order(ids) {
         // What clients send for every first page: no lookups, no duplicates to check.
-        return Ok((0..PARTITION_COUNT)
-            .map(|index| PartitionWork {
-                partition: PartitionId(u16::try_from(index).expect("below 4096")),
-                after: None,
-                after_key: None,
-            })
-            .collect());
+        return Ok(WorkList::Every);
     }
     let mut seen = vec![false; PARTITION_COUNT];
     let mut work = Vec::with_capacity(
@@ -513,17 +554,26 @@ fn partition_work(
         }
         work.push(item);
     }
-    Ok(work)
+    Ok(WorkList::Listed(work))
 }
 
 /// Whether PID_ARRAY `ids` lists partitions 0 to 4095 in order.
 fn is_every_partition_in_order(ids: &[u8]) -> bool {
-    ids.len() == PARTITION_COUNT * 2
-        && ids
-            .chunks_exact(2)
-            .enumerate()
-            .all(|(index, pair)| usize::from(u16::from_le_bytes([pair[0], pair[1]])) == index)
+    ids == EVERY_PARTITION_IN_ORDER
 }
+
+/// PID_ARRAY listing partitions 0 to 4095 in order (little-endian u16s): one comparison of
+/// memory tells a first page from any other list.
+const EVERY_PARTITION_IN_ORDER: &[u8; PARTITION_COUNT * 2] = &{
+    let mut ids = [0u8; PARTITION_COUNT * 2];
+    let mut index = 0;
+    while index < PARTITION_COUNT {
+        ids[index * 2] = (index & 0xff) as u8;
+        ids[index * 2 + 1] = (index >> 8) as u8;
+        index += 1;
+    }
+    ids
+};
 
 /// For each resumed partition, the index value its digest came with: from BVAL_ARRAY for a
 /// numeric index, the queried value for a string equality; nothing for a scan.
@@ -729,7 +779,7 @@ impl<'s> Worker<'s> {
         let shared = self.shared;
         let index = shared.next_work.fetch_add(1, Ordering::Relaxed);
         if let Some(work) = shared.work.get(index) {
-            return Some((work.clone(), shared.quota_per_partition));
+            return Some((work, shared.quota_per_partition));
         }
         self.leftovers.pop().map(|work| (work, None))
     }
@@ -817,10 +867,7 @@ impl<'s> Worker<'s> {
     /// the smallest values. Runs on one thread.
     fn walk_ordered(&mut self, query: &IndexQuery) {
         let shared = self.shared;
-        let mut wanted = vec![false; PARTITION_COUNT];
-        for work in &shared.work {
-            wanted[work.partition.index()] = true;
-        }
+        let wanted = shared.work.wanted();
         let mut after: Option<(IndexKey, Digest)> = None;
         loop {
             if self.stopping() {
@@ -834,7 +881,8 @@ impl<'s> Worker<'s> {
                 after.as_ref(),
                 PIECE_ENTRIES,
                 |record, key| {
-                    if !wanted[record.digest.partition_id().index()] {
+                    let partition = record.digest.partition_id().index();
+                    if wanted.as_ref().is_some_and(|wanted| !wanted[partition]) {
                         return true;
                     }
                     match shared.offer(chunk, throttle, record, Some(bval_of(key))) {
@@ -1021,6 +1069,17 @@ fn write_key_field(out: &mut Vec<u8>, particle_type: u8, key: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_partitions_0_to_4095_in_order_make_a_first_page() {
+        let in_order: Vec<u8> = (0..4096u16).flat_map(u16::to_le_bytes).collect();
+        assert!(is_every_partition_in_order(&in_order));
+        let mut swapped = in_order.clone();
+        swapped.swap(0, 2);
+        assert!(!is_every_partition_in_order(&swapped));
+        assert!(!is_every_partition_in_order(&in_order[..8190]));
+        assert!(!is_every_partition_in_order(&[]));
+    }
 
     #[test]
     fn small_indexed_scans_start_fewer_threads() {
