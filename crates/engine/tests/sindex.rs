@@ -56,15 +56,6 @@ struct Harness {
 
 impl Harness {
     fn put(&mut self, key: u64, value: Value, ttl_seconds: Option<u32>) {
-        let request = WriteRequest {
-            digest: digest(key),
-            set_name: set_of(key),
-            key: None,
-            exists: ExistsPolicy::Update,
-            generation: GenerationPolicy::None,
-            ttl: ttl_seconds.map_or(TtlRequest::NeverExpire, TtlRequest::Seconds),
-            respond_all_ops: false,
-        };
         let (particle_type, bytes) = match value {
             Value::Int(i) => (1, i.to_be_bytes().to_vec()),
             Value::Str => (3, b"text".to_vec()),
@@ -84,9 +75,8 @@ impl Harness {
                 value: &key.to_be_bytes(),
             },
         ];
-        self.namespace
-            .write(&request, ops.into_iter(), &mut NoSink)
-            .expect("a plain put succeeds");
+        let ttl = ttl_seconds.map_or(TtlRequest::NeverExpire, TtlRequest::Seconds);
+        write_ops(&self.namespace, key, ttl, &ops);
         let expires = ttl_seconds.map(|s| (self.now_ms() / 1000 + u64::from(s)) * 1000);
         self.model.insert(key, (value, expires));
     }
@@ -155,6 +145,22 @@ impl Harness {
                 .query_ordered_piece(&index, &range, after, piece, visit)
         })
     }
+}
+
+/// Writes `ops` to key `key` (in its set, created or updated, no key stored).
+fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
+    let request = WriteRequest {
+        digest: digest(key),
+        set_name: set_of(key),
+        key: None,
+        exists: ExistsPolicy::Update,
+        generation: GenerationPolicy::None,
+        ttl,
+        respond_all_ops: false,
+    };
+    namespace
+        .write(&request, ops.iter().cloned(), &mut NoSink)
+        .expect("a plain write succeeds");
 }
 
 /// Runs `piece` (given where to resume and what to visit) until the walk is exhausted; returns
@@ -423,25 +429,13 @@ fn walk_while_moving(harness: &Harness, piece: usize, moved: u64, to: i64) -> Ve
             piece,
             |record, key| {
                 if found.is_empty() {
-                    let request = WriteRequest {
-                        digest: digest(moved),
-                        set_name: set_of(moved),
-                        key: None,
-                        exists: ExistsPolicy::Update,
-                        generation: GenerationPolicy::None,
-                        ttl: TtlRequest::NeverExpire,
-                        respond_all_ops: false,
-                    };
                     let op = Op {
                         code: OpCode::Write,
                         particle_type: 1,
                         bin_name: b"v",
                         value: &to.to_be_bytes(),
                     };
-                    harness
-                        .namespace
-                        .write(&request, std::iter::once(op), &mut NoSink)
-                        .expect("the move succeeds");
+                    write_ops(&harness.namespace, moved, TtlRequest::NeverExpire, &[op]);
                 }
                 assert!(matches!(key, IndexKey::Int(_)), "a numeric index");
                 found.push((k_of(record), v_of(record)));
