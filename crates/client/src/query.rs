@@ -159,7 +159,7 @@ impl Client {
     pub fn query(&mut self, query: &Query<'_>) -> Result<Vec<Record>, ClientError> {
         self.buffer.clear();
         query.encode(self.next_task_id(), &mut self.buffer);
-        self.stream.write_all(&self.buffer)?;
+        self.stream.get_mut().write_all(&self.buffer)?;
         let mut records = Vec::new();
         loop {
             let body = self.read_proto(ProtoType::Message)?;

@@ -10,12 +10,39 @@ pub const PARTITION_COUNT: usize = 4096;
 /// The 20-byte RIPEMD-160 digest that addresses a record inside a namespace.
 ///
 /// Ordering is byte-wise, which is the order partition scans walk and resume in.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Digest(pub [u8; 20]);
+
+impl Ord for Digest {
+    /// Byte-wise, as two big-endian words: the same order as comparing the arrays, without
+    /// a `memcmp` call per comparison (primary index searches make about a dozen per lookup;
+    /// the first word almost always decides).
+    #[inline]
+    fn cmp(&self, other: &Digest) -> std::cmp::Ordering {
+        self.words().cmp(&other.words())
+    }
+}
+
+impl PartialOrd for Digest {
+    #[inline]
+    fn partial_cmp(&self, other: &Digest) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Digest {
     /// Size of a digest on the wire and in memory.
     pub const SIZE_BYTES: usize = 20;
+
+    /// The bytes as big-endian words, which order as the bytes do.
+    #[inline]
+    fn words(&self) -> (u128, u32) {
+        let [high @ .., c0, c1, c2, c3] = self.0;
+        (
+            u128::from_be_bytes(high),
+            u32::from_be_bytes([c0, c1, c2, c3]),
+        )
+    }
 
     /// Computes the digest of `key` in `set_name` as the Aerospike clients do:
     /// `RIPEMD-160(set_name || particle_type(key) || key_bytes)`. The namespace is not part of
@@ -70,6 +97,34 @@ const _: () = assert!(PARTITION_COUNT <= u16::MAX as usize);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-wise order must be the byte-wise one scans resume by: two digests that first
+    /// differ at any position, by any pair of byte values (signedness edges included), with
+    /// the later bytes ordered the other way, compare as their byte arrays do.
+    #[test]
+    fn digest_order_is_byte_order() {
+        let edges = [0x00u8, 0x01, 0x7f, 0x80, 0xfe, 0xff];
+        for position in 0..Digest::SIZE_BYTES {
+            for (&low, &high) in edges.iter().zip(&edges[1..]) {
+                let mut smaller = [0x5a; 20];
+                let mut larger = [0x5a; 20];
+                smaller[position] = low;
+                larger[position] = high;
+                for later in position + 1..Digest::SIZE_BYTES {
+                    smaller[later] = 0xff;
+                    larger[later] = 0x00;
+                }
+                let (smaller, larger) = (Digest(smaller), Digest(larger));
+                assert_eq!(smaller.0.cmp(&larger.0), std::cmp::Ordering::Less);
+                assert!(
+                    smaller < larger,
+                    "position {position}: {smaller:?} < {larger:?}"
+                );
+                assert!(larger > smaller);
+                assert_eq!(smaller.cmp(&smaller), std::cmp::Ordering::Equal);
+            }
+        }
+    }
 
     fn hex(digest: Digest) -> String {
         format!("{digest:?}")

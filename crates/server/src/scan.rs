@@ -46,6 +46,8 @@ use crate::state::ServerState;
 
 /// Size at which a scan thread hands its proto to the connection (Aerospike's 128 KiB).
 const CHUNK_BYTES: usize = 128 * 1024;
+/// What an inline query's proto reserves first.
+const INLINE_CHUNK_START_BYTES: usize = 8 * 1024;
 /// Index entries examined per partition lock: a few microseconds of lock hold.
 const PIECE_ENTRIES: usize = 256;
 /// Protos each scan thread may have queued for the connection before it waits.
@@ -654,13 +656,30 @@ fn read_u32(field: Option<&[u8]>) -> Result<Option<u32>, ResultCode> {
 struct Chunk {
     bytes: Vec<u8>,
     proto_start: usize,
+    /// What each new proto reserves.
+    reserve_bytes: usize,
 }
 
 impl Chunk {
-    fn new() -> Chunk {
-        let mut bytes = Vec::with_capacity(CHUNK_BYTES + 64 * 1024);
+    /// A proto for a scan thread: room for a full chunk and the record that overflows it.
+    fn for_thread() -> Chunk {
+        Chunk::reserving(CHUNK_BYTES + 64 * 1024)
+    }
+
+    /// A proto for a query answered inline: most hold a few records, so it starts small (a
+    /// full chunk's reservation cost more than such a query's walk) and grows as needed.
+    fn for_inline() -> Chunk {
+        Chunk::reserving(INLINE_CHUNK_START_BYTES)
+    }
+
+    fn reserving(reserve_bytes: usize) -> Chunk {
+        let mut bytes = Vec::with_capacity(reserve_bytes);
         let proto_start = wire_aerospike::begin_proto(&mut bytes);
-        Chunk { bytes, proto_start }
+        Chunk {
+            bytes,
+            proto_start,
+            reserve_bytes,
+        }
     }
 
     fn has_records(&self) -> bool {
@@ -678,7 +697,7 @@ impl Chunk {
             self.proto_start,
             wire_aerospike::ProtoType::Message,
         );
-        std::mem::replace(self, Chunk::new()).bytes
+        std::mem::replace(self, Chunk::reserving(self.reserve_bytes)).bytes
     }
 }
 
@@ -747,10 +766,14 @@ impl Sink {
 
 impl<'s> Worker<'s> {
     fn new(shared: &'s ScanShared, sink: Sink, records_per_second: u32) -> Worker<'s> {
+        let chunk = match sink {
+            Sink::Channel(_) => Chunk::for_thread(),
+            Sink::Inline(_) => Chunk::for_inline(),
+        };
         Worker {
             shared,
             sink,
-            chunk: Chunk::new(),
+            chunk,
             leftovers: Vec::new(),
             throttle: Throttle::new(records_per_second, shared.job.started()),
         }
