@@ -434,6 +434,58 @@ def test_index_definitions_survive_restarts_and_are_rebuilt(start_server, tmp_pa
     assert "by_tag" not in harness.info(srv.client(), "sindex-list:ns=test")
 
 
+def test_in_memory_index_definitions_survive_restarts_in_the_work_directory(start_server, tmp_path):
+    """An in-memory namespace loses its records on a restart but, as in Aerospike (whose
+    system metadata lives in its work-directory), not its index definitions: with
+    `work-directory` set they are listed again after a restart (graceful, then SIGKILL), empty,
+    and fill as records are written; a dropped index stays dropped. Without one, nothing is
+    kept (the directory is where a server keeps files, and none is assumed)."""
+    work = tmp_path / "work" / "osprey"  # created by the server
+    srv = start_server(service={"work-directory": str(work)})
+    client = srv.client()
+    client.index_integer_create("test", "p", "age", "by_age")
+    assert harness.info(client, "sindex-create:namespace=test;set=p;indexname=by_key;"
+                                "source=key;type=numeric").startswith("ok")
+    client.index_string_create("test", "p", "name", "by_name")
+    client.index_remove("test", "by_name")
+    assert (work / "test.sindex").is_file()
+
+    def check(srv) -> None:
+        client = srv.client()
+        listed = harness.info(client, "sindex-list:ns=test")
+        assert "indexname=by_age:set=p:bin=age:type=numeric:indextype=default" in listed
+        assert "indexname=by_key:set=p:bin=null:source=key:type=numeric" in listed
+        assert "by_name" not in listed
+        assert int(wait_built(client, "test", "by_age")["entries"]) == 0
+        policy = {"key": aerospike.POLICY_KEY_SEND}
+        for i in range(30):
+            client.put(("test", "p", i), {"age": i % 3, "name": f"n{i}"}, policy=policy)
+        assert entries(client, "test", "by_age") == 30
+        assert entries(client, "test", "by_key") == 30
+        assert sorted(r[2]["name"] for r in query(client, "test", "p", p.equals("age", 2))) == \
+            sorted(f"n{i}" for i in range(2, 30, 3))
+
+    check(srv.restart())
+    check(srv.kill_and_restart())
+    srv.client().index_remove("test", "by_key")
+    srv = srv.restart()
+    assert "by_key" not in harness.info(srv.client(), "sindex-list:ns=test")
+    srv.stop()
+
+    plain = start_server()
+    plain.client().index_integer_create("test", "p", "age", "by_age")
+    plain = plain.restart()
+    assert "by_age" not in harness.info(plain.client(), "sindex-list:ns=test")
+
+
+def test_a_work_directory_that_cannot_be_created_refuses_the_start(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    code, output = harness.run_until_exit(service={"work-directory": str(blocker / "work")})
+    assert code not in (None, 0), output
+    assert "work-directory" in output and "a-file" in output, output
+
+
 def test_queries_never_lie_while_writers_move_values(start_server):
     """Writers move each key's value between ranges; readers query [0, 99], whole or in pages
     (one paginated query counts as one query). For each query:

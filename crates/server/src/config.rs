@@ -83,6 +83,10 @@ pub struct ServiceConfig {
     pub batch_max_requests: u32,
     /// Threads one scan runs on (Aerospike's `single-query-threads`); settable at runtime.
     pub single_scan_threads: usize,
+    /// Where the server keeps what must outlive it but belongs to no data file (Aerospike's
+    /// `work-directory`): the secondary-index definitions of in-memory namespaces. Created if
+    /// missing; empty keeps nothing (an in-memory namespace then restarts without indexes).
+    pub work_directory: PathBuf,
 }
 
 /// One `[[namespaces]]` entry.
@@ -261,6 +265,7 @@ impl Default for ServiceConfig {
             // Aerospike's default: it bounds the rows one request can make a connection run.
             batch_max_requests: 5_000,
             single_scan_threads: 4,
+            work_directory: PathBuf::new(),
         }
     }
 }

@@ -105,6 +105,15 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
 
 /// Opens every configured namespace; those with device storage are rebuilt from their files.
 fn open_namespaces(config: &Config) -> std::io::Result<Vec<Arc<Namespace>>> {
+    let work_directory = &config.service.work_directory;
+    if !work_directory.as_os_str().is_empty() {
+        std::fs::create_dir_all(work_directory).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("work-directory {}: {e}", work_directory.display()),
+            )
+        })?;
+    }
     let clock: Arc<SystemClock> = Arc::new(SystemClock);
     let mut namespaces = Vec::new();
     for section in &config.namespaces {
@@ -130,7 +139,7 @@ fn open_namespaces(config: &Config) -> std::io::Result<Vec<Arc<Namespace>>> {
             );
         }
         let namespace = Arc::new(namespace);
-        crate::sindex_store::restore(section, &namespace);
+        crate::sindex_store::restore(&config.service.work_directory, section, &namespace);
         namespaces.push(namespace);
     }
     Ok(namespaces)

@@ -1,12 +1,14 @@
 //! Secondary-index definitions that survive a restart.
 //!
 //! A namespace stored on files keeps its index definitions in a small TOML file beside its
-//! first data file (`<file>.sindex`), as Aerospike keeps them in its system metadata. Every
-//! create or drop rewrites the whole file atomically (a temporary file, synced, renamed over
-//! it, then the directory synced), so a crash leaves the old list or the new one, never a mix.
-//! At start the namespace recreates each index and builds it again in the background, from
-//! the records recovery loaded: entries themselves are never stored. An in-memory namespace
-//! starts empty, its indexes included.
+//! first data file (`<file>.sindex`), as Aerospike keeps them in its system metadata; an
+//! in-memory namespace keeps them in the service's `work-directory` (`<namespace>.sindex`),
+//! or nowhere when none is configured. Every create or drop rewrites the whole file
+//! atomically (a temporary file, synced, renamed over it, then the directory synced), so a
+//! crash leaves the old list or the new one, never a mix. At start the namespace recreates
+//! each index and builds it again in the background, from the records recovery loaded (none
+//! in memory: such an index fills as records are written): entries themselves are never
+//! stored.
 //!
 //! Invariant: the file lists exactly the indexes the namespace had after the last create or
 //! drop that returned; writes of it are serialized (`SAVE_LOCK`), each from the list of the
@@ -47,14 +49,14 @@ struct SavedIndex {
     indextype: String,
 }
 
-/// Where `section`'s definitions live: beside its first data file; `None` in memory.
-pub fn definitions_path(section: &NamespaceSection) -> Option<PathBuf> {
-    let mut path = section
-        .storage_engine
-        .files
-        .first()?
-        .clone()
-        .into_os_string();
+/// Where `section`'s definitions live: beside its first data file; in memory, in
+/// `work_directory`; `None` in memory without one.
+pub fn definitions_path(work_directory: &Path, section: &NamespaceSection) -> Option<PathBuf> {
+    let Some(first_file) = section.storage_engine.files.first() else {
+        return (!work_directory.as_os_str().is_empty())
+            .then(|| work_directory.join(format!("{}.sindex", section.name)));
+    };
+    let mut path = first_file.clone().into_os_string();
     path.push(".sindex");
     Some(PathBuf::from(path))
 }
@@ -69,7 +71,7 @@ pub fn save(config: &Config, namespace: &Namespace) {
     else {
         return;
     };
-    let Some(path) = definitions_path(section) else {
+    let Some(path) = definitions_path(&config.service.work_directory, section) else {
         return;
     };
     let _serialized = SAVE_LOCK.lock();
@@ -90,8 +92,12 @@ pub fn save(config: &Config, namespace: &Namespace) {
 }
 
 /// Recreates the indexes `section`'s definitions file lists and starts building each.
-pub fn restore(section: &NamespaceSection, namespace: &std::sync::Arc<Namespace>) {
-    let Some(path) = definitions_path(section) else {
+pub fn restore(
+    work_directory: &Path,
+    section: &NamespaceSection,
+    namespace: &std::sync::Arc<Namespace>,
+) {
+    let Some(path) = definitions_path(work_directory, section) else {
         return;
     };
     let text = match std::fs::read_to_string(&path) {
