@@ -6,7 +6,10 @@ errors as Redis's range commands give them; both protocols see the same indexes.
 
 from __future__ import annotations
 
+import bisect
 import random
+import threading
+import time
 
 import aerospike
 import pytest
@@ -74,6 +77,130 @@ def test_user_key_index_reads_redis_keys_in_order_as_zrangebylex_would(r2):
     assert as_bytes(r2.execute_command("SINDEX.QUERY", "redis_keys", low, high, "LIMIT", 0, 1)) \
         == as_bytes(keys[1:2])
     r2.delete(*keys[1:], prefix + "~hash", model)
+
+
+def test_keys_alone_follow_ttl_changes_deletes_and_flushes(r2):
+    """SINDEX.QUERY without WITHBINS answers a user-key index from its entries, which keep
+    each record's void time, without looking the records up: keys given a TTL in place
+    (PEXPIRE) or born with one expire from it (before any sweep removes them), a TTL
+    cleared by PERSIST or lengthened keeps the key, deleted and flushed keys are gone, and keys
+    written after a flush come back; always the keys WITHBINS (which reads each record)
+    gives."""
+    prefix = harness.unique("ttl") + ":"
+    names = [f"{prefix}{i}" for i in range(6)]
+    for name in names[:5]:
+        r2.set(name, "v")
+    r2.set(names[5], "v", px=300)
+    assert r2.execute_command("SINDEX.CREATE", "keys_ttl", "KEY", "STRING") in (b"OK", "OK")
+    wait_ready(r2, "keys_ttl")
+    low, high = f"[{prefix}", f"({prefix}\xff"
+
+    def keys_alone() -> list[bytes]:
+        return as_bytes(r2.execute_command("SINDEX.QUERY", "keys_ttl", low, high))
+
+    def keys_looked_up() -> list[bytes]:
+        rows = r2.execute_command("SINDEX.QUERY", "keys_ttl", low, high, "WITHBINS")
+        return as_bytes(row[0] for row in rows)
+
+    r2.pexpire(names[0], 300)
+    r2.expire(names[1], 1)
+    r2.persist(names[1])
+    r2.pexpire(names[2], 1)
+    r2.expire(names[2], 100_000)
+    r2.delete(names[3])
+    assert keys_alone() == keys_looked_up() == as_bytes(names[:3] + names[4:])
+    harness.time.sleep(2.2)  # void times count whole seconds
+    assert r2.exists(names[0], names[5]) == 0
+    assert keys_alone() == keys_looked_up() == as_bytes([names[1], names[2], names[4]])
+    r2.flushdb()
+    assert keys_alone() == keys_looked_up() == []
+    r2.set(names[4], "again")
+    assert keys_alone() == keys_looked_up() == as_bytes([names[4]])
+    r2.delete(names[4])
+
+
+def test_keys_alone_never_lie_while_writers_set_and_delete(resp_server):
+    """Writers SET and DEL keys (each key owned by one writer, so its operations are ordered)
+    while readers ask a user-key index for the keys alone, answered from its entries. For every
+    query: a key returned was present at some moment of the query (never one deleted before it
+    began and not set again until it ended), and a key present for the whole query is returned.
+    Every operation's start and end are logged; seeded."""
+    seed = seed_from_env()
+    prefix = harness.unique("live") + ":"
+    names = [f"{prefix}{i:03d}" for i in range(60)]
+    setup = resp_server.redis()
+    # Per key: (start, end, present after) of each operation, in order.
+    log: dict[str, list[tuple[float, float, bool]]] = {}
+    for name in names:
+        started = time.monotonic()
+        setup.set(name, "v")
+        log[name] = [(started, time.monotonic(), True)]
+    assert setup.execute_command("SINDEX.CREATE", "keys_live", "KEY", "STRING") in (b"OK", "OK")
+    wait_ready(setup, "keys_live")
+    stop = threading.Event()
+    queries: list[tuple[float, float, set[str]]] = []
+    failures: list[BaseException] = []
+
+    def write(owned: list[str], rng: random.Random) -> None:
+        client = resp_server.redis()
+        while not stop.is_set():
+            name = rng.choice(owned)
+            present = rng.random() < 0.5
+            started = time.monotonic()
+            if present:
+                client.set(name, "v")
+            else:
+                client.delete(name)
+            log[name].append((started, time.monotonic(), present))
+
+    def read() -> None:
+        client = resp_server.redis()
+        while not stop.is_set():
+            started = time.monotonic()
+            got = client.execute_command("SINDEX.QUERY", "keys_live", f"[{prefix}", f"({prefix}\xff")
+            queries.append((started, time.monotonic(), {k.decode() for k in got}))
+
+    def guarded(run, *args) -> None:
+        try:
+            run(*args)
+        except BaseException as error:  # reported below, with the seed
+            failures.append(error)
+            stop.set()
+
+    threads = [threading.Thread(target=guarded, args=(write, names[w::2], random.Random(seed + w)))
+               for w in range(2)]
+    threads += [threading.Thread(target=guarded, args=(read,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(3)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert not failures, (seed, failures)
+    assert len(queries) > 20, queries
+
+    def steady(name: str, began: float, ended: float) -> bool | None:
+        """Whether `name` was present for the whole of [began, ended]; None if it changed."""
+        ops = log[name]
+        before = bisect.bisect_right([end for _, end, _ in ops], began) - 1
+        follows = ops[before + 1] if before + 1 < len(ops) else None
+        if before < 0 or (follows is not None and follows[0] <= ended):
+            return None
+        return ops[before][2]
+
+    checked = {True: 0, False: 0}
+    for began, ended, got in queries:
+        for name in names:
+            state = steady(name, began, ended)
+            if state is True:
+                assert name in got, (seed, name, "present for the whole query and missed")
+            if state is False:
+                assert name not in got, (seed, name, "absent for the whole query and returned")
+            if state is not None:
+                checked[state] += 1
+    assert checked[True] > 100 and checked[False] > 100, checked
+    setup.execute_command("SINDEX.DROP", "keys_live")
+    setup.delete(*names)
 
 
 def test_bounds_limits_and_empty_ranges_follow_the_redis_range_commands(r2):

@@ -171,7 +171,7 @@ impl Namespace {
                 self.forget(digest, record, counter);
             });
             for (digest, keys) in unindexed {
-                Self::reindex(&indexes, &mut partition, &digest, keys, Vec::new());
+                Self::reindex(&indexes, &mut partition, &digest, keys, Vec::new(), None);
             }
             drop(partition);
             slot.counters.add(counter, removed);

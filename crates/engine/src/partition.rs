@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use index::PrimaryIndex;
-use model::Digest;
+use model::{Digest, VoidTime};
 use parking_lot::RwLock;
 
 use crate::clock::Now;
@@ -41,14 +41,28 @@ pub(crate) struct Visibility<'a> {
 
 impl Visibility<'_> {
     pub(crate) fn shows(&self, record: &Record) -> bool {
-        !record.void_time.is_expired_at(self.now.epoch_seconds()) && !self.truncated(record)
+        self.shows_meta(record.void_time, record.last_update_ms, record.set_id)
+    }
+
+    /// [`Visibility::shows`] from a record's void time, last update and set alone.
+    pub(crate) fn shows_meta(
+        &self,
+        void_time: VoidTime,
+        last_update_ms: u64,
+        set_id: SetId,
+    ) -> bool {
+        !void_time.is_expired_at(self.now.epoch_seconds())
+            && last_update_ms >= self.truncate_before_ms(set_id)
     }
 
     pub(crate) fn truncated(&self, record: &Record) -> bool {
-        let before_ms = self
-            .namespace_truncate_before_ms
-            .max(self.sets.truncate_before_ms(record.set_id));
-        record.last_update_ms < before_ms
+        record.last_update_ms < self.truncate_before_ms(record.set_id)
+    }
+
+    /// Records of `set_id` last updated before this (Unix ms) are truncated.
+    fn truncate_before_ms(&self, set_id: SetId) -> u64 {
+        self.namespace_truncate_before_ms
+            .max(self.sets.truncate_before_ms(set_id))
     }
 }
 

@@ -34,6 +34,7 @@ use crate::config::NamespaceConfig;
 use crate::namespace::Namespace;
 use crate::partition::Partition;
 use crate::record::{Record, RecordHeader};
+use crate::sindex::{NewStamp, Stamp};
 use crate::stats::Counter;
 
 /// Why a namespace could not be opened.
@@ -198,6 +199,12 @@ impl Namespace {
         let indexes = self.sindexes.snapshot();
         let old_keys = self.current_keys(&indexes, partition, &digest);
         let new_keys = self.indexed_keys(&indexes, &digest, Some(&record));
+        let stamp = NewStamp {
+            stamp: Stamp::of(&record),
+            restamp_kept: partition
+                .any_record(&digest)
+                .is_some_and(|old| Stamp::must_restamp(old, &record)),
+        };
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Record::location);
             let data = record.packed_data();
@@ -209,7 +216,14 @@ impl Namespace {
             }
         }
         let replaced = partition.insert(digest, record, &self.sets);
-        Self::reindex(&indexes, partition, &digest, old_keys, new_keys);
+        Self::reindex(
+            &indexes,
+            partition,
+            &digest,
+            old_keys,
+            new_keys,
+            Some(stamp),
+        );
         Ok(replaced)
     }
 
@@ -228,8 +242,9 @@ impl Namespace {
                 .delete_record(&digest.0, replaced)
                 .map_err(|e| result_code(&e))?;
         }
+        // Entries go first: a user-key entry names a stored record (see `sindex::Stamp`).
+        Self::reindex(&indexes, partition, digest, old_keys, Vec::new(), None);
         let removed = partition.remove(digest, &self.sets);
-        Self::reindex(&indexes, partition, digest, old_keys, Vec::new());
         Ok(removed)
     }
 

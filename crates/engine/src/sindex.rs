@@ -31,15 +31,16 @@
 //!   item of the index's type; a range query may return such a record once per item in range,
 //!   as Aerospike's does.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use model::{Digest, PARTITION_COUNT, PartitionId};
+use model::{Digest, PARTITION_COUNT, PartitionId, VoidTime};
+use smallvec::SmallVec;
 
 use crate::namespace::Namespace;
-use crate::record::Record;
+use crate::record::{Record, SetId};
 use crate::scan::{ScanScope, ScannedRecord};
 
 /// Wire particle types an index can hold.
@@ -148,13 +149,18 @@ impl IndexCollection {
     }
 }
 
+/// A string key's bytes, inline up to 16 of them: the index's B-tree then compares most keys
+/// (user keys, names, codes) in its own nodes, without a pointer to chase to another
+/// allocation for each comparison and copy.
+pub type KeyBytes = SmallVec<[u8; 16]>;
+
 /// An indexed value. Within one index every key has the index's kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IndexKey {
     /// An integer bin's value.
     Int(i64),
     /// A string bin's bytes.
-    Str(Box<[u8]>),
+    Str(KeyBytes),
 }
 
 impl IndexKey {
@@ -276,7 +282,7 @@ pub struct SecondaryIndex {
     /// Every partition's entries together, in (value, digest) order: queries in index order
     /// across the namespace read it. Changed under the partition lock of the entry's record,
     /// with the partition's own entries.
-    ordered: parking_lot::RwLock<BTreeSet<(IndexKey, Digest)>>,
+    ordered: parking_lot::RwLock<Order>,
 }
 
 impl SecondaryIndex {
@@ -433,7 +439,143 @@ fn same_value(kind: IndexKind, particle_type: u8, bytes: &[u8], key: &IndexKey) 
         IndexKey::Int(value) => {
             <[u8; 8]>::try_from(bytes).is_ok_and(|be| i64::from_be_bytes(be) == *value)
         }
-        IndexKey::Str(text) => **text == *bytes,
+        IndexKey::Str(text) => text.as_slice() == bytes,
+    }
+}
+
+/// What a user-key index keeps beside each entry of its namespace-wide order, so that a query
+/// for keys alone can answer from the entry, without looking up its record
+/// ([`Namespace::query_ordered_keys`]).
+///
+/// Invariants (for every entry of a user-key index, whenever its record's partition lock is
+/// free): the entry is there exactly while its record is stored with that key; `void_time` and
+/// `set_id` are the record's; `stored_ms` is at most the record's `last_update_ms` (a rewrite
+/// only raises it, unless the clock went back, which restamps). A write changes the record and
+/// the stamp under the record's partition lock, inserting an entry after the record is stored
+/// and removing it before the record is deleted, so an entry read under the order's lock
+/// names a stored record, and a stamp that shows the record visible shows it as a lookup
+/// would (a stamp older than a truncate is re-checked against the record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    void_time: VoidTime,
+    stored_ms: u64,
+    set_id: SetId,
+}
+
+impl Stamp {
+    /// The stamp of `record` as it is now.
+    pub(crate) fn of(record: &Record) -> Stamp {
+        Stamp {
+            void_time: record.void_time,
+            stored_ms: record.last_update_ms,
+            set_id: record.set_id,
+        }
+    }
+
+    /// Whether replacing a record stamped as `old` by `new` must restamp the entries both
+    /// versions have: the void time changed, or the last update went back (a clock step).
+    pub(crate) fn must_restamp(old: &Record, new: &Record) -> bool {
+        old.void_time != new.void_time || new.last_update_ms < old.last_update_ms
+    }
+}
+
+/// The stamp a write gives its record's user-key entries: to new ones always, and to the ones
+/// both versions have when `restamp_kept` ([`Stamp::must_restamp`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewStamp {
+    pub(crate) stamp: Stamp,
+    pub(crate) restamp_kept: bool,
+}
+
+/// An index's namespace-wide order: its entries, each with a [`Stamp`] for a user-key index
+/// (bin indexes' queries always look up the record, so they keep none).
+#[derive(Debug)]
+enum Order {
+    Plain(BTreeSet<Entry>),
+    Stamped(BTreeMap<Entry, Stamp>),
+}
+
+impl Order {
+    fn for_source(source: &IndexSource) -> Order {
+        match source {
+            IndexSource::Bin(_) => Order::Plain(BTreeSet::new()),
+            IndexSource::UserKey => Order::Stamped(BTreeMap::new()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Order::Plain(entries) => entries.len(),
+            Order::Stamped(entries) => entries.len(),
+        }
+    }
+
+    fn insert(&mut self, entry: Entry, stamp: Stamp) {
+        match self {
+            Order::Plain(entries) => {
+                entries.insert(entry);
+            }
+            Order::Stamped(entries) => {
+                entries.insert(entry, stamp);
+            }
+        }
+    }
+
+    fn remove(&mut self, entry: &Entry) {
+        match self {
+            Order::Plain(entries) => {
+                entries.remove(entry);
+            }
+            Order::Stamped(entries) => {
+                entries.remove(entry);
+            }
+        }
+    }
+
+    /// Gives `entry`, if present, `stamp`.
+    fn restamp(&mut self, entry: &Entry, stamp: Stamp) {
+        if let Order::Stamped(entries) = self
+            && let Some(kept) = entries.get_mut(entry)
+        {
+            *kept = stamp;
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = match self {
+            Order::Plain(_) => Order::Plain(BTreeSet::new()),
+            Order::Stamped(_) => Order::Stamped(BTreeMap::new()),
+        };
+    }
+
+    /// Up to `count` entries within `bounds`, in order, with their stamps (none in a plain
+    /// order). One descent of the tree, to the lower bound; the upper one is checked while
+    /// walking (a two-sided range descends once per bound).
+    fn candidates(
+        &self,
+        (lower, upper): (Bound<Entry>, Bound<Entry>),
+        count: usize,
+    ) -> Vec<(Entry, Option<Stamp>)> {
+        let below_upper = |entry: &Entry| match &upper {
+            Bound::Included(end) => entry <= end,
+            Bound::Excluded(end) => entry < end,
+            Bound::Unbounded => true,
+        };
+        let from_lower = (lower, Bound::Unbounded);
+        match self {
+            Order::Plain(entries) => entries
+                .range(from_lower)
+                .take_while(|entry| below_upper(entry))
+                .take(count)
+                .map(|entry| (entry.clone(), None))
+                .collect(),
+            Order::Stamped(entries) => entries
+                .range(from_lower)
+                .take_while(|(entry, _)| below_upper(entry))
+                .take(count)
+                .map(|(entry, stamp)| (entry.clone(), Some(*stamp)))
+                .collect(),
+        }
     }
 }
 
@@ -575,14 +717,14 @@ impl Namespace {
         }
         let index = Arc::new(SecondaryIndex {
             id: self.sindexes.next_id.fetch_add(1, Ordering::Relaxed),
-            definition,
             built_partitions: AtomicUsize::new(0),
             ready: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             queries: AtomicU64::new(0),
             lookups: AtomicU64::new(0),
             records_returned: AtomicU64::new(0),
-            ordered: Default::default(),
+            ordered: parking_lot::RwLock::new(Order::for_source(&definition.source)),
+            definition,
         });
         list.push(index.clone());
         self.sindexes.any.store(true, Ordering::Release);
@@ -600,18 +742,27 @@ impl Namespace {
             if index.dropped.load(Ordering::Acquire) {
                 return;
             }
-            let keys: Vec<(IndexKey, Digest)> = partition
+            let keys: Vec<(Entry, Stamp)> = partition
                 .all_records()
                 .filter_map(|(digest, record)| Some((digest, self.load(digest, record).ok()?)))
                 .flat_map(|(digest, loaded)| {
+                    let stamp = Stamp::of(&loaded);
                     index
                         .keys_of(self, &loaded)
                         .into_iter()
-                        .map(|key| (key, *digest))
+                        .map(move |key| ((key, *digest), stamp))
                 })
                 .collect();
-            index.ordered.write().extend(keys.iter().cloned());
-            partition.index_entries.entries_mut(index.id).extend(keys);
+            let mut ordered = index.ordered.write();
+            for (entry, stamp) in &keys {
+                ordered.insert(entry.clone(), *stamp);
+            }
+            drop(ordered);
+            let entries = keys.into_iter().map(|(entry, _)| entry);
+            partition
+                .index_entries
+                .entries_mut(index.id)
+                .extend(entries);
             drop(partition);
             index.built_partitions.fetch_add(1, Ordering::Relaxed);
         }
@@ -726,34 +877,36 @@ impl Namespace {
 
     /// Replaces the entries of `digest` in `partition` and in each index's namespace-wide
     /// order: adds those of `new` not in `old` (first, as SLIK orders it), then removes those
-    /// of `old` not in `new`. `old` and `new` come from `indexes`. Called under the partition's write lock,
-    /// in the same critical section as the record's change.
+    /// of `old` not in `new`; a user-key index's new entries get `stamp`'s stamp, and so do
+    /// those both versions have when it says so. `old` and `new` come from `indexes`; `stamp`
+    /// is `None` for a delete. Called under the partition's write lock, in the same critical
+    /// section as the record's change: after the record is stored, before it is deleted (see
+    /// [`Stamp`]).
     pub(crate) fn reindex(
         indexes: &[Arc<SecondaryIndex>],
         partition: &mut crate::partition::Partition,
         digest: &Digest,
         mut old: IndexedKeys,
         mut new: IndexedKeys,
+        stamp: Option<NewStamp>,
     ) {
         // Sorted, so that a long list's items are looked up, not scanned for each. Entries
         // in both versions stay as they are: a write that leaves the indexed value alone takes
-        // no index lock.
+        // no index lock (unless a user-key entry's stamp changes).
         old.sort_unstable();
         new.sort_unstable();
         let missing_from = |keys: &IndexedKeys, (id, key): &(u32, IndexKey)| {
             keys.binary_search_by(|(i, k)| (*i, k).cmp(&(*id, key)))
                 .is_err()
         };
-        let stale: IndexedKeys = old
-            .iter()
-            .filter(|e| missing_from(&new, e))
-            .cloned()
-            .collect();
+        let (stale, kept): (IndexedKeys, IndexedKeys) =
+            old.iter().cloned().partition(|e| missing_from(&new, e));
         let fresh: IndexedKeys = new
             .iter()
             .filter(|e| missing_from(&old, e))
             .cloned()
             .collect();
+        let restamp = stamp.filter(|s| s.restamp_kept).map(|s| s.stamp);
         for index in indexes {
             let of_index = |keys: &'_ IndexedKeys| {
                 let id = index.id;
@@ -763,13 +916,27 @@ impl Namespace {
                     .collect::<Vec<_>>()
             };
             let (adds, removes) = (of_index(&fresh), of_index(&stale));
-            if adds.is_empty() && removes.is_empty() {
+            let restamped = match (restamp, &index.definition.source) {
+                (Some(stamp), IndexSource::UserKey) => Some((stamp, of_index(&kept))),
+                _ => None,
+            }
+            .filter(|(_, entries)| !entries.is_empty());
+            if adds.is_empty() && removes.is_empty() && restamped.is_none() {
                 continue;
             }
             let mut ordered = index.ordered.write();
-            ordered.extend(adds.iter().cloned());
+            if let Some(NewStamp { stamp, .. }) = stamp {
+                for entry in &adds {
+                    ordered.insert(entry.clone(), stamp);
+                }
+            }
             for entry in &removes {
                 ordered.remove(entry);
+            }
+            if let Some((stamp, entries)) = &restamped {
+                for entry in entries {
+                    ordered.restamp(entry, *stamp);
+                }
             }
             drop(ordered);
             let entries = &mut partition.index_entries;
@@ -780,6 +947,31 @@ impl Namespace {
             }
             if !adds.is_empty() {
                 entries.entries_mut(index.id).extend(adds);
+            }
+        }
+    }
+
+    /// Restamps the user-key entries of `record` (at `digest`), changed in place: its void
+    /// time, or its last update back in time (see [`Stamp::must_restamp`]). Called under the
+    /// partition's write lock.
+    pub(crate) fn restamp(
+        &self,
+        indexes: &[Arc<SecondaryIndex>],
+        digest: &Digest,
+        record: &Record,
+    ) {
+        let is_stamped =
+            |index: &&Arc<SecondaryIndex>| index.definition.source == IndexSource::UserKey;
+        if !indexes.iter().any(|index| is_stamped(&index)) {
+            return;
+        }
+        let Ok(loaded) = self.load(digest, record) else {
+            return;
+        };
+        let stamp = Stamp::of(&loaded);
+        for index in indexes.iter().filter(is_stamped) {
+            for key in index.keys_of(self, &loaded) {
+                index.ordered.write().restamp(&(key, *digest), stamp);
             }
         }
     }
@@ -841,11 +1033,13 @@ impl Namespace {
         mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> QueryPieceEnd {
         assert!(examine_max > 0, "a piece examines at least one entry");
-        let mut candidates: Vec<(IndexKey, Digest)> = {
-            let ordered = index.ordered.read();
-            let in_range = ordered.range(bounds(range, after));
-            in_range.take(examine_max + 1).cloned().collect()
-        };
+        let mut candidates: Vec<Entry> = index
+            .ordered
+            .read()
+            .candidates(bounds(range, after), examine_max + 1)
+            .into_iter()
+            .map(|(entry, _)| entry)
+            .collect();
         let mut end = QueryPieceEnd {
             last: after.cloned(),
             exhausted: candidates.len() <= examine_max,
@@ -861,6 +1055,79 @@ impl Namespace {
         for entry in candidates {
             let guard = self.slot(&entry.1).state.read();
             if !self.recheck(index, &guard, &entry, &window, &visibility, &mut visit) {
+                end.exhausted = false;
+                return end;
+            }
+            end.last = Some(entry);
+        }
+        end
+    }
+
+    /// [`Namespace::query_ordered_piece`] for a query that wants only the keys of a user-key
+    /// index: a candidate whose [`Stamp`] shows its record visible is answered from the entry
+    /// alone, one whose stamp shows it expired is skipped, and one whose stamp is older than a
+    /// truncate is re-checked against its record, as every candidate of a bin index is.
+    /// `visit` gets each key with its record's digest, and returns false to stop before
+    /// taking it.
+    pub fn query_ordered_keys(
+        &self,
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&(IndexKey, Digest)>,
+        examine_max: usize,
+        mut visit: impl FnMut(&IndexKey, &Digest) -> bool,
+    ) -> QueryPieceEnd {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        assert!(
+            index.definition.source == IndexSource::UserKey,
+            "only a user-key index answers with keys alone"
+        );
+        let mut candidates = index
+            .ordered
+            .read()
+            .candidates(bounds(range, after), examine_max + 1);
+        let mut end = QueryPieceEnd {
+            last: after.cloned(),
+            exhausted: candidates.len() <= examine_max,
+        };
+        candidates.truncate(examine_max);
+        let last_candidate = candidates.last().map(|(entry, _)| entry.clone());
+        let window = Window {
+            range,
+            later_pieces_after: last_candidate.as_ref().filter(|_| !end.exhausted),
+        };
+        let _gate = self.gate.shared();
+        let visibility = self.visibility(self.clock.now());
+        let now_seconds = visibility.now.epoch_seconds();
+        for (entry, stamp) in candidates {
+            let taken = match stamp {
+                Some(s) if visibility.shows_meta(s.void_time, s.stored_ms, s.set_id) => {
+                    index.lookups.fetch_add(1, Ordering::Relaxed);
+                    let taken = visit(&entry.0, &entry.1);
+                    if taken {
+                        index.records_returned.fetch_add(1, Ordering::Relaxed);
+                    }
+                    taken
+                }
+                Some(s) if s.void_time.is_expired_at(now_seconds) => {
+                    index.lookups.fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+                _ => {
+                    let guard = self.slot(&entry.1).state.read();
+                    let mut visit_record =
+                        |record: &ScannedRecord<'_>, key: &IndexKey| visit(key, record.digest);
+                    self.recheck(
+                        index,
+                        &guard,
+                        &entry,
+                        &window,
+                        &visibility,
+                        &mut visit_record,
+                    )
+                }
+            };
+            if !taken {
                 end.exhausted = false;
                 return end;
             }

@@ -294,6 +294,13 @@ impl Namespace {
                             }
                         }
                     }
+                    // What user-key entries keep of the record (see `sindex::Stamp`).
+                    let (_, last_update_before_ms, void_time_before) = before;
+                    if record.void_time != void_time_before
+                        || record.last_update_ms < last_update_before_ms
+                    {
+                        self.restamp(&self.sindexes.snapshot(), &address.digest, record);
+                    }
                     let after_bytes = record.data_size_bytes();
                     partition.resized(set_id, before_bytes, after_bytes, &self.sets);
                     self.watches.touched(&address.digest);

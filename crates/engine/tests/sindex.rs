@@ -482,3 +482,145 @@ fn a_record_moving_ahead_of_the_piece_is_returned_once() {
         vec![(1, 1), (2, 5), (7, 0), (10, 9)]
     );
 }
+
+/// Keys-only queries of a user-key index answer from the index's entries (their stamps: the
+/// record's void time, set and last update), without looking up the records. Against a model,
+/// through puts with and without TTLs, touches that set or clear a TTL, deletes, time passing
+/// with and without expiry sweeps, and truncates of the set: every query returns exactly the
+/// visible records' keys in range, in key order, the same as the walk that looks each record
+/// up. Seeded (`SEED=<n>` replays).
+#[test]
+fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
+    let seed = common::seed("sindex-keys-only");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let clock = Arc::new(ManualClock::new(START_UNIX_MS));
+    let config = NamespaceConfig {
+        allow_ttl_without_nsup: true,
+        ..NamespaceConfig::with_defaults("test")
+    };
+    let namespace = Namespace::new(config, clock.clone());
+    let now_ms = || {
+        use engine::Clock as _;
+        clock.now().unix_ms
+    };
+    // Visible records of "people": key -> expires at (unix ms).
+    let mut model: BTreeMap<u64, Option<u64>> = BTreeMap::new();
+    let write = |key: u64, ttl: TtlRequest, code: OpCode| {
+        let mut key_field = vec![1u8];
+        key_field.extend_from_slice(&key.to_be_bytes());
+        let request = WriteRequest {
+            digest: digest(key),
+            set_name: set_of(key),
+            key: Some(key_field.as_slice()),
+            exists: if code == OpCode::Touch {
+                ExistsPolicy::UpdateOnly
+            } else {
+                ExistsPolicy::Update
+            },
+            generation: GenerationPolicy::None,
+            ttl,
+            respond_all_ops: false,
+        };
+        let op = Op {
+            code,
+            particle_type: 1,
+            bin_name: b"k",
+            value: &key.to_be_bytes(),
+        };
+        namespace.write(&request, std::iter::once(op), &mut NoSink)
+    };
+    let definition = IndexDefinition {
+        name: "by_key".to_owned(),
+        set_name: Some(b"people".to_vec()),
+        source: IndexSource::UserKey,
+        kind: IndexKind::Numeric,
+        collection: IndexCollection::Default,
+    };
+    let mut index = None;
+    for round in 0..ROUNDS {
+        for _ in 0..100 {
+            let key = rng.random_range(0..KEY_COUNT);
+            let ttl = match rng.random_range(0..3) {
+                0 => TtlRequest::Seconds(rng.random_range(1..4)),
+                _ => TtlRequest::NeverExpire,
+            };
+            let expires = match ttl {
+                TtlRequest::Seconds(s) => Some((now_ms() / 1000 + u64::from(s)) * 1000),
+                _ => None,
+            };
+            let people = set_of(key) == b"people";
+            match rng.random_range(0..10) {
+                0 => {
+                    let _ = namespace.delete(&delete_request(key));
+                    model.remove(&key);
+                }
+                1 => {
+                    let touched = write(key, ttl, OpCode::Touch).is_ok();
+                    assert_eq!(touched && people, model.contains_key(&key), "seed {seed}");
+                    if touched && people {
+                        model.insert(key, expires);
+                    }
+                }
+                _ => {
+                    write(key, ttl, OpCode::Write).expect("a put succeeds");
+                    if people {
+                        model.insert(key, expires);
+                    }
+                }
+            }
+        }
+        match rng.random_range(0..8) {
+            0 => {
+                clock.advance_ms(1);
+                namespace
+                    .truncate(Some(b"people"), None)
+                    .expect("truncated");
+                model.clear();
+            }
+            1 => {
+                namespace.sweep_expired();
+            }
+            _ => {}
+        }
+        clock.advance_ms(rng.random_range(0..1500));
+        let now = now_ms();
+        model.retain(|_, expires| expires.is_none_or(|at| at > now));
+        if round == 2 {
+            let (created, _) = namespace.create_index(definition.clone()).expect("created");
+            namespace.build_index(&created);
+            index = Some(created);
+        }
+        let Some(index) = index.as_ref() else {
+            continue;
+        };
+        for _ in 0..5 {
+            let begin = rng.random_range(0..KEY_COUNT);
+            let end = begin + rng.random_range(0..60);
+            let piece = rng.random_range(1..8);
+            let range = KeyRange::inclusive(IndexKey::Int(begin as i64), IndexKey::Int(end as i64));
+            let expected: Vec<u64> = model.range(begin..=end).map(|(key, _)| *key).collect();
+            let mut keys_only = Vec::new();
+            let mut after = None;
+            loop {
+                let end =
+                    namespace.query_ordered_keys(index, &range, after.as_ref(), piece, |key, _| {
+                        let IndexKey::Int(key) = key else {
+                            panic!("a numeric index holds integers");
+                        };
+                        keys_only.push(*key as u64);
+                        true
+                    });
+                after = end.last;
+                if end.exhausted {
+                    break;
+                }
+            }
+            let context = format!("seed {seed}, round {round}, keys {begin}..={end}");
+            assert_eq!(keys_only, expected, "{context}: keys alone");
+            let looked_up = in_pieces(|after, visit| {
+                namespace.query_ordered_piece(index, &range, after, piece, visit)
+            });
+            assert_eq!(looked_up, expected, "{context}: records looked up");
+        }
+    }
+}

@@ -168,40 +168,68 @@ fn query(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
     };
     request.index.count_query();
-    let mut found = Vec::new();
-    let mut records = 0;
-    let mut skipped = 0;
-    let wanted = request.count.unwrap_or(usize::MAX);
+    // Room for a page of short keys, so that a usual reply is not reallocated as it grows.
+    let mut found = Vec::with_capacity(request.count.unwrap_or(64).min(64) * 32);
+    let mut page = Page {
+        offset: request.offset,
+        skipped: 0,
+        wanted: request.count.unwrap_or(usize::MAX),
+        taken: 0,
+    };
     let mut after = None;
     let mut body = Reply::new(&mut found, if reply.is_resp3() { 3 } else { 2 });
-    while records < wanted {
-        let piece = (wanted - records).saturating_add(request.offset - skipped);
-        let end = request.namespace.query_ordered_piece(
-            &request.index,
-            &request.range,
-            after.as_ref(),
-            piece.clamp(1, PIECE_ENTRIES),
-            |record, _| {
-                if skipped < request.offset {
-                    skipped += 1;
-                    return true;
-                }
-                if records == wanted {
-                    return false;
-                }
-                reply_record(&mut body, record, request.with_bins);
-                records += 1;
-                true
-            },
-        );
+    // Keys alone from a user-key index come from its entries (no record lookup).
+    let keys_alone =
+        !request.with_bins && request.index.definition().source == IndexSource::UserKey;
+    let (namespace, index, range) = (&request.namespace, &request.index, &request.range);
+    while page.taken < page.wanted {
+        let piece = (page.wanted - page.taken).saturating_add(page.offset - page.skipped);
+        let examine = piece.clamp(1, PIECE_ENTRIES);
+        let end = if keys_alone {
+            namespace.query_ordered_keys(index, range, after.as_ref(), examine, |key, _| {
+                page.offer(&mut body, |body| reply_index_key(body, key))
+            })
+        } else {
+            namespace.query_ordered_piece(index, range, after.as_ref(), examine, |record, _| {
+                page.offer(&mut body, |body| {
+                    reply_record(body, record, request.with_bins);
+                })
+            })
+        };
         after = end.last;
         if end.exhausted {
             break;
         }
     }
+    let records = page.taken;
     reply.array(records);
     reply.encoded(&found);
     After::Continue
+}
+
+/// Where a SINDEX.QUERY's reply stands: entries skipped for its LIMIT offset, records taken.
+struct Page {
+    offset: usize,
+    skipped: usize,
+    wanted: usize,
+    taken: usize,
+}
+
+impl Page {
+    /// Skips the entry offered (true), takes it with `write` (true), or, when the page is
+    /// full, stops the walk before it (false).
+    fn offer(&mut self, body: &mut Reply<'_>, write: impl FnOnce(&mut Reply<'_>)) -> bool {
+        if self.skipped < self.offset {
+            self.skipped += 1;
+            return true;
+        }
+        if self.taken == self.wanted {
+            return false;
+        }
+        write(body);
+        self.taken += 1;
+        true
+    }
 }
 
 fn parse_query(session: &Session, args: &Args) -> Result<QueryRequest, String> {
@@ -350,6 +378,15 @@ fn reply_record(reply: &mut Reply<'_>, record: &ScannedRecord<'_>, with_bins: bo
     for bin in bins.iter() {
         reply.bulk(bin.name);
         reply_bin_value(reply, bin.particle_type, bin.value);
+    }
+}
+
+/// A user key as SINDEX.QUERY answers it without bins (as [`reply_record`] does from the
+/// record): an integer in decimal, a string or blob as its bytes.
+fn reply_index_key(reply: &mut Reply<'_>, key: &IndexKey) {
+    match key {
+        IndexKey::Int(value) => reply.bulk(value.to_string().as_bytes()),
+        IndexKey::Str(bytes) => reply.bulk(bytes),
     }
 }
 
