@@ -18,12 +18,19 @@
 //!   that moved between two pieces of a walk from the part not yet read to the part read
 //!   (`docs/queries.md`, "Guarantees").
 //!
+//! A query for keys alone from a user-key index skips the re-check where it can: a record's
+//! user key never changes, so each entry of such an index keeps a [`Stamp`] of its record
+//! (void time, set, last update), and entries are inserted after the record is stored and
+//! removed before it is deleted; an entry whose stamp shows its record visible answers for it
+//! ([`Namespace::query_ordered_keys`]).
+//!
 //! Invariants:
 //! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
 //!   the partition's records (visible or not yet reclaimed) whose indexed bin (or stored user
 //!   key) has the index's type, and whose set matches; while an index builds, the entries of partitions the build
 //!   passed satisfy this, and others hold a subset of them.
-//! - The namespace-wide set of a ready index holds exactly the union of its partitions' entries.
+//! - The namespace-wide set of a ready index holds exactly the union of its partitions' entries;
+//!   a user-key index's entries there carry their records' stamps (see [`Stamp`]).
 //! - An index id is never reused, so entries of a dropped index can never be taken for another.
 //! - Records holding a native (Redis) value are not in bin indexes (their bins are Redis
 //!   structures), but are in user-key indexes: Redis keys are stored string keys.
@@ -1064,7 +1071,7 @@ impl Namespace {
     }
 
     /// [`Namespace::query_ordered_piece`] for a query that wants only the keys of a user-key
-    /// index: a candidate whose [`Stamp`] shows its record visible is answered from the entry
+    /// index: a candidate whose stamp (see `Stamp`) shows its record visible is answered from the entry
     /// alone, one whose stamp shows it expired is skipped, and one whose stamp is older than a
     /// truncate is re-checked against its record, as every candidate of a bin index is.
     /// `visit` gets each key with its record's digest, and returns false to stop before
