@@ -242,9 +242,8 @@ impl Namespace {
                 .delete_record(&digest.0, replaced)
                 .map_err(|e| result_code(&e))?;
         }
-        // Entries go first: a user-key entry names a stored record (see `sindex::Stamp`).
-        Self::reindex(&indexes, partition, digest, old_keys, Vec::new(), None);
         let removed = partition.remove(digest, &self.sets);
+        Self::reindex(&indexes, partition, digest, old_keys, Vec::new(), None);
         Ok(removed)
     }
 

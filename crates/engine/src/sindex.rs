@@ -20,9 +20,8 @@
 //!
 //! A query for keys alone from a user-key index skips the re-check where it can: a record's
 //! user key never changes, so each entry of such an index keeps a [`Stamp`] of its record
-//! (void time, set, last update), and entries are inserted after the record is stored and
-//! removed before it is deleted; an entry whose stamp shows its record visible answers for it
-//! ([`Namespace::query_ordered_keys`]).
+//! (void time, set, last update), changed with the record under its partition lock; an entry
+//! whose stamp shows its record visible answers for it ([`Namespace::query_ordered_keys`]).
 //!
 //! Invariants:
 //! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
@@ -457,11 +456,12 @@ fn same_value(kind: IndexKind, particle_type: u8, bytes: &[u8], key: &IndexKey) 
 /// Invariants (for every entry of a user-key index, whenever its record's partition lock is
 /// free): the entry is there exactly while its record is stored with that key; `void_time` and
 /// `set_id` are the record's; `stored_ms` is at most the record's `last_update_ms` (a rewrite
-/// only raises it, unless the clock went back, which restamps). A write changes the record and
-/// the stamp under the record's partition lock, inserting an entry after the record is stored
-/// and removing it before the record is deleted, so an entry read under the order's lock
-/// names a stored record, and a stamp that shows the record visible shows it as a lookup
-/// would (a stamp older than a truncate is re-checked against the record).
+/// only raises it, unless the clock went back, which restamps). A write changes the record,
+/// its entries and their stamps in one critical section under the record's partition lock,
+/// and every reader of a record takes that lock; so an entry read under the order's lock agrees
+/// with its record as any reader of the record can see it, before or after each write (the
+/// order of the steps inside the critical section does not matter). A stamp older than a
+/// truncate's cut-off is not enough to call the record visible: that candidate is re-checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stamp {
     void_time: VoidTime,
@@ -887,8 +887,7 @@ impl Namespace {
     /// of `old` not in `new`; a user-key index's new entries get `stamp`'s stamp, and so do
     /// those both versions have when it says so. `old` and `new` come from `indexes`; `stamp`
     /// is `None` for a delete. Called under the partition's write lock, in the same critical
-    /// section as the record's change: after the record is stored, before it is deleted (see
-    /// [`Stamp`]).
+    /// section as the record's change (see [`Stamp`]).
     pub(crate) fn reindex(
         indexes: &[Arc<SecondaryIndex>],
         partition: &mut crate::partition::Partition,
@@ -1106,18 +1105,21 @@ impl Namespace {
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
         let now_seconds = visibility.now.epoch_seconds();
+        let mut tally = Tally {
+            index,
+            lookups: 0,
+            records_returned: 0,
+        };
         for (entry, stamp) in candidates {
             let taken = match stamp {
                 Some(s) if visibility.shows_meta(s.void_time, s.stored_ms, s.set_id) => {
-                    index.lookups.fetch_add(1, Ordering::Relaxed);
+                    tally.lookups += 1;
                     let taken = visit(&entry.0, &entry.1);
-                    if taken {
-                        index.records_returned.fetch_add(1, Ordering::Relaxed);
-                    }
+                    tally.records_returned += u64::from(taken);
                     taken
                 }
                 Some(s) if s.void_time.is_expired_at(now_seconds) => {
-                    index.lookups.fetch_add(1, Ordering::Relaxed);
+                    tally.lookups += 1;
                     true
                 }
                 _ => {
@@ -1186,6 +1188,24 @@ impl Namespace {
     /// The scope a query of `index` covers.
     pub fn index_scope(&self, index: &SecondaryIndex) -> ScanScope {
         self.scan_scope(index.definition.set_name.as_deref().unwrap_or_default())
+    }
+}
+
+/// Counts a keys-only query piece adds to its index's statistics, once when the piece ends
+/// rather than once per entry: the counters are shared by every query of the index.
+struct Tally<'a> {
+    index: &'a SecondaryIndex,
+    lookups: u64,
+    records_returned: u64,
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        let index = self.index;
+        index.lookups.fetch_add(self.lookups, Ordering::Relaxed);
+        index
+            .records_returned
+            .fetch_add(self.records_returned, Ordering::Relaxed);
     }
 }
 

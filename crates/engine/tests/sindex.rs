@@ -623,4 +623,10 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             assert_eq!(looked_up, expected, "{context}: records looked up");
         }
     }
+    let index = index.expect("created in round 2");
+    assert!(
+        index.records_returned() > 0,
+        "seed {seed}: the queries' records are counted"
+    );
+    assert!(index.lookups() >= index.records_returned(), "seed {seed}");
 }
