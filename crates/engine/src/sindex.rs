@@ -445,7 +445,7 @@ fn same_value(kind: IndexKind, particle_type: u8, bytes: &[u8], key: &IndexKey) 
         IndexKey::Int(value) => {
             <[u8; 8]>::try_from(bytes).is_ok_and(|be| i64::from_be_bytes(be) == *value)
         }
-        IndexKey::Str(text) => text.as_slice() == bytes,
+        IndexKey::Str(text) => text[..] == *bytes,
     }
 }
 
