@@ -930,6 +930,10 @@ impl Namespace {
             if adds.is_empty() && removes.is_empty() && restamped.is_none() {
                 continue;
             }
+            assert!(
+                stamp.is_some() || adds.is_empty(),
+                "a write that adds entries stamps them"
+            );
             let mut ordered = index.ordered.write();
             if let Some(NewStamp { stamp, .. }) = stamp {
                 for entry in &adds {
