@@ -20,8 +20,9 @@
 //! ```
 //!
 //! Invariants:
-//! - A reply is read only as far as its declared sizes, each checked against
-//!   [`PROTO_BODY_SIZE_BYTES_MAX`] before a buffer grows to hold it.
+//! - A reply is taken only as far as its declared sizes, each checked against
+//!   [`PROTO_BODY_SIZE_BYTES_MAX`] before a buffer grows to hold it (bytes read ahead of it
+//!   stay in the connection's read buffer for the next reply).
 //! - Every call sends one request and reads its whole reply (through the LAST message for a
 //!   query), so the connection is always between requests when a call returns `Ok`; after an
 //!   error the connection should be dropped.
