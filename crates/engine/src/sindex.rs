@@ -281,7 +281,8 @@ pub struct SecondaryIndex {
     ready: AtomicBool,
     dropped: AtomicBool,
     queries: AtomicU64,
-    /// Index entries queries looked up (each re-checked against its record).
+    /// Index entries queries looked up (each re-checked against its record, or answered from
+    /// a user-key entry's stamp).
     lookups: AtomicU64,
     /// Records a query returned through it.
     records_returned: AtomicU64,
@@ -318,8 +319,8 @@ impl SecondaryIndex {
         self.queries.load(Ordering::Relaxed)
     }
 
-    /// Entries its queries looked up: candidates re-checked against their records, returned
-    /// or not.
+    /// Entries its queries looked up, returned or not: candidates re-checked against their
+    /// records, or (keys-only queries of a user-key index) answered from their stamps.
     pub fn lookups(&self) -> u64 {
         self.lookups.load(Ordering::Relaxed)
     }
