@@ -563,7 +563,7 @@ impl Order {
         &self,
         (lower, upper): (Bound<Entry>, Bound<Entry>),
         count: usize,
-    ) -> Vec<(Entry, Option<Stamp>)> {
+    ) -> Vec<Candidate> {
         let below_upper = |entry: &Entry| match &upper {
             Bound::Included(end) => entry <= end,
             Bound::Excluded(end) => entry < end,
@@ -1043,27 +1043,18 @@ impl Namespace {
         examine_max: usize,
         mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> QueryPieceEnd {
-        assert!(examine_max > 0, "a piece examines at least one entry");
-        let mut candidates: Vec<Entry> = index
-            .ordered
-            .read()
-            .candidates(bounds(range, after), examine_max + 1)
-            .into_iter()
-            .map(|(entry, _)| entry)
-            .collect();
-        let mut end = QueryPieceEnd {
-            last: after.cloned(),
-            exhausted: candidates.len() <= examine_max,
-        };
-        candidates.truncate(examine_max);
-        let last_candidate = candidates.last().cloned();
+        let PieceStart {
+            candidates,
+            mut end,
+            next_piece_after,
+        } = PieceStart::read(index, range, after, examine_max);
         let window = Window {
             range,
-            later_pieces_after: last_candidate.as_ref().filter(|_| !end.exhausted),
+            later_pieces_after: next_piece_after.as_ref(),
         };
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
-        for entry in candidates {
+        for (entry, _) in candidates {
             let guard = self.slot(&entry.1).state.read();
             if !self.recheck(index, &guard, &entry, &window, &visibility, &mut visit) {
                 end.exhausted = false;
@@ -1088,24 +1079,18 @@ impl Namespace {
         examine_max: usize,
         mut visit: impl FnMut(&IndexKey, &Digest) -> bool,
     ) -> QueryPieceEnd {
-        assert!(examine_max > 0, "a piece examines at least one entry");
         assert!(
             index.definition.source == IndexSource::UserKey,
             "only a user-key index answers with keys alone"
         );
-        let mut candidates = index
-            .ordered
-            .read()
-            .candidates(bounds(range, after), examine_max + 1);
-        let mut end = QueryPieceEnd {
-            last: after.cloned(),
-            exhausted: candidates.len() <= examine_max,
-        };
-        candidates.truncate(examine_max);
-        let last_candidate = candidates.last().map(|(entry, _)| entry.clone());
+        let PieceStart {
+            candidates,
+            mut end,
+            next_piece_after,
+        } = PieceStart::read(index, range, after, examine_max);
         let window = Window {
             range,
-            later_pieces_after: last_candidate.as_ref().filter(|_| !end.exhausted),
+            later_pieces_after: next_piece_after.as_ref(),
         };
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
@@ -1213,6 +1198,50 @@ impl Drop for Tally<'_> {
             .fetch_add(self.records_returned, Ordering::Relaxed);
     }
 }
+
+/// The start of one piece of a walk of an index's namespace-wide order.
+struct PieceStart {
+    /// The first entries of the range strictly after the piece's start, with their stamps.
+    candidates: Vec<Candidate>,
+    /// The piece's end as far as the candidates tell: exhausted when no entry follows them.
+    end: QueryPieceEnd,
+    /// When another piece will follow, the entry it will start after (the last candidate).
+    next_piece_after: Option<Entry>,
+}
+
+impl PieceStart {
+    /// Reads the first `examine_max` entries of `index` in `range` strictly after `after`.
+    fn read(
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&Entry>,
+        examine_max: usize,
+    ) -> PieceStart {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        let mut candidates = index
+            .ordered
+            .read()
+            .candidates(bounds(range, after), examine_max + 1);
+        let exhausted = candidates.len() <= examine_max;
+        candidates.truncate(examine_max);
+        let next_piece_after = candidates
+            .last()
+            .filter(|_| !exhausted)
+            .map(|(entry, _)| entry.clone());
+        let end = QueryPieceEnd {
+            last: after.cloned(),
+            exhausted,
+        };
+        PieceStart {
+            candidates,
+            end,
+            next_piece_after,
+        }
+    }
+}
+
+/// An entry a piece examines, with its stamp in a user-key index.
+type Candidate = (Entry, Option<Stamp>);
 
 /// One index entry: a value and the digest of a record holding it.
 type Entry = (IndexKey, Digest);
