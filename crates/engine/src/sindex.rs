@@ -1043,26 +1043,16 @@ impl Namespace {
         examine_max: usize,
         mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> QueryPieceEnd {
-        let PieceStart {
-            candidates,
-            mut end,
-            next_piece_after,
-        } = PieceStart::read(index, range, after, examine_max);
-        let window = Window {
+        self.walk_piece(
+            index,
             range,
-            later_pieces_after: next_piece_after.as_ref(),
-        };
-        let _gate = self.gate.shared();
-        let visibility = self.visibility(self.clock.now());
-        for (entry, _) in candidates {
-            let guard = self.slot(&entry.1).state.read();
-            if !self.recheck(index, &guard, &entry, &window, &visibility, &mut visit) {
-                end.exhausted = false;
-                return end;
-            }
-            end.last = Some(entry);
-        }
-        end
+            after,
+            examine_max,
+            |(entry, _), window, visibility| {
+                let guard = self.slot(&entry.1).state.read();
+                self.recheck(index, &guard, entry, window, visibility, &mut visit)
+            },
+        )
     }
 
     /// [`Namespace::query_ordered_piece`] for a query that wants only the keys of a user-key
@@ -1083,6 +1073,51 @@ impl Namespace {
             index.definition.source == IndexSource::UserKey,
             "only a user-key index answers with keys alone"
         );
+        let mut tally = Tally {
+            index,
+            lookups: 0,
+            records_returned: 0,
+        };
+        self.walk_piece(
+            index,
+            range,
+            after,
+            examine_max,
+            |(entry, stamp), window, visibility| {
+                let now_seconds = visibility.now.epoch_seconds();
+                match stamp {
+                    Some(s) if visibility.shows_meta(s.void_time, s.stored_ms, s.set_id) => {
+                        tally.lookups += 1;
+                        let taken = visit(&entry.0, &entry.1);
+                        tally.records_returned += u64::from(taken);
+                        taken
+                    }
+                    Some(s) if s.void_time.is_expired_at(now_seconds) => {
+                        tally.lookups += 1;
+                        true
+                    }
+                    _ => {
+                        let guard = self.slot(&entry.1).state.read();
+                        let mut visit_record =
+                            |record: &ScannedRecord<'_>, key: &IndexKey| visit(key, record.digest);
+                        self.recheck(index, &guard, entry, window, visibility, &mut visit_record)
+                    }
+                }
+            },
+        )
+    }
+
+    /// One piece of a walk of `index`'s namespace-wide order: reads its candidates, then offers
+    /// each, in order, to `take` (with the piece's window and the visibility of this moment),
+    /// which returns false to stop before taking it. Runs under the namespace's shared gate.
+    fn walk_piece(
+        &self,
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&Entry>,
+        examine_max: usize,
+        mut take: impl FnMut(&Candidate, &Window<'_>, &crate::partition::Visibility<'_>) -> bool,
+    ) -> QueryPieceEnd {
         let PieceStart {
             candidates,
             mut end,
@@ -1094,43 +1129,12 @@ impl Namespace {
         };
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
-        let now_seconds = visibility.now.epoch_seconds();
-        let mut tally = Tally {
-            index,
-            lookups: 0,
-            records_returned: 0,
-        };
-        for (entry, stamp) in candidates {
-            let taken = match stamp {
-                Some(s) if visibility.shows_meta(s.void_time, s.stored_ms, s.set_id) => {
-                    tally.lookups += 1;
-                    let taken = visit(&entry.0, &entry.1);
-                    tally.records_returned += u64::from(taken);
-                    taken
-                }
-                Some(s) if s.void_time.is_expired_at(now_seconds) => {
-                    tally.lookups += 1;
-                    true
-                }
-                _ => {
-                    let guard = self.slot(&entry.1).state.read();
-                    let mut visit_record =
-                        |record: &ScannedRecord<'_>, key: &IndexKey| visit(key, record.digest);
-                    self.recheck(
-                        index,
-                        &guard,
-                        &entry,
-                        &window,
-                        &visibility,
-                        &mut visit_record,
-                    )
-                }
-            };
-            if !taken {
+        for candidate in candidates {
+            if !take(&candidate, &window, &visibility) {
                 end.exhausted = false;
                 return end;
             }
-            end.last = Some(entry);
+            end.last = Some(candidate.0);
         }
         end
     }

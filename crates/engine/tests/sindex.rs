@@ -147,6 +147,17 @@ impl Harness {
     }
 }
 
+/// The numeric index on bin `v` of set "people" the model tests query.
+fn by_v_definition() -> IndexDefinition {
+    IndexDefinition {
+        name: "by_v".to_owned(),
+        set_name: Some(b"people".to_vec()),
+        source: IndexSource::Bin(b"v".to_vec()),
+        kind: IndexKind::Numeric,
+        collection: IndexCollection::Default,
+    }
+}
+
 /// Writes `ops` to key `key` (in its set, created or updated, no key stored).
 fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
     let request = WriteRequest {
@@ -242,13 +253,7 @@ fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
             }
         }
         if round == 3 {
-            let definition = IndexDefinition {
-                name: "by_v".to_owned(),
-                set_name: Some(b"people".to_vec()),
-                source: IndexSource::Bin(b"v".to_vec()),
-                kind: IndexKind::Numeric,
-                collection: IndexCollection::Default,
-            };
+            let definition = by_v_definition();
             let (index, created) = harness.namespace.create_index(definition).expect("created");
             assert!(created);
             harness.namespace.build_index(&index);
@@ -402,13 +407,7 @@ fn indexed(values: &[(u64, i64)]) -> Harness {
     for (key, value) in values {
         harness.put(*key, Value::Int(*value), None);
     }
-    let definition = IndexDefinition {
-        name: "by_v".to_owned(),
-        set_name: Some(b"people".to_vec()),
-        source: IndexSource::Bin(b"v".to_vec()),
-        kind: IndexKind::Numeric,
-        collection: IndexCollection::Default,
-    };
+    let definition = by_v_definition();
     let (index, _) = harness.namespace.create_index(definition).expect("created");
     harness.namespace.build_index(&index);
     harness
