@@ -34,4 +34,15 @@ pub trait Device: Send + Sync + Debug {
     /// # Errors
     /// An I/O error; the writes since the last successful sync are then in doubt.
     fn sync(&self) -> io::Result<()>;
+    /// Readies `len_bytes` bytes at `offset`, which the caller is about to fill with a new
+    /// block, so that syncing them later is cheap, without changing what reading them returns.
+    /// The default does nothing; see [`crate::FileDevice`] for what a file does.
+    ///
+    /// # Errors
+    /// An I/O error, or a range beyond `size_bytes`; nothing was written then but zeros where
+    /// the region read as zeros.
+    fn prepare(&self, offset: u64, len_bytes: usize) -> io::Result<()> {
+        let _ = (offset, len_bytes);
+        Ok(())
+    }
 }

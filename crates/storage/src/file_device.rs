@@ -10,6 +10,8 @@
 //!   is ever read or written past the configured size.
 //! - A newly created file's directory entry is synced before `open` returns, so the file
 //!   survives a crash together with anything later synced into it.
+//! - `prepare` writes zeros only where the file has a hole (reads as zeros already), so it
+//!   never changes what a read returns.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Seek, SeekFrom};
@@ -24,6 +26,8 @@ pub struct FileDevice {
     file: File,
     name: String,
     size_bytes: u64,
+    /// A regular file (which may have holes), not a block device.
+    regular_file: bool,
 }
 
 impl FileDevice {
@@ -64,6 +68,7 @@ impl FileDevice {
             file,
             name,
             size_bytes,
+            regular_file: file_type.is_file(),
         })
     }
 }
@@ -90,6 +95,44 @@ impl Device for FileDevice {
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+
+    /// Fills the region with zeros if it is a hole of a regular file (a new file is sized
+    /// without being written). Each sync of a write into a hole also commits the space it
+    /// allocated to the filesystem's journal; once the region holds written zeros, a sync
+    /// writes the data alone (on ext4 here, about a fifth less time per group commit; see
+    /// docs/benchmarks.md). A region holding any data is left as it is.
+    fn prepare(&self, offset: u64, len_bytes: usize) -> io::Result<()> {
+        check_range(&self.name, self.size_bytes, offset, len_bytes)?;
+        if !self.regular_file || !self.is_hole(offset, len_bytes) {
+            return Ok(());
+        }
+        write_zeros(&self.file, offset, len_bytes).map_err(|e| with_name(&self.name, e))
+    }
+}
+
+impl FileDevice {
+    /// Whether no byte of the region was ever written (as far as the filesystem tells: one
+    /// that cannot says everything is data, and the region is left alone).
+    fn is_hole(&self, offset: u64, len_bytes: usize) -> bool {
+        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(offset)) {
+            Ok(next_data) => next_data >= offset + len_bytes as u64,
+            // No data at or after `offset`.
+            Err(rustix::io::Errno::NXIO) => true,
+            Err(_) => false,
+        }
+    }
+}
+
+/// Writes `len_bytes` zeros at `offset`, a chunk at a time.
+fn write_zeros(file: &File, offset: u64, len_bytes: usize) -> io::Result<()> {
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    let mut written = 0;
+    while written < len_bytes {
+        let chunk = (len_bytes - written).min(ZEROS.len());
+        file.write_all_at(&ZEROS[..chunk], offset + written as u64)?;
+        written += chunk;
+    }
+    Ok(())
 }
 
 /// Checks that `len_bytes` bytes at `offset` lie within a device of `size_bytes`.
@@ -327,6 +370,14 @@ mod tests {
                 io::ErrorKind::InvalidInput,
                 "write {offset}+{len}"
             );
+            let error = device
+                .prepare(offset, len)
+                .expect_err("prepare beyond size");
+            assert_eq!(
+                error.kind(),
+                io::ErrorKind::InvalidInput,
+                "prepare {offset}+{len}"
+            );
         }
         device
             .write_at(1016, &buf)
@@ -334,6 +385,61 @@ mod tests {
         device
             .read_at(1024, &mut [])
             .expect("empty read at the end");
+    }
+
+    /// 512-byte units the file occupies on its filesystem.
+    fn allocated_sectors(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).expect("metadata").blocks()
+    }
+
+    const MIB: usize = 1024 * 1024;
+
+    #[test]
+    fn prepare_fills_a_hole_with_written_zeros() {
+        let dir = TempDir::new("prepare-hole");
+        let path = dir.file("data");
+        let device = FileDevice::open(&path, 4 * MIB as u64).expect("open");
+        let sparse = allocated_sectors(&path) == 0;
+        device.prepare(MIB as u64, MIB).expect("prepare");
+        let mut region = vec![0xFF; MIB];
+        device.read_at(MIB as u64, &mut region).expect("read");
+        assert!(
+            region.iter().all(|&b| b == 0),
+            "a prepared hole reads as zeros"
+        );
+        if sparse {
+            device.sync().expect("sync");
+            assert!(
+                allocated_sectors(&path) >= (MIB / 512) as u64,
+                "the region is allocated: {} sectors",
+                allocated_sectors(&path)
+            );
+            assert!(!device.is_hole(MIB as u64, MIB), "no longer a hole");
+            assert!(device.is_hole(2 * MIB as u64, 2 * MIB), "the rest still is");
+        } else {
+            eprintln!("this filesystem made no sparse file: allocation not checked");
+        }
+    }
+
+    #[test]
+    fn prepare_leaves_a_region_holding_data_as_it_is() {
+        let dir = TempDir::new("prepare-data");
+        let path = dir.file("data");
+        let device = FileDevice::open(&path, 4 * MIB as u64).expect("open");
+        device.write_at(MIB as u64 + 100, b"kept").expect("write");
+        device.sync().expect("sync");
+        let sectors_before = allocated_sectors(&path);
+        device.prepare(MIB as u64, MIB).expect("prepare");
+        let mut kept = [0; 4];
+        device.read_at(MIB as u64 + 100, &mut kept).expect("read");
+        assert_eq!(&kept, b"kept");
+        device.sync().expect("sync");
+        assert_eq!(
+            allocated_sectors(&path),
+            sectors_before,
+            "nothing written over a region with data"
+        );
     }
 
     #[test]

@@ -39,6 +39,8 @@ struct Span {
     buf: Arc<Vec<u8>>,
     range: Range<usize>,
     end_marker_after: bool,
+    /// The block is still being filled: later flushes write after this span.
+    open: bool,
 }
 
 /// One flush: spans in order, then (if due or required) a sync, then what becomes true.
@@ -139,6 +141,7 @@ fn take_job(shared: &Shared, flush_current: bool) -> Option<Job> {
                 range: 0..bytes.len(),
                 buf: Arc::new(bytes),
                 end_marker_after: false,
+                open: true,
             });
             open.flushed_len = open.buf.len();
         }
@@ -157,6 +160,7 @@ fn tail_span(full: SealedBlock, block_size: usize) -> Span {
         range: full.flushed_len..full.buf.len(),
         end_marker_after: full.buf.len() + END_MARKER_SIZE_BYTES <= block_size,
         buf: full.buf,
+        open: false,
     }
 }
 
@@ -183,6 +187,13 @@ fn write_spans(shared: &Shared, spans: &[Span], unsynced: &mut Unsynced) -> Resu
                 .write_at(offset, bytes)
                 .map_err(|e| format!("write to {} at {offset}: {e}", device.name()))
         };
+        if span.open && span.offset_bytes == 0 {
+            // The syncs of the block's later flushes then write data alone.
+            let block_start = shared.address(span.block, 0).1;
+            device
+                .prepare(block_start, shared.block_size() as usize)
+                .map_err(|e| format!("preparing block {}: {e}", span.block))?;
+        }
         let bytes = &span.buf[span.range.clone()];
         write(offset, bytes)?;
         if span.end_marker_after {

@@ -59,6 +59,8 @@ pub struct TestDeviceStats {
     pub syncs: u64,
     /// Bytes passed to successful `write_at` calls.
     pub bytes_written: u64,
+    /// Successful `prepare` calls.
+    pub prepares: u64,
 }
 
 /// An in-memory [`Device`] that loses, tears and corrupts writes on demand (see the module
@@ -336,6 +338,13 @@ impl Device for TestDevice {
             "synced image differs from visible"
         );
         state.stats.syncs += 1;
+        Ok(())
+    }
+
+    /// Counts the call; a zero-filled image has nothing to ready.
+    fn prepare(&self, offset: u64, len_bytes: usize) -> io::Result<()> {
+        check_range(&self.name, self.size_bytes, offset, len_bytes)?;
+        self.state.lock().stats.prepares += 1;
         Ok(())
     }
 }
