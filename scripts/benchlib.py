@@ -76,15 +76,17 @@ def cpu_list(cpus: list[int]) -> str:
     return ",".join(ranges)
 
 
-def plan_pinning(mode: str) -> Pinning:
+def plan_pinning(mode: str, server_cpu_count: int = 1) -> Pinning:
+    """`split`: the servers on the first `server_cpu_count` CPUs, the client on the others."""
     if mode == "none":
         return Pinning("none", None, None)
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit("--pin split needs at least 2 CPUs; use --pin none")
+    if server_cpu_count < 1 or len(cpus) < server_cpu_count + 1:
+        raise SystemExit(f"--pin split with {server_cpu_count} server CPU(s) needs at least "
+                         f"{server_cpu_count + 1} CPUs (this process may use {len(cpus)}); use --pin none")
     if shutil.which("taskset") is None:
         raise SystemExit("--pin split needs `taskset` (util-linux); use --pin none")
-    return Pinning("split", cpu_list(cpus[:1]), cpu_list(cpus[1:]))
+    return Pinning("split", cpu_list(cpus[:server_cpu_count]), cpu_list(cpus[server_cpu_count:]))
 
 
 # -- server processes -------------------------------------------------------------------------

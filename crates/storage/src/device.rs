@@ -14,6 +14,7 @@ use std::io;
 ///   `Ok`. Until then a crash may keep it whole, lose it, or keep any part of it.
 /// - After an error from `write_at` or `sync`, nothing written since the last successful sync
 ///   may be assumed durable.
+/// - `prepare` never changes what `read_at` returns.
 pub trait Device: Send + Sync + Debug {
     /// Its name for logs and statistics (the file's path).
     fn name(&self) -> &str;

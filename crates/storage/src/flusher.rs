@@ -8,7 +8,9 @@
 //! synced before the next due flush: one sync then covers every block written since, as an
 //! append-only file with `appendfsync everysec` does. With `commit-to-device`, or once free
 //! blocks fall below the defragmentation threshold (blocks are released only by syncs), every
-//! flush syncs.
+//! flush syncs. Before the first flush that writes a block only in part (the block still being
+//! filled), the device readies the block's region (`Device::prepare`), so that the syncs of the
+//! flushes filling it write data alone.
 //!
 //! Invariants:
 //! - One flush at a time per storage (`flush_lock`), so flushes happen in append order and
