@@ -43,13 +43,19 @@ fn write(storage: &Storage, i: u32, flush_each: bool) -> Location {
     location
 }
 
+/// Writes every record (flushing after each when `flush_each`); returns the blocks they went to.
+fn write_all(storage: &Storage, flush_each: bool) -> BTreeSet<u32> {
+    let blocks: BTreeSet<u32> = (0..RECORDS)
+        .map(|i| write(storage, i, flush_each).block())
+        .collect();
+    assert!(blocks.len() >= 3, "the records span blocks: {blocks:?}");
+    blocks
+}
+
 #[test]
 fn each_block_filled_by_group_commits_is_readied_once_at_its_first_flush() {
     let (storage, device) = open(true);
-    let blocks: BTreeSet<u32> = (0..RECORDS)
-        .map(|i| write(&storage, i, true).block())
-        .collect();
-    assert!(blocks.len() >= 3, "the records span blocks: {blocks:?}");
+    let blocks = write_all(&storage, true);
     let stats = device.stats();
     assert_eq!(
         stats.syncs,
@@ -66,10 +72,7 @@ fn each_block_filled_by_group_commits_is_readied_once_at_its_first_flush() {
 #[test]
 fn blocks_sealed_before_their_first_flush_are_written_whole_without_readying() {
     let (storage, device) = open(false);
-    let blocks: BTreeSet<u32> = (0..RECORDS)
-        .map(|i| write(&storage, i, false).block())
-        .collect();
-    assert!(blocks.len() >= 3, "the records span blocks: {blocks:?}");
+    write_all(&storage, false);
     storage.flush().expect("flushed");
     assert_eq!(
         device.stats().prepares,
