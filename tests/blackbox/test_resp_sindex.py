@@ -247,6 +247,9 @@ def test_bin_index_over_aerospike_records_with_bins_and_numeric_bounds(resp_serv
     assert sorted(as_bytes(q("-inf", "(2"))) == ages(0, 1)
     assert sorted(as_bytes(q(18, "+inf"))) == ages(18, 19)
     assert q("+inf", "-inf") == []
+    # Infinities in any case, "inf" alone as ZRANGEBYSCORE takes it.
+    assert sorted(as_bytes(q("-INF", "(1"))) == ages(0, 0)
+    assert sorted(as_bytes(q(19, "Inf"))) == ages(19, 19)
     with_nokey = q(5, 5)
     assert with_nokey.count(None) == 1 and sorted(as_bytes(k for k in with_nokey if k)) == ages(5, 5)
     # In index order: ages ascend, so LIMIT keeps the smallest.

@@ -21,7 +21,8 @@
 //! A query for keys alone from a user-key index skips the re-check where it can: a record's
 //! user key never changes, so each entry of such an index keeps a [`Stamp`] of its record
 //! (void time, set, last update), changed with the record under its partition lock; an entry
-//! whose stamp shows its record visible answers for it ([`Namespace::query_ordered_keys`]).
+//! whose stamp shows its record visible answers for it ([`Namespace::query_ordered_keys`]),
+//! read in place under the order's lock rather than copied out first.
 //!
 //! Invariants:
 //! - For every ready index and partition, the entries are exactly the (value, digest) pairs of
@@ -557,13 +558,27 @@ impl Order {
     }
 
     /// Up to `count` entries within `bounds`, in order, with their stamps (none in a plain
-    /// order). One descent of the tree, to the lower bound; the upper one is checked while
-    /// walking (a two-sided range descends once per bound).
-    fn candidates(
-        &self,
+    /// order).
+    fn candidates(&self, bounds: (Bound<Entry>, Bound<Entry>), count: usize) -> Vec<Candidate> {
+        let mut found = Vec::with_capacity(count.min(CANDIDATES_RESERVED));
+        if count > 0 {
+            self.walk(bounds, |entry, stamp| {
+                found.push((entry.clone(), stamp));
+                found.len() < count
+            });
+        }
+        found
+    }
+
+    /// Offers the entries within `bounds`, in order, with their stamps (none in a plain order),
+    /// to `offer` until it returns false or the bounds end. One descent of the tree, to the
+    /// lower bound; the upper one is checked while walking (a two-sided range descends once per
+    /// bound).
+    fn walk<'a>(
+        &'a self,
         (lower, upper): (Bound<Entry>, Bound<Entry>),
-        count: usize,
-    ) -> Vec<Candidate> {
+        mut offer: impl FnMut(&'a Entry, Option<Stamp>) -> bool,
+    ) {
         let below_upper = |entry: &Entry| match &upper {
             Bound::Included(end) => entry <= end,
             Bound::Excluded(end) => entry < end,
@@ -571,21 +586,26 @@ impl Order {
         };
         let from_lower = (lower, Bound::Unbounded);
         match self {
-            Order::Plain(entries) => entries
-                .range(from_lower)
-                .take_while(|entry| below_upper(entry))
-                .take(count)
-                .map(|entry| (entry.clone(), None))
-                .collect(),
-            Order::Stamped(entries) => entries
-                .range(from_lower)
-                .take_while(|(entry, _)| below_upper(entry))
-                .take(count)
-                .map(|(entry, stamp)| (entry.clone(), Some(*stamp)))
-                .collect(),
+            Order::Plain(entries) => {
+                for entry in entries.range(from_lower) {
+                    if !below_upper(entry) || !offer(entry, None) {
+                        return;
+                    }
+                }
+            }
+            Order::Stamped(entries) => {
+                for (entry, stamp) in entries.range(from_lower) {
+                    if !below_upper(entry) || !offer(entry, Some(*stamp)) {
+                        return;
+                    }
+                }
+            }
         }
     }
 }
+
+/// Candidates a piece reserves room for at once (a query's pages are usually small).
+const CANDIDATES_RESERVED: usize = 64;
 
 /// Why an index cannot be created.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -1061,6 +1081,11 @@ impl Namespace {
     /// truncate is re-checked against its record, as every candidate of a bin index is.
     /// `visit` gets each key with its record's digest, and returns false to stop before
     /// taking it.
+    ///
+    /// The entries the stamps decide are visited in place, under the order's lock (no copy);
+    /// from the first that needs its record, the rest of the piece is read and re-checked as
+    /// [`Namespace::query_ordered_piece`] does, since a partition lock cannot be taken under
+    /// the order's (writers take them the other way round).
     pub fn query_ordered_keys(
         &self,
         index: &SecondaryIndex,
@@ -1078,11 +1103,19 @@ impl Namespace {
             lookups: 0,
             records_returned: 0,
         };
+        let (resume_after, examined) =
+            match self.keys_by_stamp(index, range, after, examine_max, &mut tally, &mut visit) {
+                StampPass::Ended(end) => return end,
+                StampPass::Recheck {
+                    last_decided,
+                    examined,
+                } => (last_decided.or_else(|| after.cloned()), examined),
+            };
         self.walk_piece(
             index,
             range,
-            after,
-            examine_max,
+            resume_after.as_ref(),
+            examine_max - examined,
             |(entry, stamp), window, visibility| {
                 let now_seconds = visibility.now.epoch_seconds();
                 match stamp {
@@ -1105,6 +1138,64 @@ impl Namespace {
                 }
             },
         )
+    }
+
+    /// The first part of a keys-only piece ([`Namespace::query_ordered_keys`]): visits, under
+    /// the order's read lock, the entries whose stamps decide them, until the piece ends or an
+    /// entry needs its record re-checked.
+    fn keys_by_stamp(
+        &self,
+        index: &SecondaryIndex,
+        range: &KeyRange,
+        after: Option<&Entry>,
+        examine_max: usize,
+        tally: &mut Tally<'_>,
+        visit: &mut impl FnMut(&IndexKey, &Digest) -> bool,
+    ) -> StampPass {
+        assert!(examine_max > 0, "a piece examines at least one entry");
+        // Lock order: the gate, then the order's lock (a writer holds the gate shared too).
+        let _gate = self.gate.shared();
+        let visibility = self.visibility(self.clock.now());
+        let now_seconds = visibility.now.epoch_seconds();
+        let order = index.ordered.read();
+        let (mut examined, mut last_decided, mut stop) = (0, None, None);
+        order.walk(bounds(range, after), |entry, stamp| {
+            if examined == examine_max {
+                stop = Some(PassStop::PieceFull);
+                return false;
+            }
+            let Some(stamp) = stamp else {
+                stop = Some(PassStop::Recheck);
+                return false;
+            };
+            if visibility.shows_meta(stamp.void_time, stamp.stored_ms, stamp.set_id) {
+                tally.lookups += 1;
+                if !visit(&entry.0, &entry.1) {
+                    stop = Some(PassStop::Visitor);
+                    return false;
+                }
+                tally.records_returned += 1;
+            } else if stamp.void_time.is_expired_at(now_seconds) {
+                tally.lookups += 1;
+            } else {
+                stop = Some(PassStop::Recheck);
+                return false;
+            }
+            examined += 1;
+            last_decided = Some(entry);
+            true
+        });
+        let last_decided = last_decided.cloned();
+        match stop {
+            Some(PassStop::Recheck) => StampPass::Recheck {
+                last_decided,
+                examined,
+            },
+            stop => StampPass::Ended(QueryPieceEnd {
+                last: last_decided.or_else(|| after.cloned()),
+                exhausted: stop.is_none(),
+            }),
+        }
     }
 
     /// One piece of a walk of `index`'s namespace-wide order: reads its candidates, then offers
@@ -1201,6 +1292,28 @@ impl Drop for Tally<'_> {
             .records_returned
             .fetch_add(self.records_returned, Ordering::Relaxed);
     }
+}
+
+/// How the stamp-decided part of a keys-only piece ended ([`Namespace::query_ordered_keys`]).
+enum StampPass {
+    /// The whole piece.
+    Ended(QueryPieceEnd),
+    /// The entry after `last_decided` (the piece's start when `None`), `examined` entries into
+    /// the piece, needs its record re-checked.
+    Recheck {
+        last_decided: Option<Entry>,
+        examined: usize,
+    },
+}
+
+/// Why the stamp-decided walk stopped before its bounds ended.
+enum PassStop {
+    /// The piece examined as many entries as it may, and another follows.
+    PieceFull,
+    /// The visitor asked to stop before an entry.
+    Visitor,
+    /// An entry's stamp does not decide it.
+    Recheck,
 }
 
 /// The start of one piece of a walk of an index's namespace-wide order.

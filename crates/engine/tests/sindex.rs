@@ -620,6 +620,25 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
                 namespace.query_ordered_piece(index, &range, after, piece, visit)
             });
             assert_eq!(looked_up, expected, "{context}: records looked up");
+            // A visitor that stops the walk: the keys before it, and the piece not exhausted.
+            let limit = rng.random_range(0..8);
+            let mut limited = Vec::new();
+            let end = namespace.query_ordered_keys(index, &range, None, 64, |key, _| {
+                let IndexKey::Int(key) = key else {
+                    panic!("a numeric index holds integers");
+                };
+                limited.len() < limit && {
+                    limited.push(*key as u64);
+                    true
+                }
+            });
+            let wanted = &expected[..limit.min(expected.len())];
+            assert_eq!(limited, wanted, "{context}: keys alone, {limit} at most");
+            assert_eq!(
+                end.exhausted,
+                expected.len() <= limit,
+                "{context}: limit {limit}"
+            );
         }
     }
     let index = index.expect("created in round 2");

@@ -301,9 +301,12 @@ fn parse_bound(
     bytes: &[u8],
     side: Side,
 ) -> Result<Option<Bound<IndexKey>>, String> {
-    let infinity = match (kind, bytes.to_ascii_lowercase().as_slice()) {
-        (IndexKind::Numeric, b"-inf") | (IndexKind::String, b"-") => Some(Side::Min),
-        (IndexKind::Numeric, b"+inf" | b"inf") | (IndexKind::String, b"+") => Some(Side::Max),
+    let named = |name: &[u8]| bytes.eq_ignore_ascii_case(name);
+    let infinity = match kind {
+        IndexKind::Numeric if named(b"-inf") => Some(Side::Min),
+        IndexKind::Numeric if named(b"+inf") || named(b"inf") => Some(Side::Max),
+        IndexKind::String if bytes == b"-" => Some(Side::Min),
+        IndexKind::String if bytes == b"+" => Some(Side::Max),
         _ => None,
     };
     if let Some(infinite_side) = infinity {
