@@ -227,17 +227,23 @@ fn k_of(record: &engine::ScannedRecord<'_>) -> u64 {
         .expect("every record has k")
 }
 
-#[test]
-fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
-    let seed = common::seed("sindex");
-    let mut rng = SmallRng::seed_from_u64(seed);
+/// A namespace "test" that takes TTLs without an expiry thread, on a manual clock.
+fn ttl_namespace() -> (Namespace, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(START_UNIX_MS));
     let config = NamespaceConfig {
         allow_ttl_without_nsup: true,
         ..NamespaceConfig::with_defaults("test")
     };
+    (Namespace::new(config, clock.clone()), clock)
+}
+
+#[test]
+fn queries_match_the_model_through_writes_deletes_expiry_and_a_late_build() {
+    let seed = common::seed("sindex");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (namespace, clock) = ttl_namespace();
     let mut harness = Harness {
-        namespace: Namespace::new(config, clock.clone()),
+        namespace,
         clock,
         model: BTreeMap::new(),
     };
@@ -492,12 +498,7 @@ fn a_record_moving_ahead_of_the_piece_is_returned_once() {
 fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
     let seed = common::seed("sindex-keys-only");
     let mut rng = SmallRng::seed_from_u64(seed);
-    let clock = Arc::new(ManualClock::new(START_UNIX_MS));
-    let config = NamespaceConfig {
-        allow_ttl_without_nsup: true,
-        ..NamespaceConfig::with_defaults("test")
-    };
-    let namespace = Namespace::new(config, clock.clone());
+    let (namespace, clock) = ttl_namespace();
     let now_ms = || {
         use engine::Clock as _;
         clock.now().unix_ms
