@@ -281,10 +281,10 @@ impl Namespace {
                     // The record is gone from memory; without its tombstone a cold start may
                     // bring it back, which is all an eviction can lose.
                     tracing::warn!(namespace = self.name(), %error, "eviction left no tombstone");
-                    storage.truncated(location);
+                    storage.truncated(&digest.0, location);
                 }
             }
-            _ => storage.truncated(location),
+            _ => storage.truncated(&digest.0, location),
         }
     }
 

@@ -66,10 +66,32 @@ struct Newest {
     location: Location,
     /// For a tombstone, its shadow seq; 0 for a record.
     shadow_seq: u64,
+    /// The sets of the digest's records seen so far, newest or not.
+    sets: RecordSets,
+}
+
+/// Which sets a digest's records on the devices name: one, or more (see `tombstones`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecordSets {
+    None,
+    One(u32),
+    Several,
+}
+
+impl RecordSets {
+    fn with(self, set: u32) -> RecordSets {
+        match self {
+            RecordSets::None => RecordSets::One(set),
+            RecordSets::One(seen) if seen == set => self,
+            _ => RecordSets::Several,
+        }
+    }
 }
 
 struct Scan<'v> {
     newest: HashMap<DigestBytes, Newest>,
+    /// Set names seen in records, numbered for [`RecordSets`].
+    set_numbers: HashMap<Vec<u8>, u32>,
     marks: HashMap<Vec<u8>, (u64, Mark)>,
     max_seq: u64,
     report: RecoveryReport,
@@ -138,6 +160,7 @@ impl Storage {
         let started = Instant::now();
         let mut scan = Scan {
             newest: HashMap::new(),
+            set_numbers: HashMap::new(),
             marks: HashMap::new(),
             max_seq: 0,
             report: RecoveryReport::default(),
@@ -302,6 +325,15 @@ impl Scan<'_> {
         }
     }
 
+    fn set_number(&mut self, set_name: &[u8]) -> u32 {
+        if let Some(&number) = self.set_numbers.get(set_name) {
+            return number;
+        }
+        let number = self.set_numbers.len() as u32;
+        self.set_numbers.insert(set_name.to_vec(), number);
+        number
+    }
+
     fn version(&mut self, shared: &Shared, entry: &Entry<'_>) {
         let shadow_seq = match entry.kind {
             EntryKind::Tombstone => match format::decode_tombstone(entry.body) {
@@ -318,17 +350,26 @@ impl Scan<'_> {
             },
             _ => None,
         };
-        if let Some(older) = self.newest.get(&entry.digest) {
+        let set = record.as_ref().map(|body| self.set_number(body.set_name));
+        let mut sets = RecordSets::None;
+        if let Some(older) = self.newest.get_mut(&entry.digest) {
+            if let Some(set) = set {
+                older.sets = older.sets.with(set);
+            }
             if older.seq > entry.seq {
                 return;
             }
+            sets = older.sets;
             shared.blocks.remove_live(older.location);
+        } else if let Some(set) = set {
+            sets = sets.with(set);
         }
         shared.blocks.add_live(entry.location);
         let newest = Newest {
             seq: entry.seq,
             location: entry.location,
             shadow_seq,
+            sets,
         };
         self.newest.insert(entry.digest, newest);
         (self.visit)(match record {
@@ -365,7 +406,8 @@ impl Scan<'_> {
     }
 }
 
-/// Installs what the scan found: tombstones, marks, the next seq, the blocks' states.
+/// Installs what the scan found: tombstones, resurrectable digests, marks, the next seq, the
+/// blocks' states.
 fn finish(
     shared: &Shared,
     newest: HashMap<DigestBytes, Newest>,
@@ -379,6 +421,8 @@ fn finish(
                 shadow_seq: newest.shadow_seq,
             };
             shared.tombs.insert(digest, tomb);
+        } else if newest.sets == RecordSets::Several {
+            shared.tombs.mark_resurrectable(digest, newest.seq);
         }
     }
     let mut kept_marks = shared.marks.lock();

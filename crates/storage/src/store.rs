@@ -362,6 +362,25 @@ impl Storage {
     /// The record at `location` expired and left the index: its entry now shadows its older
     /// versions until they are gone. Called under the record's partition lock.
     pub fn expired(&self, digest: &DigestBytes, location: Location) {
+        self.shadow_with(digest, location);
+    }
+
+    /// The record at `location` left the index because a truncate covers it. The truncate's
+    /// mark keeps its older versions of the same set away; if it may have older versions of
+    /// another set (it was written again after a delete or an expiry: see `tombstones`), its
+    /// entry shadows them until they are gone, as an expired record's does. Called under the
+    /// record's partition lock.
+    pub fn truncated(&self, digest: &DigestBytes, location: Location) {
+        if self.shared.tombs.is_resurrectable(digest) {
+            self.shadow_with(digest, location);
+        } else {
+            self.shared.supersede(location);
+        }
+    }
+
+    /// Remembers the entry at `location`, which left the index without a tombstone, as what
+    /// keeps the older versions of `digest` away.
+    fn shadow_with(&self, digest: &DigestBytes, location: Location) {
         let tomb = Tomb {
             location,
             // Conservative: every entry so far is older than this.
@@ -370,12 +389,6 @@ impl Storage {
         if let Some(old) = self.shared.tombs.insert(*digest, tomb) {
             self.shared.supersede(old.location);
         }
-    }
-
-    /// The record at `location` left the index because a truncate covers it; the truncate's
-    /// mark keeps its older versions away.
-    pub fn truncated(&self, location: Location) {
-        self.shared.supersede(location);
     }
 
     /// Records a truncate of `set_name` (empty = the namespace) before `before_ms` durably
@@ -473,7 +486,7 @@ impl Drop for Storage {
 
 impl Storage {
     fn after_new_version(&self, digest: &DigestBytes, replaced: Option<Location>) {
-        if let Some(tomb) = self.shared.tombs.remove(digest) {
+        if let Some(tomb) = self.shared.tombs.new_version(digest) {
             self.shared.supersede(tomb.location);
         }
         if let Some(replaced) = replaced {
@@ -574,13 +587,14 @@ impl Storage {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops every tombstone that nothing older is left to shadow; returns how many.
+    /// Drops every tombstone that nothing older is left to shadow (and every resurrectable
+    /// mark nothing is left for); returns how many tombstones.
     pub fn drop_outlived_tombstones(&self) -> usize {
         let oldest = self.shared.blocks.oldest_content();
         let dropped = self
             .shared
             .tombs
-            .drop_where(|tomb| oldest.outlived(tomb.shadow_seq));
+            .drop_where(|shadow_seq| oldest.outlived(shadow_seq));
         for &location in &dropped {
             self.shared.supersede(location);
         }

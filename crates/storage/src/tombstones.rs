@@ -10,8 +10,18 @@
 //! shadow and it is dropped. That is never so in the tombstone's own block (opened before it),
 //! so every tombstone is copied forward once before it can go.
 //!
+//! A truncate's mark shadows only versions of its own set. A record keeps its set while it
+//! lives (the engine refuses a write naming another), but once deleted or expired it may be
+//! written again, by digest, in another set; its tombstone is then forgotten (the new version
+//! shadows the old ones) and the digest is marked *resurrectable*: should a truncate take the
+//! new version, that version must stay as the shadow ([`crate::Storage::truncated`]), or
+//! defragmentation could drop it and a cold start serve an older version of the other set. A
+//! cold start marks the digests it finds with records of more than one set. A mark goes, as a
+//! tombstone does, once nothing older than the versions it was about is left on the devices.
+//!
 //! Invariants:
 //! - A digest has at most one tombstone here; its location's bytes count as live in its block.
+//! - A digest with a tombstone is not marked resurrectable (the tombstone shadows all).
 //! - Every change for a digest happens under that digest's partition lock in the engine, or
 //!   atomically here (a drop removes only the very entry it examined), so a tombstone is never
 //!   superseded twice.
@@ -34,7 +44,13 @@ pub(crate) struct Tomb {
     pub(crate) shadow_seq: u64,
 }
 
-type Shard = HashMap<DigestBytes, Tomb, DigestHashing>;
+/// One shard: tombstones, and the digests marked resurrectable (see the module docs).
+#[derive(Debug)]
+struct Shard {
+    tombs: HashMap<DigestBytes, Tomb, DigestHashing>,
+    /// Each with the seq every version it is about is older than.
+    resurrectable: HashMap<DigestBytes, u64, DigestHashing>,
+}
 
 /// The tombstones of one storage, sharded by digest.
 #[derive(Debug)]
@@ -47,7 +63,12 @@ impl Default for Tombstones {
         let hashing = DigestHashing::new();
         Tombstones {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(HashMap::with_hasher(hashing)))
+                .map(|_| {
+                    Mutex::new(Shard {
+                        tombs: HashMap::with_hasher(hashing),
+                        resurrectable: HashMap::with_hasher(hashing),
+                    })
+                })
                 .collect(),
         }
     }
@@ -109,24 +130,52 @@ impl Tombstones {
         &self.shards[usize::from(digest[19]) % SHARDS]
     }
 
-    /// Remembers `tomb` for `digest`; returns the one it replaces.
+    /// Remembers `tomb` for `digest` (it shadows every older version, so the digest is no
+    /// longer resurrectable); returns the one it replaces.
     pub(crate) fn insert(&self, digest: DigestBytes, tomb: Tomb) -> Option<Tomb> {
-        self.shard(&digest).lock().insert(digest, tomb)
+        let mut shard = self.shard(&digest).lock();
+        shard.resurrectable.remove(&digest);
+        shard.tombs.insert(digest, tomb)
     }
 
-    /// Forgets the tombstone of `digest` (a new version was written); returns it.
+    /// Forgets the tombstone of `digest` because a new version was written, marking the digest
+    /// resurrectable if it had one; returns it.
+    pub(crate) fn new_version(&self, digest: &DigestBytes) -> Option<Tomb> {
+        let mut shard = self.shard(digest).lock();
+        let tomb = shard.tombs.remove(digest);
+        if let Some(tomb) = tomb {
+            shard.resurrectable.insert(*digest, tomb.shadow_seq);
+        }
+        tomb
+    }
+
+    /// Drops the tombstone of `digest` (nothing older is left to shadow); returns it.
     pub(crate) fn remove(&self, digest: &DigestBytes) -> Option<Tomb> {
-        self.shard(digest).lock().remove(digest)
+        self.shard(digest).lock().tombs.remove(digest)
     }
 
     pub(crate) fn get(&self, digest: &DigestBytes) -> Option<Tomb> {
-        self.shard(digest).lock().get(digest).copied()
+        self.shard(digest).lock().tombs.get(digest).copied()
+    }
+
+    /// Marks `digest` resurrectable (a cold start found records of it in several sets, every
+    /// one older than `before_seq`).
+    pub(crate) fn mark_resurrectable(&self, digest: DigestBytes, before_seq: u64) {
+        self.shard(&digest)
+            .lock()
+            .resurrectable
+            .insert(digest, before_seq);
+    }
+
+    /// Whether `digest` is marked resurrectable.
+    pub(crate) fn is_resurrectable(&self, digest: &DigestBytes) -> bool {
+        self.shard(digest).lock().resurrectable.contains_key(digest)
     }
 
     /// Replaces the tombstone of `digest` at `from` by one at `to`; false if it changed since.
     pub(crate) fn moved(&self, digest: &DigestBytes, from: Location, to: Location) -> bool {
         let mut shard = self.shard(digest).lock();
-        match shard.get_mut(digest) {
+        match shard.tombs.get_mut(digest) {
             Some(tomb) if tomb.location == from => {
                 tomb.location = to;
                 true
@@ -135,12 +184,17 @@ impl Tombstones {
         }
     }
 
-    /// Removes every tombstone for which `outlived` holds; returns their locations.
-    pub(crate) fn drop_where(&self, outlived: impl Fn(&Tomb) -> bool) -> Vec<Location> {
+    /// Removes every tombstone for which `outlived` holds (given its shadow seq), and every
+    /// resurrectable mark it holds for; returns the tombstones' locations.
+    pub(crate) fn drop_where(&self, outlived: impl Fn(u64) -> bool) -> Vec<Location> {
         let mut dropped = Vec::new();
         for shard in &self.shards {
-            shard.lock().retain(|_, tomb| {
-                let keep = !outlived(tomb);
+            let mut shard = shard.lock();
+            shard
+                .resurrectable
+                .retain(|_, before_seq| !outlived(*before_seq));
+            shard.tombs.retain(|_, tomb| {
+                let keep = !outlived(tomb.shadow_seq);
                 if !keep {
                     dropped.push(tomb.location);
                 }
@@ -151,6 +205,59 @@ impl Tombstones {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.lock().len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().tombs.len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tomb(shadow_seq: u64) -> Tomb {
+        Tomb {
+            location: Location::new(0, 32, 64),
+            shadow_seq,
+        }
+    }
+
+    #[test]
+    fn a_version_written_over_a_tombstone_is_resurrectable_until_nothing_older_is_left() {
+        let tombs = Tombstones::default();
+        let digest = [7; 20];
+        assert_eq!(tombs.new_version(&digest), None);
+        assert!(
+            !tombs.is_resurrectable(&digest),
+            "no tombstone, nothing to mark"
+        );
+        tombs.insert(digest, tomb(10));
+        assert_eq!(tombs.new_version(&digest), Some(tomb(10)));
+        assert!(tombs.is_resurrectable(&digest));
+        assert!(tombs.drop_where(|shadow_seq| shadow_seq < 10).is_empty());
+        assert!(
+            tombs.is_resurrectable(&digest),
+            "versions older than 10 may remain"
+        );
+        tombs.drop_where(|shadow_seq| shadow_seq <= 10);
+        assert!(
+            !tombs.is_resurrectable(&digest),
+            "nothing older than 10 is left"
+        );
+    }
+
+    #[test]
+    fn a_new_tombstone_ends_the_mark() {
+        let tombs = Tombstones::default();
+        let digest = [8; 20];
+        tombs.mark_resurrectable(digest, 5);
+        assert!(tombs.is_resurrectable(&digest));
+        tombs.insert(digest, tomb(20));
+        assert!(
+            !tombs.is_resurrectable(&digest),
+            "the tombstone shadows every older version"
+        );
+        assert_eq!(tombs.len(), 1);
     }
 }
