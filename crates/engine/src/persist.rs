@@ -206,7 +206,7 @@ impl Namespace {
                 .is_some_and(|old| Stamp::must_restamp(old, &record)),
         };
         if let Some(storage) = &self.storage {
-            let replaced = partition.any_record(&digest).and_then(Record::location);
+            let replaced = partition.any_record(&digest).and_then(Replaced::of);
             let data = record.packed_data();
             let location = self.append_version(storage, &digest, &record, &data, replaced)?;
             drop(data);
@@ -247,14 +247,17 @@ impl Namespace {
         Ok(removed)
     }
 
-    /// Appends a version with `record`'s metadata and `data` (its packed data); returns where.
+    /// Appends a version with `record`'s metadata and `data` (its packed data), replacing the
+    /// version `replaced` describes; returns where. A version older by last-update time than
+    /// the one it replaces (the clock went back) is reported to the storage, which must then
+    /// keep it as a shadow if a truncate takes it.
     pub(crate) fn append_version(
         &self,
         storage: &Storage,
         digest: &Digest,
         record: &Record,
         data: &[u8],
-        replaced: Option<Location>,
+        replaced: Option<Replaced>,
     ) -> Result<Location, ResultCode> {
         let body = RecordBody {
             last_update_ms: record.last_update_ms,
@@ -263,9 +266,13 @@ impl Namespace {
             set_name: self.sets.name_of(record.set_id).unwrap_or_default(),
             data,
         };
-        storage
-            .write_record(&digest.0, &body, replaced)
-            .map_err(|e| result_code(&e))
+        let location = storage
+            .write_record(&digest.0, &body, replaced.map(|r| r.location))
+            .map_err(|e| result_code(&e))?;
+        if replaced.is_some_and(|r| record.last_update_ms < r.last_update_ms) {
+            storage.rewound(&digest.0);
+        }
+        Ok(location)
     }
 
     /// Tells the storage that `record` left the index for `why` (expiry, eviction or
@@ -422,5 +429,22 @@ impl Namespace {
             }
             _ => storage.relocate_tombstone(entry),
         }
+    }
+}
+
+/// The stored version a write replaces.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Replaced {
+    pub(crate) location: Location,
+    pub(crate) last_update_ms: u64,
+}
+
+impl Replaced {
+    /// `record`'s stored version, if it has one.
+    pub(crate) fn of(record: &Record) -> Option<Replaced> {
+        record.location().map(|location| Replaced {
+            location,
+            last_update_ms: record.last_update_ms,
+        })
     }
 }

@@ -15,6 +15,7 @@ use model::{Generation, ResultCode, VoidTime};
 
 use crate::clock::Now;
 use crate::namespace::Namespace;
+use crate::persist::Replaced;
 use crate::record::{self, Bins, NativeValue, Record, RecordHeader};
 use crate::stats::Counter;
 use crate::transaction::RecordMeta;
@@ -280,7 +281,10 @@ impl Namespace {
                     if let Some(storage) = &self.storage {
                         // Records of a namespace with storage are packed, so only the metadata
                         // changed in place: put it back if the device refuses the new version.
-                        let replaced = record.location();
+                        let replaced = record.location().map(|location| Replaced {
+                            location,
+                            last_update_ms: before.1,
+                        });
                         let data = read_back.as_ref().unwrap_or(record).packed_data();
                         let appended =
                             self.append_version(storage, &address.digest, record, &data, replaced);

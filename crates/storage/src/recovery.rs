@@ -68,6 +68,19 @@ struct Newest {
     shadow_seq: u64,
     /// The sets of the digest's records seen so far, newest or not.
     sets: RecordSets,
+    /// The newest entry's last-update time (0 for a tombstone).
+    last_update_ms: u64,
+    /// The latest last-update time of the digest's records seen so far, newest or not.
+    latest_update_ms: u64,
+}
+
+impl Newest {
+    /// Whether an older version may outlive a truncate that takes the newest: it names another
+    /// set, or a later last-update time (see `tombstones`).
+    fn resurrectable(&self) -> bool {
+        self.shadow_seq == 0
+            && (self.sets == RecordSets::Several || self.latest_update_ms > self.last_update_ms)
+    }
 }
 
 /// Which sets a digest's records on the devices name: one, or more (see `tombstones`).
@@ -351,15 +364,17 @@ impl Scan<'_> {
             _ => None,
         };
         let set = record.as_ref().map(|body| self.set_number(body.set_name));
-        let mut sets = RecordSets::None;
+        let last_update_ms = record.as_ref().map_or(0, |body| body.last_update_ms);
+        let (mut sets, mut latest_update_ms) = (RecordSets::None, last_update_ms);
         if let Some(older) = self.newest.get_mut(&entry.digest) {
             if let Some(set) = set {
                 older.sets = older.sets.with(set);
             }
+            older.latest_update_ms = older.latest_update_ms.max(last_update_ms);
             if older.seq > entry.seq {
                 return;
             }
-            sets = older.sets;
+            (sets, latest_update_ms) = (older.sets, older.latest_update_ms);
             shared.blocks.remove_live(older.location);
         } else if let Some(set) = set {
             sets = sets.with(set);
@@ -370,6 +385,8 @@ impl Scan<'_> {
             location: entry.location,
             shadow_seq,
             sets,
+            last_update_ms,
+            latest_update_ms,
         };
         self.newest.insert(entry.digest, newest);
         (self.visit)(match record {
@@ -421,7 +438,7 @@ fn finish(
                 shadow_seq: newest.shadow_seq,
             };
             shared.tombs.insert(digest, tomb);
-        } else if newest.sets == RecordSets::Several {
+        } else if newest.resurrectable() {
             shared.tombs.mark_resurrectable(digest, newest.seq);
         }
     }

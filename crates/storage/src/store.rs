@@ -378,6 +378,16 @@ impl Storage {
         }
     }
 
+    /// The version just written for `digest` has an older last-update time than the one it
+    /// replaced (the clock went back): a truncate could take it and not the older one, so the
+    /// digest is marked resurrectable (see `tombstones`). Called under the record's partition
+    /// lock.
+    pub fn rewound(&self, digest: &DigestBytes) {
+        self.shared
+            .tombs
+            .mark_resurrectable(*digest, self.shared.next_seq());
+    }
+
     /// Remembers the entry at `location`, which left the index without a tombstone, as what
     /// keeps the older versions of `digest` away.
     fn shadow_with(&self, digest: &DigestBytes, location: Location) {

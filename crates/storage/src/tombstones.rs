@@ -16,7 +16,10 @@
 //! shadows the old ones) and the digest is marked *resurrectable*: should a truncate take the
 //! new version, that version must stay as the shadow ([`crate::Storage::truncated`]), or
 //! defragmentation could drop it and a cold start serve an older version of the other set. A
-//! cold start marks the digests it finds with records of more than one set. A mark goes, as a
+//! cold start marks the digests it finds with records of more than one set. The same holds
+//! within one set when the clock went back between two versions: a truncate can take the newer
+//! version and not the older, so such a digest is marked too ([`crate::Storage::rewound`]; a
+//! cold start marks a digest whose newest record is not its latest by last-update time). A mark goes, as a
 //! tombstone does, once nothing older than the versions it was about is left on the devices.
 //!
 //! Invariants:
@@ -158,8 +161,7 @@ impl Tombstones {
         self.shard(digest).lock().tombs.get(digest).copied()
     }
 
-    /// Marks `digest` resurrectable (a cold start found records of it in several sets, every
-    /// one older than `before_seq`).
+    /// Marks `digest` resurrectable: every version it is about is older than `before_seq`.
     pub(crate) fn mark_resurrectable(&self, digest: DigestBytes, before_seq: u64) {
         self.shard(&digest)
             .lock()

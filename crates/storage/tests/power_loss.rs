@@ -1867,51 +1867,90 @@ fn recovers_visible_record(
 /// recovery finds records of it in two sets), and its truncated entry stays as the shadow.
 #[test]
 fn a_truncated_record_keeps_an_older_version_of_another_set_deleted() {
-    truncate_after_a_set_change(false);
+    for restart_before_truncate in [false, true] {
+        truncated_second_version_keeps_the_first_away(SecondVersion {
+            after_a_delete: true,
+            set_name: b"t",
+            last_update_ms: 2,
+            restart_before_truncate,
+        });
+    }
 }
 
-/// [`a_truncated_record_keeps_an_older_version_of_another_set_deleted`] with a restart between
-/// the new version and the truncate: recovery, not the write, marks the digest.
+/// The same within one set when the clock went back between two writes (found by reading the
+/// fix above): the second version, updated at 1, replaced the first, updated at 2; a truncate
+/// of the set before 2 took the second and not the first, which came back once the second was
+/// defragmented away. The engine reports such a write (`Storage::rewound`), and recovery marks
+/// a digest whose newest record is not its latest by last-update time.
 #[test]
-fn a_truncated_record_keeps_an_older_version_of_another_set_deleted_across_a_restart() {
-    truncate_after_a_set_change(true);
+fn a_truncated_record_keeps_an_older_version_with_a_later_update_time_away() {
+    for restart_before_truncate in [false, true] {
+        truncated_second_version_keeps_the_first_away(SecondVersion {
+            after_a_delete: false,
+            set_name: b"s",
+            last_update_ms: 1,
+            restart_before_truncate,
+        });
+    }
 }
 
-fn truncate_after_a_set_change(restart_before_truncate: bool) {
+/// The second version of a record in [`truncated_second_version_keeps_the_first_away`] (the
+/// first is in set "s", last updated at 2).
+struct SecondVersion {
+    after_a_delete: bool,
+    set_name: &'static [u8],
+    last_update_ms: u64,
+    restart_before_truncate: bool,
+}
+
+/// Writes a record's first version in a block that stays, its second in one that
+/// defragmentation empties and a later write reuses, truncates the second's set before 2 (so
+/// the second version goes and, by its update time or set, not the first), and checks that a
+/// cold start does not bring the first back.
+fn truncated_second_version_keeps_the_first_away(second: SecondVersion) {
     let config = scenario_config(10);
     let device = Arc::new(TestDevice::new("d0", config.file_size_bytes, 11));
     let mut engine = Engine::open(config.clone(), &device);
-    let deleted = [200; 20];
+    let record = [200; 20];
     let filler = |i: usize, group: u8| {
         let mut digest = [i as u8; 20];
         digest[19] = group;
         digest
     };
-    // Block A: the first version, in "s", beside records that keep A from qualifying for
+    // Block A: the first version, beside records that keep A from qualifying for
     // defragmentation.
-    let old_block = engine.write_in(b"s", 1, deleted, 100).block();
+    let old_block = engine.write_in(b"s", 2, record, 100).block();
     let mut i = 1;
     while engine.write(filler(i, 1), 3000).block() == old_block {
         i += 1;
     }
-    // Block B: the tombstone, then the second version, in "t", then fillers.
+    // Block B: the tombstone, if any, then the second version, then fillers.
     let new_block = engine.write(filler(i, 1), 3000).block();
-    engine.delete(deleted);
-    let new_location = engine.write_in(b"t", 2, deleted, 100);
+    if second.after_a_delete {
+        engine.delete(record);
+    }
+    let new_location = engine.write_in(second.set_name, second.last_update_ms, record, 100);
+    if second.last_update_ms < 2 && !second.after_a_delete {
+        // What the engine does when a write's update time went back.
+        engine.storage.rewound(&record);
+    }
     assert_eq!(new_location.block(), new_block);
     let mut k = 1;
     while engine.write(filler(k, 2), 3000).block() == new_block {
         k += 1;
     }
     engine.storage.flush().expect("flushed");
-    if restart_before_truncate {
+    if second.restart_before_truncate {
         drop(engine);
         engine = Engine::open(config.clone(), &device);
-        assert_eq!(engine.index.get(&deleted), Some(&new_location));
+        assert_eq!(engine.index.get(&record), Some(&new_location));
     }
-    engine.storage.truncate(b"t", 3).expect("truncated");
-    engine.index.remove(&deleted);
-    engine.storage.truncated(&deleted, new_location);
+    engine
+        .storage
+        .truncate(second.set_name, 2)
+        .expect("truncated");
+    engine.index.remove(&record);
+    engine.storage.truncated(&record, new_location);
     // B's fillers are rewritten elsewhere: B qualifies, A does not.
     engine.write(filler(i, 1), 3000);
     for j in 1..k {
@@ -1921,12 +1960,12 @@ fn truncate_after_a_set_change(restart_before_truncate: bool) {
     let defragmented = engine.defrag_all();
     engine.storage.flush().expect("flushed");
     assert!(
-        defragmented.contains(&new_location.block()) && !defragmented.contains(&old_block),
+        defragmented.contains(&new_block) && !defragmented.contains(&old_block),
         "the scenario defragments the second version's block only: {defragmented:?}"
     );
     // Writes go on until B is reused, its old content overwritten.
     let mut j = 1;
-    while engine.write(filler(j, 3), 3000).block() != new_location.block() {
+    while engine.write(filler(j, 3), 3000).block() != new_block {
         engine.storage.flush().expect("flushed");
         let _ = engine.defrag_all();
         j = j % 30 + 1;
@@ -1937,13 +1976,18 @@ fn truncate_after_a_set_change(restart_before_truncate: bool) {
         image
             .entries()
             .iter()
-            .any(|entry| entry.digest == deleted && entry.kind == EntryKind::Record),
+            .any(|entry| entry.digest == record && entry.kind == EntryKind::Record),
         "the first version is still on the device"
     );
     drop(engine);
+    let restarted = if second.restart_before_truncate {
+        " (restart before the truncate)"
+    } else {
+        ""
+    };
     assert!(
-        !recovers_visible_record(&config, device.crash_keeping_all(), &deleted),
-        "the deleted record came back as its older version of another set"
+        !recovers_visible_record(&config, device.crash_keeping_all(), &record),
+        "the truncated record came back as its first version{restarted}"
     );
 }
 
