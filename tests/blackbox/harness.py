@@ -39,6 +39,7 @@ STOP_TIMEOUT_S = 10.0
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SERVICE_RE = re.compile(r'service="?([0-9.]+):(\d+)')
 RESP_RE = re.compile(r'resp="?[0-9.]+:(\d+)')
+ADMIN_RE = re.compile(r'admin="?[0-9.]+:(\d+)')
 
 # Defaults of the [service] section, written out in full so that every server the suite starts
 # has a known configuration.
@@ -78,17 +79,23 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"unsupported TOML value {v!r}")
 
 
-def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None) -> str:
+def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None,
+                  admin: dict[str, Any] | None = None) -> str:
     """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
     tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys; a dict
     value (`storage-engine`) becomes a table nested in it, `[namespaces.storage-engine]`. The
-    Redis port defaults to 0 (a free port) so that servers started side by side never collide."""
+    Redis and admin ports default to 0 (a free port) so that servers started side by side never
+    collide."""
     lines = ["[service]"]
     for k, v in service.items():
         lines.append(f"{k} = {_toml_value(v)}")
     lines.append("")
     lines.append("[resp]")
     for k, v in {"port": 0, **(resp or {})}.items():
+        lines.append(f"{k} = {_toml_value(v)}")
+    lines.append("")
+    lines.append("[admin]")
+    for k, v in {"port": 0, **(admin or {})}.items():
         lines.append(f"{k} = {_toml_value(v)}")
     for ns in namespaces:
         lines.append("")
@@ -154,19 +161,20 @@ class OspreyServer:
     """One running `osprey` process."""
 
     def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey",
-                 resp: dict[str, Any] | None = None):
+                 resp: dict[str, Any] | None = None, admin: dict[str, Any] | None = None):
         self.service = dict(SERVICE_DEFAULTS)
         self.service.update(service)
         self.namespaces = namespaces
         self.dir = Path(tempfile.mkdtemp(prefix=f"{tag}-"))
         self.config_path = self.dir / "osprey.toml"
-        self.config_path.write_text(render_config(self.service, self.namespaces, resp))
+        self.config_path.write_text(render_config(self.service, self.namespaces, resp, admin))
         self.log_path = self.dir / "stderr.log"
         self.stdout_path = self.dir / "stdout.log"
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
         self.port = 0
         self.resp_port: int | None = None
+        self.admin_port: int | None = None
         self.clients: list[Any] = []
         self.returncode: int | None = None
 
@@ -212,6 +220,8 @@ class OspreyServer:
                         self.port = int(m.group(2))
                         resp = RESP_RE.search(line)
                         self.resp_port = int(resp.group(1)) if resp else None
+                        admin = ADMIN_RE.search(line)
+                        self.admin_port = int(admin.group(1)) if admin else None
                         return self
             if self.proc.poll() is not None:
                 raise RuntimeError(
@@ -340,10 +350,11 @@ def start_server(
     namespaces: list[dict[str, Any]] | None = None,
     tag: str = "osprey",
     resp: dict[str, Any] | None = None,
+    admin: dict[str, Any] | None = None,
 ) -> OspreyServer:
     if namespaces is None:
         namespaces = [namespace("test", nsup_period=1)]
-    return OspreyServer(service or {}, namespaces, tag=tag, resp=resp).start()
+    return OspreyServer(service or {}, namespaces, tag=tag, resp=resp, admin=admin).start()
 
 
 def run_until_exit(

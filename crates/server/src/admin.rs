@@ -97,13 +97,20 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
             let _ = write!(
                 value,
                 "cluster-name={};proto-fd-idle-ms={};proto-fd-max={};\
-                 single-scan-threads={};single-query-threads={};batch-max-requests={}",
+                 single-scan-threads={};single-query-threads={};batch-max-requests={};\
+                 transaction-max-ms={};connections-max-per-address={};client-memory-max={};\
+                 ops-per-request-max={};long-request-threads={}",
                 service.cluster_name,
                 service.idle_timeout_ms,
                 service.connections_max,
                 state.scan_threads.load(Ordering::Relaxed),
                 state.scan_threads.load(Ordering::Relaxed),
                 service.batch_max_requests,
+                service.transaction_max_ms,
+                service.connections_max_per_address,
+                service.client_memory_max,
+                service.ops_per_request_max,
+                service.long_request_threads,
             );
         }
         Some(b"namespace") => {

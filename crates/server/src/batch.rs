@@ -24,6 +24,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use engine::Origin;
 use model::ResultCode;
@@ -37,6 +38,13 @@ use crate::state::ServerState;
 
 /// Size at which a proto of rows is handed to the connection: Aerospike's 128 KiB batch block.
 const CHUNK_BYTES: usize = 128 * 1024;
+/// Time after which a chunk ends after its current row, whatever its size: a long batch runs
+/// one chunk per long-request job, so other long work interleaves with it at this grain.
+const CHUNK_TIME_MAX: Duration = Duration::from_millis(2);
+/// Rows above which a batch runs on the long-request pool rather than its connection's task.
+const LONG_BATCH_ROWS_MIN: u32 = 128;
+/// Request size above which a batch runs on the long-request pool (rows with many ops).
+const LONG_BATCH_BODY_BYTES_MIN: usize = 64 * 1024;
 
 const _: () = assert!(CHUNK_BYTES > PROTO_HEADER_SIZE_BYTES + MESSAGE_HEADER_SIZE_BYTES);
 
@@ -49,6 +57,9 @@ pub struct BatchStats {
     pub completed: AtomicU64,
     /// Batches refused or ended early by an error.
     pub errors: AtomicU64,
+    /// Batches ended at their total timeout (Aerospike's `batch_index_timeout`); also counted
+    /// in `errors`.
+    pub timeouts: AtomicU64,
 }
 
 /// One batch being answered, a chunk at a time.
@@ -57,6 +68,9 @@ pub struct BatchJob {
     /// The whole AS_MSG body of the request, header included.
     body: Vec<u8>,
     progress: Progress,
+    /// The client's total timeout, if it sent one; rows after it answer nothing and the batch
+    /// ends with TIMEOUT (9).
+    deadline: Option<Instant>,
 }
 
 /// How far a job has come.
@@ -80,14 +94,27 @@ enum ChunkEnd {
 }
 
 impl BatchJob {
-    /// A batch over the request `body` (a whole AS_MSG, header included).
-    pub fn new(state: Arc<ServerState>, body: Vec<u8>) -> BatchJob {
+    /// A batch over the request `body` (a whole AS_MSG, header included) received at
+    /// `received`.
+    pub fn new(state: Arc<ServerState>, body: Vec<u8>, received: Instant) -> BatchJob {
         state.batch.initiated.fetch_add(1, Ordering::Relaxed);
+        let deadline = body
+            .first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()
+            .and_then(|header| {
+                dispatch::deadline(&state, &MessageHeader::decode(header), received, false)
+            });
         BatchJob {
             state,
             body,
             progress: Progress::NotStarted,
+            deadline,
         }
+    }
+
+    /// Whether the batch is large enough to run on the long-request pool.
+    pub fn is_long(&self) -> bool {
+        let rows = parse_request(&self.body).map_or(0, |(_, request)| request.row_count);
+        rows > LONG_BATCH_ROWS_MIN || self.body.len() > LONG_BATCH_BODY_BYTES_MIN
     }
 
     /// Appends the next complete proto frames of the reply to `out`; returns true once the
@@ -105,7 +132,7 @@ impl BatchJob {
                 }
             },
         };
-        match answer_chunk(&self.state, &self.body, position, out) {
+        match answer_chunk(&self.state, &self.body, position, self.deadline, out) {
             ChunkEnd::More(position) => {
                 self.progress = Progress::Answering(position);
                 false
@@ -124,6 +151,9 @@ impl BatchJob {
             _ => &self.state.batch.errors,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if code == ResultCode::Timeout {
+            self.state.batch.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -140,10 +170,12 @@ impl Drop for BatchJob {
 pub fn write_batch_statistics(stats: &BatchStats, value: &mut String) {
     let _ = write!(
         value,
-        ";batch_index_initiate={};batch_index_complete={};batch_index_error={}",
+        ";batch_index_initiate={};batch_index_complete={};batch_index_error={};\
+         batch_index_timeout={}",
         stats.initiated.load(Ordering::Relaxed),
         stats.completed.load(Ordering::Relaxed),
         stats.errors.load(Ordering::Relaxed),
+        stats.timeouts.load(Ordering::Relaxed),
     );
 }
 
@@ -191,6 +223,7 @@ fn answer_chunk(
     state: &ServerState,
     body: &[u8],
     position: BatchPosition,
+    deadline: Option<Instant>,
     out: &mut Vec<u8>,
 ) -> ChunkEnd {
     let request = match parse_request(body) {
@@ -202,7 +235,7 @@ fn answer_chunk(
         }
     };
     let proto_start = wire_aerospike::begin_proto(out);
-    let end = answer_rows(state, &request, position, proto_start, out);
+    let end = answer_rows(state, &request, position, deadline, proto_start, out);
     if let ChunkEnd::Last(code) = end {
         let last_start = wire_aerospike::begin_message(out);
         wire_aerospike::finish_message(out, last_start, &dispatch::last_header(code));
@@ -211,27 +244,34 @@ fn answer_chunk(
     end
 }
 
-/// Answers rows until the proto begun at `proto_start` is full, the rows run out, or a row
-/// error ends the batch.
+/// Answers rows until the proto begun at `proto_start` is full or has taken
+/// [`CHUNK_TIME_MAX`], the rows run out, the deadline passes, or a row error ends the batch.
 fn answer_rows(
     state: &ServerState,
     request: &BatchRequest<'_>,
     position: BatchPosition,
+    deadline: Option<Instant>,
     proto_start: usize,
     out: &mut Vec<u8>,
 ) -> ChunkEnd {
+    let started = Instant::now();
     let mut rows = request.rows_from(position);
     while let Some(row) = rows.next() {
         let Ok(row) = row else {
             return ChunkEnd::Last(ResultCode::Parameter);
         };
-        let code = answer_row(state, &row, out);
+        let now = Instant::now();
+        if deadline.is_some_and(|deadline| now >= deadline) {
+            // Aerospike ends a batch at its deadline: the rows not answered get nothing.
+            return ChunkEnd::Last(ResultCode::Timeout);
+        }
+        let code = answer_row(state, &row, deadline, out);
         if ends_batch(code) && !request.reports_all_errors() {
             // Aerospike drops the output it has not sent yet, and so does this.
             out.truncate(proto_start + PROTO_HEADER_SIZE_BYTES);
             return ChunkEnd::Last(code);
         }
-        if out.len() - proto_start >= CHUNK_BYTES {
+        if out.len() - proto_start >= CHUNK_BYTES || started.elapsed() >= CHUNK_TIME_MAX {
             return ChunkEnd::More(rows.position());
         }
     }
@@ -239,9 +279,14 @@ fn answer_rows(
 }
 
 /// Runs one row and appends its reply message; returns its result code.
-fn answer_row(state: &ServerState, row: &BatchRow<'_>, out: &mut Vec<u8>) -> ResultCode {
+fn answer_row(
+    state: &ServerState,
+    row: &BatchRow<'_>,
+    deadline: Option<Instant>,
+    out: &mut Vec<u8>,
+) -> ResultCode {
     let start = wire_aerospike::begin_message(out);
-    let (code, header) = match execute_row(state, row, out) {
+    let (code, header) = match execute_row(state, row, deadline, out) {
         Ok((meta, op_count)) => (ResultCode::Ok, dispatch::success_header(&meta, op_count)),
         Err(code) => {
             // Bins the engine streamed before the error are not part of the answer.
@@ -264,8 +309,10 @@ fn answer_row(state: &ServerState, row: &BatchRow<'_>, out: &mut Vec<u8>) -> Res
 fn execute_row(
     state: &ServerState,
     row: &BatchRow<'_>,
+    deadline: Option<Instant>,
     out: &mut Vec<u8>,
 ) -> Result<(engine::RecordMeta, u16), ResultCode> {
+    dispatch::check_ops_count(state, &row.header)?;
     let namespace = row
         .fields
         .namespace
@@ -276,6 +323,7 @@ fn execute_row(
         fields: row.fields,
         ops: row.ops(),
         digest: row.digest,
+        deadline,
     };
     dispatch::execute_record(namespace, &command, Origin::Batch, out)
 }
@@ -313,12 +361,10 @@ mod tests {
             .iter()
             .map(|section| Arc::new(Namespace::new(section.to_engine(), clock.clone())))
             .collect();
-        Arc::new(ServerState::new(
-            config,
-            namespaces,
-            "1".to_owned(),
-            String::new(),
-        ))
+        Arc::new(
+            ServerState::new(config, namespaces, "1".to_owned(), String::new())
+                .expect("the long-request threads start"),
+        )
     }
 
     fn digest(key: i64) -> Digest {
@@ -400,7 +446,7 @@ mod tests {
 
     /// Runs a job to its end; returns each proto's messages (header and op count).
     fn run(state: &Arc<ServerState>, body: Vec<u8>) -> Vec<Vec<(MessageHeader, usize)>> {
-        let mut job = BatchJob::new(state.clone(), body);
+        let mut job = BatchJob::new(state.clone(), body, Instant::now());
         let mut protos = Vec::new();
         loop {
             let mut out = Vec::new();
@@ -616,12 +662,17 @@ mod tests {
     fn a_job_dropped_before_its_end_counts_as_an_error() {
         let state = test_state(5000);
         let reads: Vec<Row<'_>> = (0..2).map(read_all).collect();
-        drop(BatchJob::new(state.clone(), batch_body(ALL, &reads)));
+        drop(BatchJob::new(
+            state.clone(),
+            batch_body(ALL, &reads),
+            Instant::now(),
+        ));
         let mut value = String::new();
         write_batch_statistics(&state.batch, &mut value);
         assert_eq!(
             value,
-            ";batch_index_initiate=1;batch_index_complete=0;batch_index_error=1"
+            ";batch_index_initiate=1;batch_index_complete=0;batch_index_error=1;\
+             batch_index_timeout=0"
         );
     }
 }

@@ -23,6 +23,36 @@ pub struct Config {
     pub namespaces: Vec<NamespaceSection>,
     /// The Redis protocol (RESP) front end.
     pub resp: RespConfig,
+    /// The admin port: info commands only, with connections of its own.
+    pub admin: AdminConfig,
+}
+
+/// The `[admin]` section: Aerospike's admin port. It serves info (and security) frames only,
+/// on connections that do not count against `service.connections-max` or `resp.maxclients`,
+/// so that an operator can always connect, even while clients hold every other slot.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AdminConfig {
+    /// Serve the admin port at all.
+    pub enabled: bool,
+    /// Address to listen on.
+    pub address: String,
+    /// Port; 0 picks a free port (logged at start-up).
+    pub port: u16,
+    /// Most admin connections open at once (Aerospike serves 100).
+    pub connections_max: usize,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            enabled: true,
+            address: "127.0.0.1".to_owned(),
+            // Aerospike's admin port.
+            port: 3008,
+            connections_max: 100,
+        }
+    }
 }
 
 /// The `[resp]` section: where Redis clients connect and where their keys live.
@@ -39,6 +69,17 @@ pub struct RespConfig {
     pub namespace: String,
     /// Set holding Redis keys (see `docs/internals/redis-mapping.md`).
     pub set: String,
+    /// Most Redis connections open at once (Redis's `maxclients`); one more is told
+    /// `ERR max number of clients reached` and closed.
+    pub maxclients: usize,
+    /// Most Redis connections from one client address; 0 = no limit.
+    pub connections_max_per_address: usize,
+    /// Close a Redis connection that sends nothing for this many seconds (Redis's `timeout`);
+    /// 0 never closes it, as in Redis.
+    pub timeout: u64,
+    /// Redis's `client-output-buffer-limit`: per class, a hard limit, a soft limit and its
+    /// seconds, as Redis writes them (`normal 0 0 0 ...`). Only `normal` applies today.
+    pub client_output_buffer_limit: String,
 }
 
 impl Default for RespConfig {
@@ -49,6 +90,10 @@ impl Default for RespConfig {
             port: 6379,
             namespace: String::new(),
             set: "redis".to_owned(),
+            maxclients: 10_000,
+            connections_max_per_address: 0,
+            timeout: 0,
+            client_output_buffer_limit: crate::limits::OUTPUT_BUFFER_LIMITS_DEFAULT.to_owned(),
         }
     }
 }
@@ -76,8 +121,25 @@ pub struct ServiceConfig {
     pub frame_read_timeout_ms: u64,
     /// Largest frame body accepted; a larger declared size closes the connection at once.
     pub frame_size_max_bytes: u64,
-    /// Most client connections open at once; further ones are closed on accept.
+    /// Most Aerospike client connections open at once (Aerospike's `proto-fd-max`); further
+    /// ones are closed on accept. Redis connections have their own limit, `resp.maxclients`.
     pub connections_max: usize,
+    /// Most Aerospike client connections from one client address; 0 = no limit.
+    pub connections_max_per_address: usize,
+    /// Memory all client connections of both protocols may hold in their input and output
+    /// buffers together (Redis's `maxmemory-clients`): bytes (`"512mb"`) or a percentage of
+    /// the machine's memory (`"5%"`). Over it, the connections holding the most are closed.
+    pub client_memory_max: String,
+    /// Deadline of a single-record command that carries no total timeout of its own
+    /// (Aerospike's `transaction-max-ms`); a command past its deadline answers TIMEOUT (9).
+    pub transaction_max_ms: u64,
+    /// Most ops one command (or batch row) may carry (Aerospike's 32,768); more answer
+    /// PARAMETER (4).
+    pub ops_per_request_max: u32,
+    /// Threads that run long requests (large batches, commands with many ops, KEYS and other
+    /// whole-keyspace Redis commands) at a lower priority, so that they never hold the
+    /// threads serving ordinary requests; 0 = one per core.
+    pub long_request_threads: usize,
     /// Most rows one batch request may carry; a larger batch is refused with
     /// BATCH_MAX_REQUESTS (151) before any row runs (Aerospike's `batch-max-requests`).
     pub batch_max_requests: u32,
@@ -262,6 +324,11 @@ impl Default for ServiceConfig {
             frame_read_timeout_ms: 10_000,
             frame_size_max_bytes: wire_aerospike::PROTO_BODY_SIZE_BYTES_MAX,
             connections_max: 10_000,
+            connections_max_per_address: 0,
+            client_memory_max: crate::limits::CLIENT_MEMORY_MAX_DEFAULT.to_owned(),
+            transaction_max_ms: 1_000,
+            ops_per_request_max: model::OPS_PER_COMMAND_MAX as u32,
+            long_request_threads: 0,
             // Aerospike's default: it bounds the rows one request can make a connection run.
             batch_max_requests: 5_000,
             single_scan_threads: 4,
@@ -295,6 +362,7 @@ impl Default for Config {
             service: ServiceConfig::default(),
             namespaces: vec![NamespaceSection::default()],
             resp: RespConfig::default(),
+            admin: AdminConfig::default(),
         }
     }
 }
@@ -320,6 +388,28 @@ impl NamespaceSection {
             stop_writes_sys_memory_pct: self.stop_writes_sys_memory_pct,
             evict_tenths_pct: self.evict_tenths_pct,
         }
+    }
+}
+
+impl RespConfig {
+    /// `client-output-buffer-limit` parsed over Redis's defaults.
+    ///
+    /// # Errors
+    /// What does not parse (the configuration is validated at load, so not after it).
+    pub fn output_buffer_limits(&self) -> Result<crate::limits::OutputBufferLimits, String> {
+        crate::limits::OutputBufferLimits::default()
+            .parse_over(crate::limits::OUTPUT_BUFFER_LIMITS_DEFAULT)?
+            .parse_over(&self.client_output_buffer_limit)
+    }
+}
+
+impl ServiceConfig {
+    /// `client-memory-max` in bytes on this machine; 0 = no limit.
+    pub fn client_memory_max_bytes(&self) -> u64 {
+        let limit = crate::limits::MemoryLimit::parse(&self.client_memory_max)
+            .unwrap_or(crate::limits::MemoryLimit::Bytes(0));
+        // Where the machine's memory is unknown, a share of it bounds nothing.
+        limit.bytes(crate::limits::machine_memory_bytes().unwrap_or(0))
     }
 }
 
@@ -409,6 +499,22 @@ impl Config {
                 "service.connections-max must be positive".to_owned(),
             ));
         }
+        crate::limits::MemoryLimit::parse(&service.client_memory_max).map_err(|reason| {
+            invalid(format!(
+                "service.client-memory-max: {reason} (a size such as \"512mb\" or a share such as \"10%\")"
+            ))
+        })?;
+        if service.transaction_max_ms == 0 {
+            return Err(invalid(
+                "service.transaction-max-ms must be positive".to_owned(),
+            ));
+        }
+        let ops_max = model::OPS_PER_COMMAND_MAX;
+        if !(1..=ops_max).contains(&(service.ops_per_request_max as usize)) {
+            return Err(invalid(format!(
+                "service.ops-per-request-max must be between 1 and {ops_max}"
+            )));
+        }
         if !(1..=SCAN_THREADS_MAX).contains(&service.single_scan_threads) {
             return Err(invalid(format!(
                 "service.single-scan-threads must be between 1 and {SCAN_THREADS_MAX}"
@@ -438,6 +544,15 @@ impl Config {
                 "resp.namespace {:?} is not a configured namespace",
                 resp.namespace
             )));
+        }
+        if resp.maxclients == 0 {
+            return Err(invalid("resp.maxclients must be positive".to_owned()));
+        }
+        self.resp
+            .output_buffer_limits()
+            .map_err(|reason| invalid(format!("resp.client-output-buffer-limit: {reason}")))?;
+        if self.admin.connections_max == 0 {
+            return Err(invalid("admin.connections-max must be positive".to_owned()));
         }
         if resp.set.is_empty() || resp.set.len() > model::SET_NAME_BYTES_MAX {
             return Err(invalid(format!(

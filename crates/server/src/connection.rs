@@ -1,11 +1,19 @@
-//! One client connection: read what is available, answer every complete frame, write once.
+//! One Aerospike connection (a client's, or the admin port's): read what is available, answer
+//! the complete frames, write the replies.
+//!
+//! Requests that can take long (many ops, a large body, a large batch) run on the
+//! long-request pool while this task waits, so that the runtime's worker serves others.
 //!
 //! Invariants:
 //! - The input buffer grows only by bytes that arrived; a declared frame size is checked
 //!   against `frame-size-max-bytes` as soon as the 8-byte header is in, and never used to size
 //!   an allocation.
-//! - Every complete frame gets its reply before the next read, and all replies produced by one
-//!   read go out in one write.
+//! - Every complete frame gets its reply before the next read, in order. Replies are gathered
+//!   up to `OUTPUT_FLUSH_BYTES` and then written, so unsent replies never exceed that plus one
+//!   reply (itself bounded by the record size, or a batch or scan chunk).
+//! - While the client does not read, the connection's buffers count against
+//!   `client-memory-max`; a reply not taken within `frame-read-timeout-ms` (a scan's: the
+//!   client's socket timeout) closes the connection, logged and counted.
 //! - A connection with no partial frame is closed after `idle-timeout-ms`; a partial frame must
 //!   complete within `frame-read-timeout-ms` of its first byte. A slow or silent peer only ever
 //!   costs its own task.
@@ -15,13 +23,14 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use model::ResultCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout_at};
-use tracing::debug;
+use tracing::{debug, warn};
 use wire_aerospike::{Frame, ProtoType, decode_frame};
 
+use crate::client_memory::{Account, Evicted};
 use crate::dispatch::{self, Streamed};
 use crate::info::{InfoSession, handle_info};
 use crate::state::ServerState;
@@ -29,6 +38,24 @@ use crate::state::ServerState;
 /// How much spare room to ensure before each read: large enough for any common request and
 /// reply, small enough that idle connections stay cheap.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Replies gathered before they are written: pipelined requests stop being answered until the
+/// client takes what is there, so unsent replies stay below this plus one reply.
+pub const OUTPUT_FLUSH_BYTES: usize = 128 * 1024;
+/// A buffer grown beyond this by a large request or reply is given back once empty, so that a
+/// connection keeps only what ordinary requests need.
+pub const BUFFER_KEEP_BYTES: usize = 256 * 1024;
+
+const _: () =
+    assert!(READ_CHUNK_BYTES <= BUFFER_KEEP_BYTES && OUTPUT_FLUSH_BYTES <= BUFFER_KEEP_BYTES);
+
+/// What a connection serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Aerospike clients: every frame type.
+    Client,
+    /// The admin port: info and security frames only, as Aerospike's admin port.
+    Admin,
+}
 
 /// Why a connection ended.
 #[derive(Debug)]
@@ -38,6 +65,12 @@ enum Close {
     Timeout(&'static str),
     Io(std::io::Error),
     Shutdown,
+    /// All clients together held more than `client-memory-max`, this one the most.
+    Evicted,
+    /// A frame type the admin port does not serve.
+    NotAdmin,
+    /// A long request's job failed (a bug, logged).
+    JobFailed,
 }
 
 impl std::fmt::Display for Close {
@@ -48,7 +81,16 @@ impl std::fmt::Display for Close {
             Close::Timeout(what) => write!(f, "timeout: {what}"),
             Close::Io(error) => write!(f, "i/o error: {error}"),
             Close::Shutdown => write!(f, "server shutting down"),
+            Close::Evicted => write!(f, "evicted: clients hold more than client-memory-max"),
+            Close::NotAdmin => write!(f, "the admin port serves info frames only"),
+            Close::JobFailed => write!(f, "a long request failed"),
         }
+    }
+}
+
+impl From<Evicted> for Close {
+    fn from(_: Evicted) -> Close {
+        Close::Evicted
     }
 }
 
@@ -58,10 +100,30 @@ struct Connection {
     input: BytesMut,
     output: Vec<u8>,
     info: InfoSession,
+    account: Account,
+    role: Role,
+}
+
+/// What answering the buffered frames left to do.
+enum Next {
+    /// Read more.
+    Read,
+    /// Complete frames remain, held back until the replies so far are written.
+    Answer,
+    /// A request answered by a stream, after the replies before it.
+    Stream(Streamed),
+    /// A request to run on the long-request pool: the frame's body, and when it was received.
+    Long(Vec<u8>, std::time::Instant),
 }
 
 /// Serves `stream` until the peer leaves, misbehaves, times out, or the server shuts down.
-pub async fn serve(stream: TcpStream, state: Arc<ServerState>, shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    stream: TcpStream,
+    state: Arc<ServerState>,
+    shutdown: watch::Receiver<bool>,
+    account: Account,
+    role: Role,
+) {
     let peer = stream.peer_addr().ok();
     let mut connection = Connection {
         stream,
@@ -69,9 +131,36 @@ pub async fn serve(stream: TcpStream, state: Arc<ServerState>, shutdown: watch::
         input: BytesMut::with_capacity(READ_CHUNK_BYTES),
         output: Vec::with_capacity(READ_CHUNK_BYTES),
         info: InfoSession::default(),
+        account,
+        role,
     };
     let reason = connection.run(shutdown).await;
-    debug!(?peer, %reason, "connection closed");
+    match reason {
+        Close::Evicted => warn!(
+            ?peer,
+            held_bytes = connection.account.charged_bytes(),
+            "client closed: all clients hold more than client-memory-max, it the most"
+        ),
+        Close::Timeout(what @ ("reply not drained" | "scan reply not drained")) => {
+            connection
+                .state
+                .client_memory
+                .output_limit_closed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            warn!(?peer, what, "client closed: it does not read its replies");
+        }
+        Close::Timeout("idle") => {
+            let counters = match connection.role {
+                Role::Client => &connection.state.connections,
+                Role::Admin => &connection.state.admin_connections,
+            };
+            counters
+                .idle_closed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            debug!(?peer, %reason, "connection closed");
+        }
+        reason => debug!(?peer, %reason, "connection closed"),
+    }
 }
 
 impl Connection {
@@ -81,22 +170,32 @@ impl Connection {
         let frame_timeout = Duration::from_millis(service.frame_read_timeout_ms);
         let mut frame_started: Option<Instant> = None;
         loop {
-            let (progressed, streamed) = match self.answer_buffered_frames() {
+            let (progressed, next) = match self.answer_buffered_frames() {
                 Ok(answered) => answered,
                 Err(close) => return close,
             };
             if let Err(close) = self.flush_output(frame_timeout).await {
                 return close;
             }
-            if let Some(streamed) = streamed {
-                if let Err(close) = self
-                    .send_stream(streamed, frame_timeout, &mut shutdown)
-                    .await
-                {
-                    return close;
+            match next {
+                Next::Read => {}
+                Next::Answer => continue,
+                Next::Stream(streamed) => {
+                    if let Err(close) = self
+                        .send_stream(streamed, frame_timeout, &mut shutdown)
+                        .await
+                    {
+                        return close;
+                    }
+                    // Frames that arrived behind the streamed request are answered next.
+                    continue;
                 }
-                // Frames that arrived behind the streamed request are answered next.
-                continue;
+                Next::Long(body, received) => {
+                    if let Err(close) = self.run_long(body, received, &mut shutdown).await {
+                        return close;
+                    }
+                    continue;
+                }
             }
             frame_started = match (self.input.is_empty(), progressed) {
                 (true, _) => None,
@@ -112,10 +211,14 @@ impl Connection {
                 None => Some(Instant::now() + idle_timeout),
             };
             self.input.reserve(READ_CHUNK_BYTES);
+            if let Err(evicted) = self.account.charge(self.held_bytes()) {
+                return evicted.into();
+            }
             let read = self.stream.read_buf(&mut self.input);
             let outcome = tokio::select! {
                 result = read_until(read, deadline) => result,
                 _ = shutdown.changed() => return Close::Shutdown,
+                () = self.account.told_to_close() => return Close::Evicted,
             };
             match outcome {
                 Ok(Ok(0)) => return Close::PeerClosed,
@@ -127,26 +230,89 @@ impl Connection {
         }
     }
 
-    /// Answers the complete frames in the input, up to and including the first one answered by
-    /// a stream; returns whether any frame was consumed, and that stream.
-    fn answer_buffered_frames(&mut self) -> Result<(bool, Option<Streamed>), Close> {
+    /// Answers the complete frames in the input until the replies reach
+    /// [`OUTPUT_FLUSH_BYTES`], up to and including the first one answered by a stream or
+    /// that must run on the long-request pool; returns whether any frame was consumed, and
+    /// what is left to do.
+    fn answer_buffered_frames(&mut self) -> Result<(bool, Next), Close> {
         let body_size_bytes_max = self.state.config.service.frame_size_max_bytes;
         let mut consumed = 0;
-        let mut streamed = None;
-        while streamed.is_none() {
+        let mut next = Next::Read;
+        while matches!(next, Next::Read) {
+            if self.output.len() >= OUTPUT_FLUSH_BYTES {
+                next = Next::Answer;
+                break;
+            }
             let frame = match decode_frame(&self.input[consumed..], body_size_bytes_max) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(malformed) => return Err(Close::Malformed(malformed.reason)),
             };
             consumed += frame.size_bytes();
-            streamed = answer_frame(&self.state, &mut self.info, frame, &mut self.output)?;
+            if self.role == Role::Admin
+                && !matches!(frame.proto_type, ProtoType::Info | ProtoType::Security)
+            {
+                return Err(Close::NotAdmin);
+            }
+            let received = std::time::Instant::now();
+            if frame.proto_type == ProtoType::Message && dispatch::is_long(frame.body) {
+                next = Next::Long(frame.body.to_vec(), received);
+                break;
+            }
+            next = answer_frame(
+                &self.state,
+                &mut self.info,
+                frame,
+                received,
+                &mut self.output,
+            )?
+            .map_or(Next::Read, Next::Stream);
         }
         self.input.advance(consumed);
-        Ok((consumed > 0, streamed))
+        Ok((consumed > 0, next))
     }
 
-    async fn flush_output(&mut self, write_timeout: Duration) -> Result<(), Close> {
+    /// Runs one long request on the long-request pool and gathers its reply.
+    async fn run_long(
+        &mut self,
+        body: Vec<u8>,
+        received: std::time::Instant,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let state = Arc::clone(&self.state);
+        let mut output = std::mem::take(&mut self.output);
+        let job = move || {
+            let streamed = dispatch::handle_message(&state, &body, received, &mut output);
+            (output, streamed, storage::take_pending())
+        };
+        let Ok((output, streamed, pending)) = self.state.long_requests.run(job).await else {
+            warn!("a long request failed; closing its connection");
+            return Err(Close::JobFailed);
+        };
+        self.output = output;
+        wait_durable(pending).await?;
+        match streamed {
+            // A long batch or scan streams like any other.
+            Some(streamed) => {
+                let frame_timeout = self.frame_timeout();
+                self.flush_output(frame_timeout).await?;
+                self.send_stream(streamed, frame_timeout, shutdown).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn frame_timeout(&self) -> Duration {
+        Duration::from_millis(self.state.config.service.frame_read_timeout_ms)
+    }
+
+    /// Bytes this connection's buffers hold.
+    fn held_bytes(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
+    }
+
+    /// Writes the replies gathered so far, once the writes they acknowledge are durable.
+    async fn flush_output(&mut self, drain_timeout: Duration) -> Result<(), Close> {
         if self.output.is_empty() {
             return Ok(());
         }
@@ -154,15 +320,25 @@ impl Connection {
             // The replies would acknowledge writes the device may not keep: close instead.
             return Err(Close::Io(std::io::Error::other(error)));
         }
-        let write = self.stream.write_all(&self.output);
-        match timeout_at(Instant::now() + write_timeout, write).await {
-            Ok(Ok(())) => {
-                self.output.clear();
-                Ok(())
-            }
-            Ok(Err(error)) => Err(Close::Io(error)),
-            Err(_) => Err(Close::Timeout("reply not drained")),
+        let held_bytes = self.held_bytes();
+        send(
+            &self.stream,
+            &self.output,
+            &mut self.account,
+            held_bytes,
+            drain_timeout,
+            "reply not drained",
+        )
+        .await?;
+        self.output.clear();
+        if self.output.capacity() > BUFFER_KEEP_BYTES {
+            self.output = Vec::with_capacity(READ_CHUNK_BYTES);
         }
+        if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_BYTES {
+            self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        self.account.charge(self.held_bytes())?;
+        Ok(())
     }
 
     /// Sends a streamed reply to its end. No request is read meanwhile: clients wait for a
@@ -174,23 +350,18 @@ impl Connection {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), Close> {
         match streamed {
-            Streamed::Batch(mut job) => loop {
-                let complete = job.next_chunk(&mut self.output);
-                self.flush_output(write_timeout).await?;
-                if complete {
-                    return Ok(());
-                }
-            },
+            Streamed::Batch(job) => self.send_batch(job, write_timeout).await,
             Streamed::Scan(mut scan) => {
                 // A scan stalls on its client's socket timeout, not the server's frame timeout.
                 let write_timeout = scan.write_timeout;
-                if let Some(chunks) = scan.take_inline() {
-                    for chunk in chunks {
-                        self.output.extend_from_slice(&chunk);
-                    }
+                for chunk in scan.take_ready() {
+                    self.output.extend_from_slice(&chunk);
+                }
+                if !scan.has_threads() {
                     scan.finish(&mut self.output);
                     return self.flush_output(write_timeout).await;
                 }
+                self.flush_output(write_timeout).await?;
                 loop {
                     let chunk = tokio::select! {
                         chunk = scan.next_chunk() => chunk,
@@ -200,12 +371,16 @@ impl Connection {
                         }
                     };
                     let Some(chunk) = chunk else { break };
-                    let write = self.stream.write_all(&chunk);
-                    let written = match timeout_at(Instant::now() + write_timeout, write).await {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(error)) => Err(Close::Io(error)),
-                        Err(_) => Err(Close::Timeout("scan reply not drained")),
-                    };
+                    let held_bytes = self.held_bytes() + chunk.len();
+                    let written = send(
+                        &self.stream,
+                        &chunk,
+                        &mut self.account,
+                        held_bytes,
+                        write_timeout,
+                        "scan reply not drained",
+                    )
+                    .await;
                     if let Err(close) = written {
                         scan.abandon(matches!(close, Close::Timeout(_)));
                         return Err(close);
@@ -216,6 +391,90 @@ impl Connection {
             }
         }
     }
+
+    /// Answers a batch chunk by chunk: a small batch on this task, a large one on the
+    /// long-request pool, one chunk per job, so that other long work interleaves with it.
+    async fn send_batch(
+        &mut self,
+        mut job: crate::batch::BatchJob,
+        write_timeout: Duration,
+    ) -> Result<(), Close> {
+        if !job.is_long() {
+            loop {
+                let complete = job.next_chunk(&mut self.output);
+                self.flush_output(write_timeout).await?;
+                if complete {
+                    return Ok(());
+                }
+            }
+        }
+        let mut job = Some(job);
+        loop {
+            let (mut running, mut output) = (job.take(), std::mem::take(&mut self.output));
+            let run = move || {
+                let complete = running
+                    .as_mut()
+                    .is_none_or(|job| job.next_chunk(&mut output));
+                (running, output, complete, storage::take_pending())
+            };
+            let Ok((running, output, complete, pending)) = self.state.long_requests.run(run).await
+            else {
+                warn!("a batch chunk failed; closing its connection");
+                return Err(Close::JobFailed);
+            };
+            (job, self.output) = (running, output);
+            wait_durable(pending).await?;
+            self.flush_output(write_timeout).await?;
+            if complete {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Writes `bytes` whole. While the client does not take them, they count (with the rest of
+/// the connection's buffers, `held_bytes` in all) against `client-memory-max`, and the wait
+/// ends at `drain_timeout` (closing with `what`) or when the connection is told to close.
+async fn send(
+    stream: &TcpStream,
+    bytes: &[u8],
+    account: &mut Account,
+    held_bytes: usize,
+    drain_timeout: Duration,
+    what: &'static str,
+) -> Result<(), Close> {
+    let mut written = 0;
+    let mut deadline: Option<Instant> = None;
+    while written < bytes.len() {
+        match stream.try_write(&bytes[written..]) {
+            Ok(0) => return Err(Close::PeerClosed),
+            Ok(count) => written += count,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                account.charge(held_bytes)?;
+                let deadline = *deadline.get_or_insert_with(|| Instant::now() + drain_timeout);
+                tokio::select! {
+                    ready = timeout_at(deadline, stream.writable()) => match ready {
+                        Ok(Ok(())) => {}
+                        Ok(Err(error)) => return Err(Close::Io(error)),
+                        Err(_) => return Err(Close::Timeout(what)),
+                    },
+                    () = account.told_to_close() => return Err(Close::Evicted),
+                }
+            }
+            Err(error) => return Err(Close::Io(error)),
+        }
+    }
+    Ok(())
+}
+
+/// Waits for writes a long-request job made on its own thread.
+async fn wait_durable(pending: Vec<storage::Durable>) -> Result<(), Close> {
+    for durable in pending {
+        if let Err(error) = durable.await {
+            return Err(Close::Io(std::io::Error::other(error)));
+        }
+    }
+    Ok(())
 }
 
 /// Waits until every write this thread made since the last call is durable, for namespaces
@@ -235,11 +494,14 @@ fn answer_frame(
     state: &Arc<ServerState>,
     info: &mut InfoSession,
     frame: Frame<'_>,
+    received: std::time::Instant,
     out: &mut Vec<u8>,
 ) -> Result<Option<Streamed>, Close> {
     match frame.proto_type {
         ProtoType::Info => handle_info(state, info, frame.body, out),
-        ProtoType::Message => return Ok(dispatch::handle_message(state, frame.body, out)),
+        ProtoType::Message => {
+            return Ok(dispatch::handle_message(state, frame.body, received, out));
+        }
         ProtoType::Security => {
             wire_aerospike::write_security_response(out, ResultCode::SecurityNotSupported.code());
         }

@@ -26,6 +26,7 @@ use wire_aerospike::{
 };
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::batch::BatchJob;
 use crate::scan::{self, ScanStream};
@@ -33,6 +34,12 @@ use crate::state::ServerState;
 
 /// Info4 bits that start or take part in a multi-record transaction (Enterprise only).
 const INFO4_TRANSACTION_MASK: u8 = 0x1f;
+/// Ops from which a single-record command runs on the long-request pool: a few thousand ops
+/// cost a millisecond or more, which the runtime's workers must not spend on one client.
+const LONG_REQUEST_OPS_MIN: u16 = 1024;
+/// Body size from which a single-record command runs on the long-request pool: copying and
+/// checking megabytes of values costs as much as thousands of ops.
+const LONG_REQUEST_BODY_BYTES_MIN: usize = 1024 * 1024;
 
 /// A request answered by a stream of frames, after the replies before it have been sent.
 pub enum Streamed {
@@ -53,17 +60,53 @@ pub struct RecordCommand<'a> {
     pub ops: OpIter<'a>,
     /// The record.
     pub digest: Digest,
+    /// When the command must be answered by; past it, TIMEOUT (9).
+    pub deadline: Option<Instant>,
 }
 
-/// Handles one AS_MSG body: appends exactly one reply frame to `out`, or returns the stream
-/// that will answer it.
+/// Whether the AS_MSG `body` must run on the long-request pool: a single-record command with
+/// many ops or a large body. Batches are not: they run chunk by chunk (`BatchJob`), and scans
+/// on threads of their own.
+pub fn is_long(body: &[u8]) -> bool {
+    let Some(header) = body.first_chunk::<MESSAGE_HEADER_SIZE_BYTES>() else {
+        return false;
+    };
+    let header = MessageHeader::decode(header);
+    header.info1 & info1::BATCH == 0
+        && (header.op_count >= LONG_REQUEST_OPS_MIN || body.len() >= LONG_REQUEST_BODY_BYTES_MIN)
+}
+
+/// When a request received at `received` must be answered by: its total timeout, or
+/// `transaction-max-ms` for a single-record command that sends none (Aerospike gives batches,
+/// scans and queries no deadline of their own).
+pub fn deadline(
+    state: &ServerState,
+    header: &MessageHeader,
+    received: Instant,
+    single_record: bool,
+) -> Option<Instant> {
+    let timeout_ms = match header.transaction_ttl {
+        0 if single_record => state.config.service.transaction_max_ms,
+        0 => return None,
+        ms => u64::from(ms),
+    };
+    Some(received + Duration::from_millis(timeout_ms))
+}
+
+/// Handles one AS_MSG body received at `received`: appends exactly one reply frame to `out`,
+/// or returns the stream that will answer it.
 pub fn handle_message(
     state: &Arc<ServerState>,
     body: &[u8],
+    received: Instant,
     out: &mut Vec<u8>,
 ) -> Option<Streamed> {
     if is_batch(body) {
-        return Some(Streamed::Batch(BatchJob::new(state.clone(), body.to_vec())));
+        return Some(Streamed::Batch(BatchJob::new(
+            state.clone(),
+            body.to_vec(),
+            received,
+        )));
     }
     let Ok(message) = Message::parse(body) else {
         reply_error(out, ResultCode::Parameter);
@@ -78,8 +121,9 @@ pub fn handle_message(
             }
         }
     }
+    let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
-    match execute(state, &message, out) {
+    match execute(state, &message, deadline, out) {
         Ok((meta, op_count)) => {
             wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
         }
@@ -143,6 +187,13 @@ pub fn execute_record(
     if header.info4 & INFO4_TRANSACTION_MASK != 0 {
         return Err(ResultCode::EnterpriseOnly);
     }
+    if command
+        .deadline
+        .is_some_and(|deadline| Instant::now() >= deadline)
+    {
+        // It waited behind other work past its deadline: Aerospike's "timed out in queue".
+        return Err(ResultCode::Timeout);
+    }
     let reply_start = out.len();
     let mut sink = OpSink {
         out,
@@ -167,8 +218,10 @@ fn is_batch(body: &[u8]) -> bool {
 fn execute(
     state: &ServerState,
     message: &Message<'_>,
+    deadline: Option<Instant>,
     out: &mut Vec<u8>,
 ) -> Result<(RecordMeta, u16), ResultCode> {
+    check_ops_count(state, &message.header)?;
     let fields = &message.fields;
     let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
     let namespace = state
@@ -181,8 +234,21 @@ fn execute(
         fields: message.fields,
         ops: message.ops(),
         digest,
+        deadline,
     };
     execute_record(namespace, &command, Origin::Client, out)
+}
+
+/// `ops-per-request-max`: a command (or batch row) with more ops answers PARAMETER, as
+/// Aerospike answers one with more than its 32,768.
+///
+/// # Errors
+/// PARAMETER over the limit.
+pub fn check_ops_count(state: &ServerState, header: &MessageHeader) -> Result<(), ResultCode> {
+    match u32::from(header.op_count) > state.config.service.ops_per_request_max {
+        true => Err(ResultCode::Parameter),
+        false => Ok(()),
+    }
 }
 
 /// Turns the command's flags into an engine request and runs it: delete, write or read.

@@ -325,6 +325,31 @@ fn write_statistics(state: &ServerState, value: &mut String) {
         rss = resident_set_bytes(),
     );
     crate::batch::write_batch_statistics(&state.batch, value);
+    write_limit_statistics(state, value);
+}
+
+/// The statistics of the limits on clients (Osprey's own names; see `docs/reliability.md`).
+fn write_limit_statistics(state: &ServerState, value: &mut String) {
+    let memory = &state.client_memory;
+    let (resp, admin) = (&state.resp_connections, &state.admin_connections);
+    let _ = write!(
+        value,
+        ";client_connections_idle_closed={};resp_connections={};resp_connections_refused={};\
+         resp_connections_idle_closed={};admin_connections={};admin_connections_refused={};\
+         client_memory_bytes={};client_memory_max_bytes={};client_memory_evicted={};\
+         client_output_limit_closed={};query_timeout={}",
+        state.connections.idle_closed.load(Ordering::Relaxed),
+        resp.open_now(),
+        resp.refused.load(Ordering::Relaxed),
+        resp.idle_closed.load(Ordering::Relaxed),
+        admin.open_now(),
+        admin.refused.load(Ordering::Relaxed),
+        memory.total_bytes(),
+        memory.limit_bytes(),
+        memory.evicted.load(Ordering::Relaxed),
+        memory.output_limit_closed.load(Ordering::Relaxed),
+        state.scan_jobs.timeouts.load(Ordering::Relaxed),
+    );
 }
 
 /// `user-agent-set:value=<base64>`: remembered per connection; a second call is an error, as

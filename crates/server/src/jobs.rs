@@ -31,6 +31,8 @@ pub enum JobState {
     AbandonedError = 3,
     /// Stopped because its client stopped reading for longer than the socket timeout.
     AbandonedTimeout = 4,
+    /// Stopped at the total timeout its client sent; answered TIMEOUT (9).
+    TimedOut = 5,
 }
 
 impl JobState {
@@ -40,6 +42,7 @@ impl JobState {
             2 => JobState::UserAborted,
             3 => JobState::AbandonedError,
             4 => JobState::AbandonedTimeout,
+            5 => JobState::TimedOut,
             _ => JobState::Active,
         }
     }
@@ -51,6 +54,7 @@ impl JobState {
             JobState::UserAborted => "done(user-aborted)",
             JobState::AbandonedError => "done(abandoned-response-error)",
             JobState::AbandonedTimeout => "done(abandoned-response-timeout)",
+            JobState::TimedOut => "done(timeout)",
         }
     }
 }
@@ -79,6 +83,7 @@ pub struct ScanJob {
     /// Scan threads still running.
     pub active_threads: AtomicUsize,
     abort_requested: AtomicBool,
+    timed_out: AtomicBool,
     state: AtomicU8,
     started: Instant,
     finished: Mutex<Option<Instant>>,
@@ -105,6 +110,7 @@ impl ScanJob {
             throttled: AtomicU64::new(0),
             active_threads: AtomicUsize::new(0),
             abort_requested: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
             state: AtomicU8::new(JobState::Active as u8),
             started: Instant::now(),
             finished: Mutex::new(None),
@@ -124,6 +130,17 @@ impl ScanJob {
     /// Whether the scan threads should stop.
     pub fn abort_requested(&self) -> bool {
         self.abort_requested.load(Ordering::Acquire)
+    }
+
+    /// Stops the scan threads because the client's total timeout passed.
+    pub fn time_out(&self) {
+        self.timed_out.store(true, Ordering::Release);
+        self.request_abort();
+    }
+
+    /// Whether the scan stopped at its total timeout.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::Acquire)
     }
 
     /// The job's state.
@@ -194,6 +211,8 @@ impl ScanJob {
 #[derive(Debug, Default)]
 pub struct ScanJobs {
     jobs: Mutex<VecDeque<Arc<ScanJob>>>,
+    /// Scans and queries stopped at their total timeout (statistics' `query_timeout`).
+    pub timeouts: AtomicU64,
 }
 
 impl ScanJobs {

@@ -5,11 +5,14 @@
 
 mod admin;
 mod batch;
+mod client_memory;
 mod config;
 mod connection;
 mod dispatch;
 mod info;
 mod jobs;
+mod limits;
+mod long_requests;
 mod resp;
 mod scan;
 mod server;

@@ -38,7 +38,6 @@ use engine::{
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
-use tracing::debug;
 use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2, info3};
 
 use crate::jobs::{JobState, ScanJob};
@@ -56,10 +55,14 @@ const QUEUED_CHUNKS_PER_THREAD: usize = 2;
 /// records (MAX_RECORDS) is answered inline, on the connection's task: starting a thread would
 /// cost more than the walk. (The client's short-query flag asks for the same.)
 const INLINE_RECORDS_MAX: u64 = 1000;
+/// Bytes of records a query answered inline may produce before the rest of it moves to a
+/// thread: an inline walk runs on the connection's task, so it must stay short.
+const INLINE_BYTES_MAX: usize = 256 * 1024;
+/// Pieces of index entries an inline walk may read before the rest moves to a thread (a query
+/// restricted to a set may read many entries for few records).
+const INLINE_PIECES_MAX: usize = 16;
 /// Socket timeout when the client sends none (the clients' default).
 const SOCKET_TIMEOUT_DEFAULT_MS: u32 = 30_000;
-/// Nice value of scan threads (command threads run at 0).
-const SCAN_THREAD_NICE: i32 = 10;
 /// Records reached through a set index that justify one more scan thread.
 const RECORDS_PER_SCAN_THREAD: u64 = 2_000;
 /// Longest sleep between checks for an abort while throttled.
@@ -73,6 +76,7 @@ pub struct ScanStream {
     ready: std::collections::VecDeque<Vec<u8>>,
     job: Arc<ScanJob>,
     namespace: Arc<Namespace>,
+    state: Arc<ServerState>,
     /// How long one chunk may take to reach the client before the scan is abandoned.
     pub write_timeout: Duration,
 }
@@ -89,19 +93,27 @@ impl ScanStream {
         }
     }
 
-    /// The whole reply before its LAST message, when the query was answered inline (no
-    /// thread, nothing left to wait for): the connection sends it with the LAST message in
-    /// one write.
-    pub fn take_inline(&mut self) -> Option<Vec<Vec<u8>>> {
-        if self.chunks.is_some() {
-            return None;
-        }
-        Some(self.ready.drain(..).collect())
+    /// The chunks a query answered inline produced, to send before any from the threads.
+    pub fn take_ready(&mut self) -> Vec<Vec<u8>> {
+        self.ready.drain(..).collect()
+    }
+
+    /// Whether scan threads produce (part of) the reply. Without them (a query answered
+    /// inline, nothing left to wait for), the connection sends the ready chunks with the LAST
+    /// message in one write.
+    pub fn has_threads(&self) -> bool {
+        self.chunks.is_some()
     }
 
     /// Appends the final LAST message (with the scan's outcome) to `out`.
     pub fn finish(self, out: &mut Vec<u8>) {
-        let (state, code, outcome) = if self.job.abort_requested() {
+        let (state, code, outcome) = if self.job.timed_out() {
+            (
+                JobState::TimedOut,
+                ResultCode::Timeout,
+                ScanOutcome::Aborted,
+            )
+        } else if self.job.abort_requested() {
             (
                 JobState::UserAborted,
                 ResultCode::QueryAborted,
@@ -112,6 +124,12 @@ impl ScanStream {
         };
         if self.job.finish(state) {
             self.namespace.count_scan(outcome);
+            if state == JobState::TimedOut {
+                self.state
+                    .scan_jobs
+                    .timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+            }
         }
         crate::dispatch::write_stream_error(out, code);
     }
@@ -232,6 +250,8 @@ struct ScanShared {
     claimed: AtomicU64,
     job: Arc<ScanJob>,
     query: Option<IndexQuery>,
+    /// The client's total timeout, if it sent one: threads stop at their next piece after it.
+    deadline: Option<Instant>,
 }
 
 /// Validates a scan request and starts its threads.
@@ -268,6 +288,10 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         .filter(|ms| *ms > 0)
         .unwrap_or(SOCKET_TIMEOUT_DEFAULT_MS);
     let task_id = read_u64(scan_fields.task_id)?.unwrap_or(0);
+    // Aerospike gives scans and queries no deadline of its own: only the client's.
+    let total_timeout_ms = message.header.transaction_ttl;
+    let deadline = (total_timeout_ms > 0)
+        .then(|| Instant::now() + Duration::from_millis(u64::from(total_timeout_ms)));
     let job = Arc::new(ScanJob::new(
         task_id,
         namespace.name().to_owned(),
@@ -304,6 +328,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         claimed: AtomicU64::new(0),
         job: job.clone(),
         query,
+        deadline,
     });
     state.scan_jobs.register(job.clone());
     let short = message.header.info1 & info1::SHORT_QUERY != 0
@@ -311,30 +336,45 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     let inline = shared.query.as_ref().is_some_and(|q| q.ordered)
         && matches!(shared.work, WorkList::Every)
         && short;
+    let write_timeout = Duration::from_millis(u64::from(socket_timeout_ms));
+    let mut stream = ScanStream {
+        chunks: None,
+        ready: std::collections::VecDeque::new(),
+        job: job.clone(),
+        namespace: namespace.clone(),
+        state: state.clone(),
+        write_timeout,
+    };
+    let mut resume = Resume::AtStart;
     if inline && records_per_second == 0 {
         let mut worker = Worker::new(&shared, Sink::Inline(Vec::new()), 0);
-        worker.run();
-        return Ok(ScanStream {
-            chunks: None,
-            ready: worker.sink.into_kept().into(),
-            job,
-            namespace,
-            write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
-        });
+        let spilled = worker.run_inline();
+        stream.ready = worker.sink.into_kept().into();
+        match spilled {
+            None => return Ok(stream),
+            Some(after) => resume = Resume::After(after),
+        }
     }
+    let thread_count = match resume {
+        Resume::AtStart => thread_count,
+        Resume::After(_) => 1,
+    };
     let (sender, chunks) = mpsc::channel(thread_count * QUEUED_CHUNKS_PER_THREAD);
-    if let Err(code) = spawn_threads(&shared, thread_count, &sender, records_per_second) {
+    if let Err(code) = spawn_threads(&shared, thread_count, &sender, records_per_second, resume) {
         job.finish(JobState::AbandonedError);
         namespace.count_scan(ScanOutcome::Failed);
         return Err(code);
     }
-    Ok(ScanStream {
-        chunks: Some(chunks),
-        ready: std::collections::VecDeque::new(),
-        job,
-        namespace,
-        write_timeout: Duration::from_millis(u64::from(socket_timeout_ms)),
-    })
+    stream.chunks = Some(chunks);
+    Ok(stream)
+}
+
+/// Where the scan threads start: at the beginning, or (an ordered query that outgrew its
+/// inline walk) after the index entry the inline walk reached.
+#[derive(Clone)]
+enum Resume {
+    AtStart,
+    After((IndexKey, Digest)),
 }
 
 fn spawn_threads(
@@ -342,17 +382,22 @@ fn spawn_threads(
     thread_count: usize,
     sender: &mpsc::Sender<Vec<u8>>,
     records_per_second: u32,
+    resume: Resume,
 ) -> Result<(), ResultCode> {
     for thread_index in 0..thread_count {
         let shared = shared.clone();
         let sender = sender.clone();
+        let resume = resume.clone();
         shared.job.active_threads.fetch_add(1, Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name(format!("scan-{}-{thread_index}", shared.job.task_id))
             .spawn(move || {
-                lower_this_thread_priority();
+                crate::long_requests::lower_this_thread_priority();
                 let mut worker = Worker::new(&shared, Sink::Channel(sender), records_per_second);
-                worker.run();
+                match resume {
+                    Resume::AtStart => worker.run(),
+                    Resume::After(after) => worker.run_ordered_after(after),
+                }
                 shared.job.active_threads.fetch_sub(1, Ordering::Relaxed);
             });
         if spawned.is_err() {
@@ -364,17 +409,6 @@ fn spawn_threads(
         }
     }
     Ok(())
-}
-
-/// Gives the calling scan thread a lower CPU priority (a higher nice value) than the threads
-/// serving single-record commands, so that a scan saturating every core still lets commands
-/// run as soon as they arrive; the scan gets whatever CPU is left.
-fn lower_this_thread_priority() {
-    // On Linux, PRIO_PROCESS with a thread id applies to that thread only.
-    let thread_id = rustix::thread::gettid();
-    if let Err(error) = rustix::process::setpriority_process(Some(thread_id), SCAN_THREAD_NICE) {
-        debug!(%error, "cannot lower a scan thread's priority");
-    }
 }
 
 /// Threads for one scan: `single-scan-threads`, but no more than the partitions to walk, and
@@ -781,7 +815,7 @@ impl<'s> Worker<'s> {
 
     fn run(&mut self) {
         if let Some(query) = self.shared.query.as_ref().filter(|q| q.ordered) {
-            self.walk_ordered(query);
+            self.walk_ordered(query, None, usize::MAX);
             if self.chunk.has_records() {
                 self.send_chunk();
             }
@@ -795,6 +829,36 @@ impl<'s> Worker<'s> {
         if self.chunk.has_records() {
             self.send_chunk();
         }
+    }
+
+    /// Walks an ordered query on the connection's task for at most `INLINE_PIECES_MAX` pieces
+    /// and `INLINE_BYTES_MAX` bytes; returns the entry to resume after when it stopped short.
+    fn run_inline(&mut self) -> Option<(IndexKey, Digest)> {
+        let query = self.shared.query.as_ref().filter(|q| q.ordered)?;
+        let spilled = self.walk_ordered(query, None, INLINE_PIECES_MAX);
+        if self.chunk.has_records() {
+            self.send_chunk();
+        }
+        spilled
+    }
+
+    /// Continues an ordered query after `after`, on a scan thread.
+    fn run_ordered_after(&mut self, after: (IndexKey, Digest)) {
+        if let Some(query) = self.shared.query.as_ref().filter(|q| q.ordered) {
+            self.walk_ordered(query, Some(after), usize::MAX);
+        }
+        if self.chunk.has_records() {
+            self.send_chunk();
+        }
+    }
+
+    /// Bytes of records this worker produced and has not handed to a channel.
+    fn kept_bytes(&self) -> usize {
+        let kept = match &self.sink {
+            Sink::Inline(kept) => kept.iter().map(Vec::len).sum(),
+            Sink::Channel(_) => 0,
+        };
+        kept + self.chunk.bytes.len()
     }
 
     /// First every requested partition with its quota, then the ones cut short, unbounded.
@@ -811,6 +875,12 @@ impl<'s> Worker<'s> {
         let shared = self.shared;
         let max_reached =
             shared.max_records > 0 && shared.claimed.load(Ordering::Relaxed) >= shared.max_records;
+        if shared
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            shared.job.time_out();
+        }
         max_reached || shared.job.abort_requested()
     }
 
@@ -888,14 +958,27 @@ impl<'s> Worker<'s> {
     /// A query over every requested partition from its start: one walk of the index's
     /// namespace-wide order, so records go out in (value, digest) order and MAX_RECORDS keeps
     /// the smallest values. Runs on one thread.
-    fn walk_ordered(&mut self, query: &IndexQuery) {
+    /// Walks the query's order from the start or after `after`, for at most `pieces_max`
+    /// pieces and, answering inline, `INLINE_BYTES_MAX` bytes; returns where to resume when it
+    /// stopped for either bound with entries left.
+    fn walk_ordered(
+        &mut self,
+        query: &IndexQuery,
+        mut after: Option<(IndexKey, Digest)>,
+        pieces_max: usize,
+    ) -> Option<(IndexKey, Digest)> {
         let shared = self.shared;
         let wanted = shared.work.wanted();
-        let mut after: Option<(IndexKey, Digest)> = None;
+        let inline = matches!(self.sink, Sink::Inline(_));
+        let mut pieces = 0;
         loop {
             if self.stopping() {
-                return;
+                return None;
             }
+            if pieces == pieces_max || (inline && self.kept_bytes() >= INLINE_BYTES_MAX) {
+                return after;
+            }
+            pieces += 1;
             let mut throttled_until = None;
             let (chunk, throttle) = (&mut self.chunk, &self.throttle);
             let end = shared.namespace.query_ordered_piece(
@@ -920,7 +1003,7 @@ impl<'s> Worker<'s> {
             );
             after = end.last;
             if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
-                return;
+                return None;
             }
             if end.exhausted {
                 let partitions = shared.work.len() as u64;
@@ -928,7 +1011,7 @@ impl<'s> Worker<'s> {
                     .job
                     .partitions_done
                     .fetch_add(partitions, Ordering::Relaxed);
-                return;
+                return None;
             }
             if let Some(until) = throttled_until {
                 throttle_sleep(shared, until);

@@ -1,10 +1,15 @@
 //! The listener, background sweepers and graceful shutdown.
 //!
+//! Three listeners: Aerospike clients (`service`), Redis clients (`resp`) and the admin port
+//! (`admin`), each with its own connection limit and optional limit per client address, so
+//! that clients of one protocol can never lock out the other, nor an operator.
+//!
 //! Shutdown (SIGTERM or SIGINT): stop accepting, tell every connection to finish (a command
 //! already received is answered; an idle connection closes at once), wait for them, stop the
-//! sweepers, return.
+//! long-request threads and the sweepers, return.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -12,13 +17,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use engine::{Namespace, SystemClock};
+use parking_lot::Mutex;
 use storage::{Device, FileDevice, Flushing, StorageConfig};
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
-use tracing::{info, warn};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::{debug, info, warn};
 
 use crate::config::Config;
-use crate::connection;
+use crate::connection::{self, Role};
 use crate::resp;
 use crate::state::{ServerState, node_id};
 
@@ -28,7 +34,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Runs the server until `shutdown_signal` completes.
 ///
 /// # Errors
-/// When the service address cannot be bound.
+/// When an address cannot be bound, or the server's threads cannot start.
 pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> std::io::Result<()> {
     let address = (config.service.address.as_str(), config.service.port);
     let listener = TcpListener::bind(address).await?;
@@ -41,7 +47,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         namespaces,
         node_id,
         access_address,
-    ));
+    )?);
     let resp_listener = match state.config.resp.enabled {
         true => {
             let resp = &state.config.resp;
@@ -49,58 +55,74 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         }
         false => None,
     };
-    let resp_address = resp_listener
-        .as_ref()
-        .map(TcpListener::local_addr)
-        .transpose()?;
-    let sweepers = Sweepers::start(&state.namespaces);
-    log_ready(&state, service_address, resp_address);
-    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-    let connections_max = state.config.service.connections_max;
-    let permits = Arc::new(Semaphore::new(connections_max));
-    let aerospike = accept_loop(
-        &listener,
-        &state,
-        &permits,
-        shutdown_receiver.clone(),
-        Protocol::Aerospike,
-    );
-    let resp = async {
-        match &resp_listener {
-            Some(resp_listener) => {
-                accept_loop(
-                    resp_listener,
-                    &state,
-                    &permits,
-                    shutdown_receiver,
-                    Protocol::Resp,
-                )
-                .await;
-            }
-            None => std::future::pending().await,
+    let admin_listener = match state.config.admin.enabled {
+        true => {
+            let admin = &state.config.admin;
+            Some(TcpListener::bind((admin.address.as_str(), admin.port)).await?)
         }
+        false => None,
     };
+    let addresses = Addresses {
+        service: service_address,
+        resp: resp_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?,
+        admin: admin_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?,
+    };
+    let sweepers = Sweepers::start(&state.namespaces);
+    log_ready(&state, &addresses);
+    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+    let service = &state.config.service;
+    let aerospike = Door::new(
+        Protocol::Aerospike,
+        service.connections_max,
+        service.connections_max_per_address,
+    );
+    let resp = Door::new(
+        Protocol::Resp,
+        state.config.resp.maxclients,
+        state.config.resp.connections_max_per_address,
+    );
+    let admin = Door::new(Protocol::Admin, state.config.admin.connections_max, 0);
     tokio::select! {
-        () = aerospike => {}
-        () = resp => {}
+        () = accept_loop(&listener, &state, &aerospike, shutdown_receiver.clone()) => {}
+        () = accept_optional(resp_listener.as_ref(), &state, &resp, shutdown_receiver.clone()) => {}
+        () = accept_optional(admin_listener.as_ref(), &state, &admin, shutdown_receiver) => {}
         () = shutdown_signal => info!("shutdown requested"),
     }
     drop(listener);
     drop(resp_listener);
+    drop(admin_listener);
     let _ = shutdown_sender.send(true);
-    let all = u32::try_from(connections_max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all))
+    let all_closed = async {
+        for door in [&aerospike, &resp, &admin] {
+            door.all_closed().await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, all_closed)
         .await
         .is_err()
     {
         warn!("connections still open after the shutdown grace period");
     }
+    state.long_requests.stop();
     sweepers.stop();
     for namespace in &state.namespaces {
         namespace.close();
     }
     info!("osprey stopped");
     Ok(())
+}
+
+/// The addresses the server listens on.
+struct Addresses {
+    service: SocketAddr,
+    resp: Option<SocketAddr>,
+    admin: Option<SocketAddr>,
 }
 
 /// Opens every configured namespace; those with device storage are rebuilt from their files.
@@ -169,12 +191,15 @@ fn access_address(configured: &str, bound: SocketAddr) -> String {
     bound.to_string()
 }
 
-fn log_ready(state: &ServerState, service_address: SocketAddr, resp_address: Option<SocketAddr>) {
+fn log_ready(state: &ServerState, addresses: &Addresses) {
     let names: Vec<&str> = state.namespaces.iter().map(|ns| ns.name()).collect();
-    let resp = resp_address.map_or_else(|| "off".to_owned(), |address| address.to_string());
+    let shown = |address: Option<SocketAddr>| {
+        address.map_or_else(|| "off".to_owned(), |address| address.to_string())
+    };
     info!(
-        service = %service_address,
-        resp = %resp,
+        service = %addresses.service,
+        resp = %shown(addresses.resp),
+        admin = %shown(addresses.admin),
         node = %state.node_id,
         namespaces = %names.join(","),
         "osprey ready"
@@ -182,21 +207,127 @@ fn log_ready(state: &ServerState, service_address: SocketAddr, resp_address: Opt
 }
 
 /// Which protocol a listener speaks.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Protocol {
+    /// Aerospike clients.
     Aerospike,
+    /// Redis clients.
     Resp,
+    /// The admin port: the Aerospike protocol, info and security frames only.
+    Admin,
+}
+
+/// What a listener lets in: at most `connections_max` connections, and at most
+/// `per_address_max` from one client address (0 = no such limit).
+///
+/// Invariant: a connection holds one permit of `permits` and, where the per-address limit is
+/// on, one count of its address, from accept until it closes.
+struct Door {
+    protocol: Protocol,
+    connections_max: usize,
+    permits: Arc<Semaphore>,
+    per_address_max: usize,
+    per_address: Arc<AddressCounts>,
+}
+
+/// Connections open per client address.
+type AddressCounts = Mutex<HashMap<IpAddr, usize>>;
+
+/// A connection's place through a [`Door`]; dropping it frees the place.
+struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    address: Option<(IpAddr, Arc<AddressCounts>)>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some((ip, counts)) = &self.address {
+            let mut counts = counts.lock();
+            if let Some(count) = counts.get_mut(ip) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(ip);
+                }
+            }
+        }
+    }
+}
+
+/// Why a connection was not let in.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    /// The protocol's connection limit.
+    Full,
+    /// The limit per client address.
+    AddressFull,
+}
+
+impl Door {
+    fn new(protocol: Protocol, connections_max: usize, per_address_max: usize) -> Door {
+        Door {
+            protocol,
+            connections_max,
+            permits: Arc::new(Semaphore::new(connections_max)),
+            per_address_max,
+            per_address: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn admit(&self, peer: SocketAddr) -> Result<Admitted, Refusal> {
+        let permit = Arc::clone(&self.permits)
+            .try_acquire_owned()
+            .map_err(|_| Refusal::Full)?;
+        if self.per_address_max == 0 {
+            return Ok(Admitted {
+                _permit: permit,
+                address: None,
+            });
+        }
+        let ip = peer.ip();
+        let mut counts = self.per_address.lock();
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= self.per_address_max {
+            return Err(Refusal::AddressFull);
+        }
+        *count += 1;
+        Ok(Admitted {
+            _permit: permit,
+            address: Some((ip, Arc::clone(&self.per_address))),
+        })
+    }
+
+    /// Completes once every connection let in has closed.
+    async fn all_closed(&self) {
+        let all = u32::try_from(self.connections_max).unwrap_or(u32::MAX);
+        let _ = self.permits.acquire_many(all).await;
+    }
+}
+
+async fn accept_optional(
+    listener: Option<&TcpListener>,
+    state: &Arc<ServerState>,
+    door: &Door,
+    shutdown: watch::Receiver<bool>,
+) {
+    match listener {
+        Some(listener) => accept_loop(listener, state, door, shutdown).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn accept_loop(
     listener: &TcpListener,
     state: &Arc<ServerState>,
-    permits: &Arc<Semaphore>,
+    door: &Door,
     shutdown: watch::Receiver<bool>,
-    protocol: Protocol,
 ) {
+    let counters = match door.protocol {
+        Protocol::Aerospike => &state.connections,
+        Protocol::Resp => &state.resp_connections,
+        Protocol::Admin => &state.admin_connections,
+    };
     loop {
-        let (stream, _peer) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Typically out of file descriptors; back off instead of spinning.
@@ -205,24 +336,52 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            state.connections.refused.fetch_add(1, Ordering::Relaxed);
-            drop(stream);
-            continue;
+        let admitted = match door.admit(peer) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                counters.refused.fetch_add(1, Ordering::Relaxed);
+                refuse(&stream, door.protocol, refusal);
+                continue;
+            }
         };
         // Requests and replies are small and latency-bound: never wait to coalesce.
         let _ = stream.set_nodelay(true);
-        state.connections.opened.fetch_add(1, Ordering::Relaxed);
+        counters.opened.fetch_add(1, Ordering::Relaxed);
         let state = state.clone();
         let shutdown = shutdown.clone();
+        let protocol = door.protocol;
         tokio::spawn(async move {
+            let account = state.client_memory.open();
             match protocol {
-                Protocol::Aerospike => connection::serve(stream, state.clone(), shutdown).await,
-                Protocol::Resp => resp::serve(stream, state.clone(), shutdown).await,
+                Protocol::Aerospike => {
+                    connection::serve(stream, state.clone(), shutdown, account, Role::Client).await;
+                }
+                Protocol::Admin => {
+                    connection::serve(stream, state.clone(), shutdown, account, Role::Admin).await;
+                }
+                Protocol::Resp => resp::serve(stream, state.clone(), shutdown, account).await,
             }
-            state.connections.closed.fetch_add(1, Ordering::Relaxed);
-            drop(permit);
+            let counters = match protocol {
+                Protocol::Aerospike => &state.connections,
+                Protocol::Resp => &state.resp_connections,
+                Protocol::Admin => &state.admin_connections,
+            };
+            counters.closed.fetch_add(1, Ordering::Relaxed);
+            drop(admitted);
         });
+    }
+}
+
+/// Closes a connection the door did not let in. A Redis client is told why first, as Redis
+/// does (a best-effort write that never waits); Aerospike clients are closed without a word.
+fn refuse(stream: &TcpStream, protocol: Protocol, refusal: Refusal) {
+    debug!(?protocol, ?refusal, "connection refused at accept");
+    if protocol == Protocol::Resp {
+        let message: &[u8] = match refusal {
+            Refusal::Full => b"-ERR max number of clients reached\r\n",
+            Refusal::AddressFull => b"-ERR max number of clients from this address reached\r\n",
+        };
+        let _ = stream.try_write(message);
     }
 }
 

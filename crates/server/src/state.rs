@@ -7,8 +7,10 @@ use std::time::Instant;
 use engine::Namespace;
 
 use crate::batch::BatchStats;
+use crate::client_memory::ClientMemory;
 use crate::config::Config;
 use crate::jobs::ScanJobs;
+use crate::long_requests::LongRequests;
 
 /// Everything a connection needs, shared read-only (counters are atomics).
 #[derive(Debug)]
@@ -23,8 +25,16 @@ pub struct ServerState {
     pub access_address: String,
     /// When the server started.
     pub started: Instant,
-    /// Connection counters.
+    /// Aerospike client connection counters.
     pub connections: ConnectionCounters,
+    /// Redis connection counters.
+    pub resp_connections: ConnectionCounters,
+    /// Admin-port connection counters.
+    pub admin_connections: ConnectionCounters,
+    /// Memory client connections hold in their buffers, and the limits' statistics.
+    pub client_memory: Arc<ClientMemory>,
+    /// Threads that run long requests.
+    pub long_requests: LongRequests,
     /// Batch counters.
     pub batch: BatchStats,
     /// Threads each new scan runs on (`single-scan-threads`, settable at runtime).
@@ -46,8 +56,10 @@ pub struct ConnectionCounters {
     pub opened: AtomicU64,
     /// Connections closed (by either side).
     pub closed: AtomicU64,
-    /// Connections refused because `connections-max` were open.
+    /// Connections refused at accept: the protocol's limit, or its limit per address.
     pub refused: AtomicU64,
+    /// Connections closed because they sent nothing for the idle timeout.
+    pub idle_closed: AtomicU64,
 }
 
 impl ConnectionCounters {
@@ -60,18 +72,29 @@ impl ConnectionCounters {
 
 impl ServerState {
     /// The state of a server that runs `config` with these namespaces, before any request.
+    ///
+    /// # Errors
+    /// When the long-request threads cannot be started.
     pub fn new(
         config: Config,
         namespaces: Vec<Arc<Namespace>>,
         node_id: String,
         access_address: String,
-    ) -> ServerState {
-        ServerState {
+    ) -> std::io::Result<ServerState> {
+        let long_request_threads = match config.service.long_request_threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            threads => threads,
+        };
+        Ok(ServerState {
             access_address,
             node_id,
             namespaces,
             started: Instant::now(),
             connections: ConnectionCounters::default(),
+            resp_connections: ConnectionCounters::default(),
+            admin_connections: ConnectionCounters::default(),
+            client_memory: Arc::new(ClientMemory::new(config.service.client_memory_max_bytes())),
+            long_requests: LongRequests::start(long_request_threads)?,
             batch: BatchStats::default(),
             scan_threads: AtomicUsize::new(config.service.single_scan_threads),
             scan_jobs: ScanJobs::default(),
@@ -79,7 +102,7 @@ impl ServerState {
             resp_commands: AtomicU64::new(0),
             resp_connected: AtomicU64::new(0),
             config,
-        }
+        })
     }
 
     /// The namespace called `name`.

@@ -83,23 +83,48 @@ fn partition_count() -> u16 {
     u16::try_from(PARTITION_COUNT).expect("the partition count fits a partition number")
 }
 
-/// KEYS pattern: every key matching the glob pattern, in no particular order.
+/// KEYS pattern: every key matching the glob pattern, in no particular order. It visits every
+/// key, so beyond a few thousand it runs on the long-request pool; it stops gathering keys
+/// once its reply could not fit the connection's limit.
 fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let pattern = args.get(1);
+    if session.should_offload(match_cost(key_count(&session.state), pattern)) {
+        return After::Offload;
+    }
     let match_all = pattern == b"*";
     let (namespace, scope) = resp_scope(&session.state);
     let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut found_bytes = 0;
     for partition in 0..partition_count() {
         walk_partition(namespace, scope, partition, |key| {
             if match_all || glob::matches(pattern, key) {
+                // A bulk string's header and its CRLF: at most 16 bytes.
+                found_bytes += key.len() + 16;
                 found.push(key.to_vec());
             }
-            true
+            reply.has_room_for(found_bytes)
         });
     }
     reply.array(found.len());
     found.iter().for_each(|key| reply.bulk(key));
     After::Continue
+}
+
+/// Keys in the RESP set now.
+fn key_count(state: &ServerState) -> usize {
+    let (namespace, _) = resp_scope(state);
+    let objects = namespace
+        .sets()
+        .into_iter()
+        .find(|set| set.name == state.config.resp.set)
+        .map_or(0, |set| set.objects);
+    usize::try_from(objects).unwrap_or(usize::MAX)
+}
+
+/// The cost of matching `keys` keys against `pattern`: one step per key, and one more per 64
+/// bytes of pattern (matching is linear in the pattern and the key).
+fn match_cost(keys: usize, pattern: &[u8]) -> usize {
+    keys.saturating_mul(1 + pattern.len() / 64)
 }
 
 /// Options of SCAN.
@@ -172,6 +197,11 @@ fn scan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             return After::Continue;
         }
     };
+    let pattern = request.pattern.unwrap_or_default();
+    let count = usize::try_from(request.count).unwrap_or(usize::MAX);
+    if session.should_offload(match_cost(count, pattern)) {
+        return After::Offload;
+    }
     let (next, mut found) = scan_partitions(&session.state, &request);
     if let Some(type_name) = request.type_name {
         found.retain(|key| {

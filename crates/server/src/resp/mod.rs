@@ -1,17 +1,19 @@
 //! The Redis protocol front end (RESP2 and RESP3): connections, command dispatch, and the
 //! mapping of Redis values onto records (`docs/internals/redis-mapping.md`).
 //!
-//! A connection reads what is available, answers every complete request in order into one
-//! output buffer, and writes it once: pipelines of any depth cost one write per read.
+//! A connection (`connection.rs`) reads what is available, answers the complete requests in
+//! order, and writes the replies the client takes, within the limits on what it may hold.
 //!
 //! Invariants:
-//! - The input buffer grows only by bytes that arrived and never beyond
-//!   `QUERY_BUFFER_MAX_BYTES`; the request decoder never allocates by a declared length.
+//! - The request decoder never allocates by a declared length.
 //! - Every request gets exactly one reply, in request order.
 //! - A protocol error is answered with Redis's text, then the connection closes, as Redis does.
+//! - A command that may visit many elements asks to run on the long-request pool
+//!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
 mod collection;
 mod commands;
+mod connection;
 mod docs;
 mod glob;
 mod hashes;
@@ -29,19 +31,10 @@ mod zsets;
 
 use std::sync::Arc;
 
-use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tracing::debug;
 
 use crate::state::ServerState;
-use reply::Reply;
-
-/// Redis's `client-query-buffer-limit`: a client whose unparsed input grows past this is closed.
-const QUERY_BUFFER_MAX_BYTES: usize = wire_resp::QUERY_BUFFER_LIMIT_BYTES;
-/// Spare room ensured before each read.
-const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Per-connection state that commands read and change.
 #[derive(Debug)]
@@ -59,6 +52,9 @@ pub struct Session {
     transaction: Option<transactions::Transaction>,
     /// Keys watched by WATCH.
     watched: Vec<transactions::WatchedKey>,
+    /// Whether a command may ask to run on the long-request pool (`After::Offload`): not while
+    /// it already runs there, nor inside EXEC.
+    may_offload: bool,
 }
 
 /// What the connection does after a command.
@@ -68,20 +64,38 @@ pub enum After {
     Continue,
     /// Send the replies so far, then close (QUIT).
     Close,
+    /// The command did nothing and wrote nothing: it may take long, so it asks to run again,
+    /// whole, on the long-request pool. Only when `Session::may_offload` allows it.
+    Offload,
 }
 
-/// Serves one Redis client until it quits, misbehaves, or the server shuts down.
+impl Session {
+    /// Whether a command that may take long should ask for the long-request pool: it asks
+    /// when `cost` (in elements it would visit) reaches `LONG_COMMAND_COST_MIN` and it may.
+    pub fn should_offload(&self, cost: usize) -> bool {
+        self.may_offload && cost >= LONG_COMMAND_COST_MIN
+    }
+}
+
+/// Elements (keys, members, fields, list items) a command visits from which it runs on the
+/// long-request pool: about a millisecond of work at tens of nanoseconds an element, more
+/// than the hand-off to a pool thread costs (tens of microseconds).
+pub const LONG_COMMAND_COST_MIN: usize = 20_000;
+
+/// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
+/// down.
 pub async fn serve(
-    mut stream: TcpStream,
+    stream: TcpStream,
     state: Arc<ServerState>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+    account: crate::client_memory::Account,
 ) {
     let client_id = state
         .resp_client_ids
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         + 1;
     let _connected = ConnectedGuard::new(&state);
-    let mut session = Session {
+    let session = Session {
         state,
         protocol: 2,
         client_id,
@@ -89,38 +103,9 @@ pub async fn serve(
         writer: engine::BinWriter::default(),
         transaction: None,
         watched: Vec::new(),
+        may_offload: true,
     };
-    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut output = Vec::with_capacity(READ_CHUNK_BYTES);
-    let mut args = wire_resp::Args::default();
-    loop {
-        let after = answer_buffered(&mut session, &mut input, &mut args, &mut output);
-        if !output.is_empty() {
-            if let Err(error) = crate::connection::writes_durable().await {
-                debug!(client_id, %error, "writes not durable, closing");
-                return;
-            }
-            if stream.write_all(&output).await.is_err() {
-                return;
-            }
-            output.clear();
-        }
-        if after == After::Close || *shutdown.borrow() {
-            return;
-        }
-        if input.len() > QUERY_BUFFER_MAX_BYTES {
-            debug!(client_id, "query buffer limit reached, closing");
-            return;
-        }
-        input.reserve(READ_CHUNK_BYTES);
-        tokio::select! {
-            read = stream.read_buf(&mut input) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            },
-            _ = shutdown.changed() => return,
-        }
-    }
+    connection::serve(stream, session, shutdown, account).await;
 }
 
 /// Counts a Redis connection in `resp_connected` while it lives.
@@ -141,35 +126,6 @@ impl Drop for ConnectedGuard {
             .resp_connected
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-/// Answers every complete request in `input`, consuming it.
-fn answer_buffered(
-    session: &mut Session,
-    input: &mut BytesMut,
-    args: &mut wire_resp::Args,
-    output: &mut Vec<u8>,
-) -> After {
-    let mut consumed = 0;
-    let mut after = After::Continue;
-    while after == After::Continue {
-        match wire_resp::decode_request(&input[consumed..], args) {
-            Ok(Some(size_bytes)) => {
-                consumed += size_bytes;
-                if !args.is_empty() {
-                    let mut reply = Reply::new(output, session.protocol);
-                    after = commands::execute(session, args, &mut reply);
-                }
-            }
-            Ok(None) => break,
-            Err(error) => {
-                error.write_reply(output);
-                after = After::Close;
-            }
-        }
-    }
-    input.advance(consumed);
-    after
 }
 
 /// A double as Redis 7.2 prints one (`wire_resp::encode::double_text`): the shortest text

@@ -87,17 +87,21 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         "clients" => write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
             state.resp_connected.load(Ordering::Relaxed),
+            state.config.resp.maxclients,
         ),
         "memory" => write!(
             text,
             "# Memory\r\nused_memory:{used_memory}\r\nused_memory_human:{}\r\n\
              used_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\
-             maxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
+             maxmemory_policy:noeviction\r\nmem_clients_normal:{}\r\nmaxmemory_clients:{}\r\n\
+             mem_allocator:{}\r\n",
             human_bytes(used_memory),
             crate::info::resident_set_bytes(),
             ns.data_used_bytes,
+            state.client_memory.total_bytes(),
+            state.client_memory.limit_bytes(),
             if cfg!(feature = "jemalloc") {
                 "jemalloc"
             } else {
@@ -112,12 +116,20 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         "stats" => write!(
             text,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             keyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\n",
+             rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
+             expired_keys:{}\r\nevicted_clients:{}\r\n\
+             client_output_buffer_limit_disconnections:{}\r\n",
             state.resp_client_ids.load(Ordering::Relaxed),
             state.resp_commands.load(Ordering::Relaxed),
+            state.resp_connections.refused.load(Ordering::Relaxed),
             ns.client_read_success,
             ns.client_read_not_found,
             ns.expired_objects,
+            state.client_memory.evicted.load(Ordering::Relaxed),
+            state
+                .client_memory
+                .output_limit_closed
+                .load(Ordering::Relaxed),
         ),
         _ => {
             let mut line = String::from("# Keyspace\r\n");
@@ -165,11 +177,20 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
         ),
         ("bind", resp.address.clone()),
         (
+            "client-output-buffer-limit",
+            resp.output_buffer_limits().unwrap_or_default().redis_text(),
+        ),
+        (
             "client-query-buffer-limit",
             wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string(),
         ),
         ("databases", "1".to_owned()),
+        ("maxclients", resp.maxclients.to_string()),
         ("maxmemory", "0".to_owned()),
+        (
+            "maxmemory-clients",
+            state.client_memory.limit_bytes().to_string(),
+        ),
         ("maxmemory-policy", "noeviction".to_owned()),
         ("port", resp.port.to_string()),
         (
@@ -179,7 +200,7 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
                 .to_string(),
         ),
         ("save", String::new()),
-        ("timeout", "0".to_owned()),
+        ("timeout", resp.timeout.to_string()),
     ]
 }
 

@@ -126,11 +126,14 @@ fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
         }
         reply.array(transaction.queued.len());
         let mut after = After::Continue;
+        // A transaction runs whole where it is: its commands may not move to the pool.
+        let may_offload = std::mem::replace(&mut session.may_offload, false);
         for args in &transaction.queued {
             if commands::execute(session, args, reply) == After::Close {
                 after = After::Close;
             }
         }
+        session.may_offload = may_offload;
         after
     })
 }

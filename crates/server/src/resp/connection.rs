@@ -1,0 +1,547 @@
+//! One Redis connection: read what arrives, answer complete requests in order, write what the
+//! client takes, and keep both buffers within their limits.
+//!
+//! As in Redis, a connection goes on reading and answering while its client is slow to read
+//! its replies (a client may write a whole pipeline before it reads anything), and its unsent
+//! replies are bounded instead: by the `normal` class of `client-output-buffer-limit` (hard:
+//! closed at once; soft: closed once over it for its seconds), and by `client-memory-max`
+//! across all clients, where the connection holding the most is closed first.
+//!
+//! Invariants:
+//! - Every request gets exactly one reply, in request order.
+//! - Requests are answered a step at a time: a step ends once `OUTPUT_FLUSH_BYTES` of replies
+//!   wait, then what the socket takes is written; the task yields to others after
+//!   `SLICE_TIME` of steps, so one connection's pipeline never holds a runtime worker long.
+//! - A command whose reply passes the connection's limit stops producing it and the
+//!   connection closes (`Reply` drops everything past the limit).
+//! - A command that asks to run on the long-request pool (`After::Offload`) runs there with
+//!   the session, arguments and output, which come back before the next request is read.
+//! - The input buffer holds only bytes that arrived and never more than
+//!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+use tracing::{debug, warn};
+
+use super::reply::Reply;
+use super::{After, Session, commands};
+use crate::client_memory::{Account, Evicted};
+use crate::connection::{BUFFER_KEEP_BYTES, OUTPUT_FLUSH_BYTES};
+use crate::limits::OutputBufferLimit;
+use crate::state::ServerState;
+
+/// Redis's `client-query-buffer-limit`: a client whose unparsed input grows past this is closed.
+const QUERY_BUFFER_MAX_BYTES: usize = wire_resp::QUERY_BUFFER_LIMIT_BYTES;
+/// Spare room ensured before each read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Work a connection does before it lets the runtime's other tasks run.
+const SLICE_TIME: Duration = Duration::from_micros(500);
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum Close {
+    /// QUIT, a protocol error, or the peer left.
+    Done,
+    /// The query buffer passed its limit.
+    QueryBufferLimit,
+    /// Its unsent replies passed the hard limit, or stayed over the soft one too long.
+    OutputLimit,
+    /// All clients together held more than `client-memory-max`, this one the most.
+    Evicted,
+    /// Nothing from the client for `timeout` seconds.
+    Idle,
+    /// Writes could not be made durable.
+    NotDurable,
+    /// A command on the long-request pool failed (a bug, logged).
+    JobFailed,
+    /// The server is shutting down.
+    Shutdown,
+}
+
+impl From<Evicted> for Close {
+    fn from(_: Evicted) -> Close {
+        Close::Evicted
+    }
+}
+
+/// Replies waiting for the client: whole chunks queued in order, then the one being filled.
+#[derive(Debug, Default)]
+struct Output {
+    queued: VecDeque<Vec<u8>>,
+    /// Bytes of the first queued chunk already written.
+    front_written: usize,
+    /// Unsent bytes in `queued`.
+    queued_bytes: usize,
+    /// Where replies are appended.
+    filling: Vec<u8>,
+}
+
+impl Output {
+    fn unsent_bytes(&self) -> usize {
+        self.queued_bytes + self.filling.len()
+    }
+
+    /// Memory the replies hold.
+    fn held_bytes(&self) -> usize {
+        self.queued.iter().map(Vec::capacity).sum::<usize>() + self.filling.capacity()
+    }
+
+    /// Queues the chunk being filled, so that new replies start a fresh one.
+    fn seal(&mut self) {
+        if self.filling.is_empty() {
+            return;
+        }
+        let chunk = std::mem::replace(&mut self.filling, Vec::with_capacity(READ_CHUNK_BYTES));
+        self.queued_bytes += chunk.len();
+        self.queued.push_back(chunk);
+    }
+
+    /// Writes what the socket takes without waiting; returns the bytes written.
+    fn write_available(&mut self, stream: &TcpStream) -> std::io::Result<usize> {
+        let mut written_total = 0;
+        loop {
+            let pending = match self.queued.front() {
+                Some(front) => &front[self.front_written..],
+                None if self.filling.is_empty() => return Ok(written_total),
+                None => &self.filling[..],
+            };
+            let written = match stream.try_write(pending) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(written) => written,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(written_total);
+                }
+                Err(error) => return Err(error),
+            };
+            written_total += written;
+            if self.queued.is_empty() {
+                self.filling_written(written);
+            } else {
+                self.front_written += written;
+                self.queued_bytes -= written;
+                if self.front_written == self.queued[0].len() {
+                    self.queued.pop_front();
+                    self.front_written = 0;
+                }
+            }
+        }
+    }
+
+    fn filling_written(&mut self, written: usize) {
+        if written == self.filling.len() {
+            self.filling.clear();
+            if self.filling.capacity() > BUFFER_KEEP_BYTES {
+                self.filling = Vec::with_capacity(READ_CHUNK_BYTES);
+            }
+        } else {
+            // Rare (the socket took part of the chunk): keep the rest in order, once.
+            self.filling.drain(..written);
+            self.seal();
+        }
+    }
+}
+
+/// What one step of answering left to do.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// No complete request is left in the input.
+    Drained,
+    /// Complete requests remain; replies reached `OUTPUT_FLUSH_BYTES` first.
+    Flush,
+    /// The last command asked to run on the long-request pool; it has not run.
+    Offload,
+    /// Send what is there, then close (QUIT, a protocol error).
+    Close,
+    /// The last command's reply passed the connection's limit.
+    OverLimit,
+}
+
+struct Connection {
+    stream: TcpStream,
+    session: Option<Session>,
+    input: BytesMut,
+    args: Option<wire_resp::Args>,
+    output: Output,
+    account: Account,
+    limit: OutputBufferLimit,
+    over_soft_since: Option<Instant>,
+    last_activity: Instant,
+    idle_timeout: Option<Duration>,
+}
+
+/// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
+/// down.
+pub async fn serve(
+    stream: TcpStream,
+    session: Session,
+    shutdown: watch::Receiver<bool>,
+    account: Account,
+) {
+    let state = Arc::clone(&session.state);
+    let client_id = session.client_id;
+    let peer = stream.peer_addr().ok();
+    let resp = &state.config.resp;
+    let mut connection = Connection {
+        stream,
+        session: Some(session),
+        input: BytesMut::with_capacity(READ_CHUNK_BYTES),
+        args: Some(wire_resp::Args::default()),
+        output: Output::default(),
+        account,
+        limit: resp.output_buffer_limits().unwrap_or_default().normal,
+        over_soft_since: None,
+        last_activity: Instant::now(),
+        idle_timeout: (resp.timeout > 0).then(|| Duration::from_secs(resp.timeout)),
+    };
+    let reason = connection.run(shutdown).await;
+    let unsent_bytes = connection.output.unsent_bytes();
+    match reason {
+        Close::OutputLimit => {
+            state
+                .client_memory
+                .output_limit_closed
+                .fetch_add(1, Ordering::Relaxed);
+            warn!(
+                client_id,
+                ?peer,
+                unsent_bytes,
+                "client closed for overcoming of output buffer limits"
+            );
+        }
+        Close::Evicted => warn!(
+            client_id,
+            ?peer,
+            held_bytes = connection.account.charged_bytes(),
+            "client evicted: all clients hold more than client-memory-max, it the most"
+        ),
+        Close::Idle => {
+            state
+                .resp_connections
+                .idle_closed
+                .fetch_add(1, Ordering::Relaxed);
+            debug!(client_id, "idle client closed");
+        }
+        Close::QueryBufferLimit => {
+            warn!(
+                client_id,
+                ?peer,
+                "client closed: query buffer limit reached"
+            );
+        }
+        reason => debug!(client_id, ?reason, "connection closed"),
+    }
+}
+
+impl Connection {
+    fn session(&mut self) -> &mut Session {
+        self.session
+            .as_mut()
+            .expect("the session is away only while a command runs on the pool")
+    }
+
+    async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> Close {
+        let mut slice_started = Instant::now();
+        loop {
+            let step = self.answer_step();
+            if step == Step::OverLimit {
+                // The cut reply must not reach the client: close without writing it.
+                return self.over_limit();
+            }
+            if let Err(close) = self.after_step(&step).await {
+                return close;
+            }
+            if let Err(close) = self.write_and_check() {
+                return close;
+            }
+            match step {
+                Step::Close | Step::OverLimit => return self.close_after(&mut shutdown).await,
+                Step::Offload => {
+                    if let Err(close) = self.run_on_pool().await {
+                        return close;
+                    }
+                    continue;
+                }
+                Step::Flush => {
+                    if slice_started.elapsed() >= SLICE_TIME {
+                        tokio::task::yield_now().await;
+                        slice_started = Instant::now();
+                    }
+                    continue;
+                }
+                Step::Drained => {}
+            }
+            if *shutdown.borrow() {
+                return Close::Shutdown;
+            }
+            if let Err(close) = self.wait(&mut shutdown).await {
+                return close;
+            }
+            slice_started = Instant::now();
+        }
+    }
+
+    /// Answers complete requests until the input has none, replies reach
+    /// `OUTPUT_FLUSH_BYTES`, or a command closes, overflows or asks for the pool.
+    fn answer_step(&mut self) -> Step {
+        let reply_len_max = self.reply_len_max();
+        let mut args = self.args.take().expect("arguments are home between steps");
+        let mut consumed = 0;
+        let mut step = Step::Drained;
+        while self.output.filling.len() < OUTPUT_FLUSH_BYTES {
+            match wire_resp::decode_request(&self.input[consumed..], &mut args) {
+                Ok(Some(size_bytes)) => {
+                    consumed += size_bytes;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    step = self.answer(&args, reply_len_max, true);
+                    if step != Step::Drained {
+                        if step == Step::Offload {
+                            // Not run: it runs again, whole, on the pool.
+                            self.args = Some(args);
+                            self.input.advance(consumed);
+                            return step;
+                        }
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    error.write_reply(&mut self.output.filling);
+                    step = Step::Close;
+                    break;
+                }
+            }
+        }
+        if step == Step::Drained && self.output.filling.len() >= OUTPUT_FLUSH_BYTES {
+            step = Step::Flush;
+        }
+        self.args = Some(args);
+        self.input.advance(consumed);
+        step
+    }
+
+    /// Runs one command into the output.
+    fn answer(&mut self, args: &wire_resp::Args, reply_len_max: usize, may_offload: bool) -> Step {
+        let filling_before = self.output.filling.len();
+        let session = self
+            .session
+            .as_mut()
+            .expect("the session is home between commands");
+        session.may_offload = may_offload;
+        let mut reply = Reply::with_limit(
+            &mut self.output.filling,
+            session.protocol,
+            filling_before.saturating_add(reply_len_max),
+        );
+        let after = commands::execute(session, args, &mut reply);
+        let overflowed = reply.overflowed();
+        match after {
+            _ if overflowed => Step::OverLimit,
+            After::Offload => {
+                self.output.filling.truncate(filling_before);
+                Step::Offload
+            }
+            After::Close => Step::Close,
+            After::Continue => Step::Drained,
+        }
+    }
+
+    /// Why a reply passed its limit: the class's hard limit, or (without one)
+    /// `client-memory-max`, which this connection alone would pass: it is evicted, as Redis
+    /// evicts a client that alone holds more than `maxmemory-clients`.
+    fn over_limit(&self) -> Close {
+        match self.limit.hard_bytes {
+            0 => {
+                let memory = &self.session_state().client_memory;
+                memory.evicted.fetch_add(1, Ordering::Relaxed);
+                Close::Evicted
+            }
+            _ => Close::OutputLimit,
+        }
+    }
+
+    /// The most bytes one reply may add: what the hard limit leaves, else `client-memory-max`.
+    fn reply_len_max(&self) -> usize {
+        let limit_bytes = match self.limit.hard_bytes {
+            0 => self.session_state().client_memory.limit_bytes(),
+            hard => usize::try_from(hard).unwrap_or(usize::MAX),
+        };
+        match limit_bytes {
+            0 => usize::MAX,
+            limit => limit.saturating_sub(self.output.unsent_bytes()),
+        }
+    }
+
+    fn session_state(&self) -> &ServerState {
+        &self
+            .session
+            .as_ref()
+            .expect("the session is home between commands")
+            .state
+    }
+
+    /// Waits until the writes the step acknowledges are durable, and queues a full chunk.
+    async fn after_step(&mut self, step: &Step) -> Result<(), Close> {
+        if crate::connection::writes_durable().await.is_err() {
+            return Err(Close::NotDurable);
+        }
+        if *step == Step::Flush {
+            self.output.seal();
+        }
+        Ok(())
+    }
+
+    /// Writes what the client takes now, then checks the limits.
+    fn write_and_check(&mut self) -> Result<(), Close> {
+        match self.output.write_available(&self.stream) {
+            Ok(0) => {}
+            Ok(_) => self.last_activity = Instant::now(),
+            Err(_) => return Err(Close::Done),
+        }
+        if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_BYTES {
+            self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        self.account
+            .charge(self.input.capacity() + self.output.held_bytes())?;
+        let unsent = self.output.unsent_bytes() as u64;
+        let limit = self.limit;
+        if limit.hard_bytes > 0 && unsent >= limit.hard_bytes {
+            return Err(Close::OutputLimit);
+        }
+        if limit.soft_bytes > 0 && unsent >= limit.soft_bytes {
+            let since = *self.over_soft_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(limit.soft_seconds) {
+                return Err(Close::OutputLimit);
+            }
+        } else {
+            self.over_soft_since = None;
+        }
+        Ok(())
+    }
+
+    /// After QUIT or a protocol error: the replies so far go out, then the connection
+    /// closes.
+    async fn close_after(&mut self, shutdown: &mut watch::Receiver<bool>) -> Close {
+        while self.output.unsent_bytes() > 0 {
+            tokio::select! {
+                ready = self.stream.writable() => if ready.is_err() { return Close::Done },
+                () = self.account.told_to_close() => return Close::Evicted,
+                _ = shutdown.changed() => return Close::Shutdown,
+            }
+            if let Err(close) = self.write_and_check() {
+                return close;
+            }
+        }
+        Close::Done
+    }
+
+    /// Runs the command that asked for the pool there, with the session, its arguments and
+    /// the output, and takes them back.
+    async fn run_on_pool(&mut self) -> Result<(), Close> {
+        let reply_len_max = self.reply_len_max();
+        let mut session = self.session.take().expect("the session is home");
+        let args = self.args.take().expect("the arguments are home");
+        let mut filling = std::mem::take(&mut self.output.filling);
+        let state = Arc::clone(&session.state);
+        let job = move || {
+            let filling_before = filling.len();
+            session.may_offload = false;
+            let mut reply = Reply::with_limit(
+                &mut filling,
+                session.protocol,
+                filling_before.saturating_add(reply_len_max),
+            );
+            let after = commands::execute(&mut session, &args, &mut reply);
+            let overflowed = reply.overflowed();
+            (
+                session,
+                args,
+                filling,
+                after,
+                overflowed,
+                storage::take_pending(),
+            )
+        };
+        let Ok((session, args, filling, after, overflowed, pending)) =
+            state.long_requests.run(job).await
+        else {
+            warn!("a Redis command failed on the long-request pool; closing its connection");
+            return Err(Close::JobFailed);
+        };
+        self.session = Some(session);
+        self.args = Some(args);
+        self.output.filling = filling;
+        for durable in pending {
+            if durable.await.is_err() {
+                return Err(Close::NotDurable);
+            }
+        }
+        self.session().may_offload = true;
+        match after {
+            _ if overflowed => Err(self.over_limit()),
+            After::Close => {
+                self.write_and_check()?;
+                Err(Close::Done)
+            }
+            After::Continue | After::Offload => Ok(()),
+        }
+    }
+
+    /// Waits for the client (input, or room for output), a limit, or shutdown; reads what
+    /// arrived.
+    async fn wait(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Close> {
+        if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+            return Err(Close::QueryBufferLimit);
+        }
+        let unsent = self.output.unsent_bytes() > 0;
+        let soft_deadline = self.over_soft_since.map(|since| {
+            since + Duration::from_secs(self.limit.soft_seconds) + Duration::from_millis(1)
+        });
+        let idle_deadline = self
+            .idle_timeout
+            .map(|timeout| self.last_activity + timeout);
+        self.input.reserve(READ_CHUNK_BYTES);
+        tokio::select! {
+            ready = self.stream.readable() => {
+                if ready.is_err() {
+                    return Err(Close::Done);
+                }
+                self.read_available()
+            }
+            ready = self.stream.writable(), if unsent => {
+                ready.map_err(|_| Close::Done)
+            }
+            () = self.account.told_to_close() => Err(Close::Evicted),
+            () = sleep_until_or_never(soft_deadline) => Err(Close::OutputLimit),
+            () = sleep_until_or_never(idle_deadline) => Err(Close::Idle),
+            _ = shutdown.changed() => Err(Close::Shutdown),
+        }
+    }
+
+    fn read_available(&mut self) -> Result<(), Close> {
+        match self.stream.try_read_buf(&mut self.input) {
+            Ok(0) => Err(Close::Done),
+            Ok(_) => {
+                self.last_activity = Instant::now();
+                Ok(())
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(_) => Err(Close::Done),
+        }
+    }
+}
+
+async fn sleep_until_or_never(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
