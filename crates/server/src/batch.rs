@@ -659,6 +659,47 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_past_its_total_timeout_ends_with_timeout_and_runs_no_more_rows() {
+        let state = test_state(5000);
+        let value = int_value(1);
+        let rows: Vec<Row<'_>> = (0..3).map(|key| write_int(key, &value, None)).collect();
+        let mut body = batch_body(ALL, &rows);
+        // transaction_ttl (bytes 14..18 of the header): 50 ms.
+        body[14..18].copy_from_slice(&50u32.to_be_bytes());
+        let received = Instant::now() - Duration::from_millis(100);
+        let mut job = BatchJob::new(state.clone(), body, received);
+        let mut out = Vec::new();
+        assert!(job.next_chunk(&mut out));
+        assert_eq!(
+            outcome(&split_protos(&out)),
+            (vec![], ResultCode::Timeout.code())
+        );
+        let mut value = String::new();
+        write_batch_statistics(&state.batch, &mut value);
+        assert!(
+            value.ends_with(";batch_index_error=1;batch_index_timeout=1"),
+            "{value}"
+        );
+        let (rows, _) = outcome(&run(&state, batch_body(ALL, &[read_all(0)])));
+        assert_eq!(
+            rows,
+            vec![(0, ResultCode::NotFound.code())],
+            "no row was written"
+        );
+    }
+
+    #[test]
+    fn large_batches_run_on_the_long_request_pool_and_small_ones_inline() {
+        let state = test_state(5000);
+        let small: Vec<Row<'_>> = (0..16).map(read_all).collect();
+        let large: Vec<Row<'_>> = (0..200).map(read_all).collect();
+        let job =
+            |rows: &[Row<'_>]| BatchJob::new(state.clone(), batch_body(ALL, rows), Instant::now());
+        assert!(!job(&small).is_long());
+        assert!(job(&large).is_long());
+    }
+
+    #[test]
     fn a_job_dropped_before_its_end_counts_as_an_error() {
         let state = test_state(5000);
         let reads: Vec<Row<'_>> = (0..2).map(read_all).collect();

@@ -644,6 +644,41 @@ mod tests {
     }
 
     #[test]
+    fn client_limits_parse_and_bad_ones_name_the_setting() {
+        let text = "[service]\nclient-memory-max = \"64mb\"\nconnections-max-per-address = 4\n\
+                    [resp]\nmaxclients = 50\ntimeout = 30\n\
+                    client-output-buffer-limit = \"normal 1mb 512kb 10\"\n[admin]\nport = 0\n";
+        let config = Config::parse(text).unwrap();
+        assert!(config.validate("f").is_ok());
+        assert_eq!(config.service.client_memory_max_bytes(), 64 << 20);
+        let normal = config.resp.output_buffer_limits().unwrap().normal;
+        assert_eq!((normal.hard_bytes, normal.soft_seconds), (1 << 20, 10));
+        let bad = |text: &str, setting: &str| {
+            let error = Config::parse(text).unwrap().validate("f").unwrap_err();
+            assert!(error.to_string().contains(setting), "{error}");
+        };
+        bad(
+            "[service]\nclient-memory-max = \"lots\"\n",
+            "client-memory-max",
+        );
+        bad(
+            "[service]\nclient-memory-max = \"0%\"\n",
+            "client-memory-max",
+        );
+        bad(
+            "[service]\nops-per-request-max = 40000\n",
+            "ops-per-request-max",
+        );
+        bad("[service]\ntransaction-max-ms = 0\n", "transaction-max-ms");
+        bad("[resp]\nmaxclients = 0\n", "maxclients");
+        bad(
+            "[resp]\nclient-output-buffer-limit = \"normal 1\"\n",
+            "client-output-buffer-limit",
+        );
+        bad("[admin]\nconnections-max = 0\n", "admin.connections-max");
+    }
+
+    #[test]
     fn defaults_render_as_toml_that_parses_back() {
         let config = Config::default();
         assert_eq!(Config::parse(&config.to_toml()).unwrap(), config);
