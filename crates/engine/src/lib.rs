@@ -24,6 +24,7 @@
 //! Read `docs/ARCHITECTURE.md` (life of a read and of a write) and
 //! `docs/internals/data-model.md` (record layout) first.
 
+mod bin_lookup;
 mod clock;
 mod config;
 mod evict;

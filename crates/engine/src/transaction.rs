@@ -13,6 +13,7 @@ use model::{
     UserKey, VoidTime,
 };
 
+use crate::bin_lookup::BinFinder;
 use crate::clock::Now;
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
@@ -201,8 +202,9 @@ impl Namespace {
         if request.read_all_bins || summary.has_read_all {
             bins.iter().for_each(|bin| sink.bin(OpCode::Read, bin));
         } else {
+            let mut finder = BinFinder::new(bins.iter());
             for op in ops {
-                match bins.iter().find(|bin| bin.name == op.bin_name) {
+                match finder.find(op.bin_name) {
                     Some(bin) => sink.bin(OpCode::Read, bin),
                     None if request.respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
                     None => {}

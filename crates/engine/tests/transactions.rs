@@ -586,3 +586,50 @@ fn set_counts_follow_creates_and_deletes() {
     assert_eq!((sets[0].name.as_str(), sets[0].objects), ("demo", 2));
     assert_eq!(f.namespace.summary().objects, 2);
 }
+
+/// The bug: every op looked its bin up by scanning the record, so a put of 32,767 distinct bins
+/// and an operate reading them all back by name each compared about 5 × 10^8 names (2 s each
+/// in a release build, minutes in a debug one). Lookups go through a name map once scanning
+/// costs more, so each of these requests is linear in its ops and bins.
+#[test]
+fn a_put_of_32k_bins_and_reads_of_each_by_name_stay_linear() {
+    let f = fixture();
+    let names: Vec<String> = (0..32_767).map(|i| format!("bin{i}")).collect();
+    let writes: Vec<Op<'_>> = names
+        .iter()
+        .map(|name| write_op(name, name.as_bytes()))
+        .collect();
+    f.write(put_request("wide"), &writes).unwrap();
+    let reads: Vec<Op<'_>> = names
+        .iter()
+        .rev()
+        .map(|name| Op {
+            code: OpCode::Read,
+            particle_type: 0,
+            bin_name: name.as_bytes(),
+            value: b"",
+        })
+        .collect();
+    let request = ReadRequest {
+        digest: digest("wide"),
+        set_name: b"",
+        key: None,
+        respond_all_ops: false,
+        read_all_bins: false,
+        header_only: false,
+    };
+    let mut sink = Collect::default();
+    f.namespace
+        .read(&request, reads.iter().copied(), &mut sink)
+        .unwrap();
+    let read_back: Vec<Vec<u8>> = sink.0.into_iter().map(|(_, _, _, value)| value).collect();
+    let expected: Vec<Vec<u8>> = names.iter().rev().map(|n| n.clone().into_bytes()).collect();
+    assert_eq!(read_back, expected);
+    // The same reads inside an operate go through the working record's lookups.
+    let mut operate = vec![write_op("bin0", b"changed")];
+    operate.extend(reads.iter().copied());
+    let sink = f.operate(put_request("wide"), &operate).unwrap();
+    assert_eq!(sink.0.len(), 32_767);
+    assert_eq!(sink.0.last().unwrap().3, b"changed");
+    assert_eq!(f.get_all("wide").unwrap().1.len(), 32_767);
+}
