@@ -301,6 +301,10 @@ impl Namespace {
             None => WorkingRecord::default(),
         };
         apply_ops(&mut working, ops, request.respond_all_ops, sink)?;
+        // Aerospike's `write_master_bin_ops` checks the count the ops leave, not each step.
+        if working.bin_count() > self.config.max_bins_per_record as usize {
+            return Err(ResultCode::Parameter);
+        }
         if working.is_empty() {
             drop(working);
             return match existing {

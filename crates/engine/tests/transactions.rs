@@ -633,3 +633,41 @@ fn a_put_of_32k_bins_and_reads_of_each_by_name_stay_linear() {
     assert_eq!(sink.0.last().unwrap().3, b"changed");
     assert_eq!(f.get_all("wide").unwrap().1.len(), 32_767);
 }
+
+/// Aerospike's `write_master_bin_ops` refuses a write whose ops leave more than
+/// `RECORD_MAX_BINS` bins with PARAMETER; `max-bins-per-record` sets that limit, and the record
+/// stays as it was. The count is what the ops leave, so a write that adds and removes is judged
+/// by its end.
+#[test]
+fn a_write_leaving_more_bins_than_the_limit_is_parameter_and_changes_nothing() {
+    let config = NamespaceConfig {
+        max_bins_per_record: 3,
+        ..NamespaceConfig::with_defaults("t")
+    };
+    let f = fixture_with(config);
+    f.write(
+        put_request("k"),
+        &[write_op("a", b"1"), write_op("b", b"2")],
+    )
+    .unwrap();
+    assert_eq!(
+        f.write(
+            put_request("k"),
+            &[write_op("c", b"3"), write_op("d", b"4")]
+        ),
+        Err(ResultCode::Parameter)
+    );
+    let (meta, bins) = f.get_all("k").unwrap();
+    assert_eq!(meta.generation, Generation(1));
+    assert_eq!(bins.len(), 2);
+    let remove_a = no_value_op(OpCode::Write, b"a");
+    f.write(
+        put_request("k"),
+        &[write_op("c", b"3"), write_op("d", b"4"), remove_a],
+    )
+    .unwrap();
+    let names: Vec<Vec<u8>> = f.get_all("k").unwrap().1.into_iter().map(|b| b.0).collect();
+    assert_eq!(names, [b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+    let default = NamespaceConfig::with_defaults("t").max_bins_per_record;
+    assert_eq!(default, 32_767);
+}
