@@ -27,6 +27,7 @@
 mod bin_lookup;
 mod clock;
 mod config;
+mod deadline;
 mod evict;
 mod exclusive;
 mod msgpack;
@@ -47,6 +48,7 @@ mod working_record;
 
 pub use clock::{Clock, ManualClock, Now, SystemClock};
 pub use config::NamespaceConfig;
+pub use deadline::Deadline;
 pub use exclusive::Watch;
 pub use namespace::Namespace;
 pub use partition::PieceEnd;
