@@ -30,8 +30,10 @@ pub(crate) enum WorkingValue<'a> {
     Borrowed(&'a [u8]),
     /// An 8-byte number computed by the write (integer or float).
     Inline([u8; 8]),
-    /// Bytes computed by the write (append, prepend).
-    Owned(Vec<u8>),
+    /// Bytes computed by the write (append, prepend): the value is `buffer[start..]`. The room
+    /// kept in front makes repeated prepends, like repeated appends, cost amortized O(bytes
+    /// added) rather than a copy of the whole value each.
+    Owned { buffer: Vec<u8>, start: usize },
 }
 
 impl WorkingValue<'_> {
@@ -39,7 +41,38 @@ impl WorkingValue<'_> {
         match self {
             WorkingValue::Borrowed(bytes) => bytes,
             WorkingValue::Inline(bytes) => bytes,
-            WorkingValue::Owned(bytes) => bytes,
+            WorkingValue::Owned { buffer, start } => &buffer[*start..],
+        }
+    }
+
+    /// Joins `bytes` after the value, or before it if `before`.
+    pub(crate) fn concat(&mut self, bytes: &[u8], before: bool) {
+        match self {
+            WorkingValue::Owned { buffer, .. } if !before => buffer.extend_from_slice(bytes),
+            WorkingValue::Owned { buffer, start } if *start >= bytes.len() => {
+                *start -= bytes.len();
+                buffer[*start..*start + bytes.len()].copy_from_slice(bytes);
+            }
+            _ => {
+                let value = self.bytes();
+                let joined_len = value.len() + bytes.len();
+                // Room in front for as many bytes as the value then holds, so that the value
+                // at most doubles between two copies, whichever end it grows at.
+                let room = if before { joined_len } else { 0 };
+                let mut buffer = Vec::with_capacity(room + joined_len);
+                buffer.resize(room, 0);
+                if before {
+                    buffer.extend_from_slice(bytes);
+                    buffer.extend_from_slice(value);
+                } else {
+                    buffer.extend_from_slice(value);
+                    buffer.extend_from_slice(bytes);
+                }
+                *self = WorkingValue::Owned {
+                    buffer,
+                    start: room,
+                };
+            }
         }
     }
 }
@@ -85,6 +118,15 @@ impl<'a> WorkingRecord<'a> {
 
     pub(crate) fn get(&mut self, name: &[u8]) -> Option<BinRef<'_>> {
         self.position(name).map(|slot| self.bin_ref(slot))
+    }
+
+    /// The particle type and value of the bin called `name`, to change in place.
+    pub(crate) fn value_mut(&mut self, name: &[u8]) -> Option<(u8, &mut WorkingValue<'a>)> {
+        let slot = self.position(name)?;
+        let bin = self.slots[slot]
+            .as_mut()
+            .expect("a position found by name is occupied");
+        Some((bin.particle_type, &mut bin.value))
     }
 
     /// Sets (creates or overwrites) a bin.
