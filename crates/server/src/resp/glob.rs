@@ -35,6 +35,7 @@
 //! a long pattern costs O(t) against a short text.
 
 use memchr::memmem;
+use smallvec::SmallVec;
 
 /// Redis's limit on nested `*` (`stringmatchlen_impl`'s `nesting > 1000`): deeper, it answers
 /// "no match" rather than recurse further. Kept so that a pattern matches exactly what it
@@ -56,6 +57,9 @@ pub struct Glob {
     shape: Shape,
 }
 
+// Boxing the compiled pattern would allocate for every key KEYS and SCAN match, which its
+// inline storage is there to avoid; a glob lives on the stack for one command.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 enum Shape {
     /// The lone `*`: every text, the empty one included.
@@ -65,7 +69,9 @@ enum Shape {
     Compiled(Compiled),
 }
 
-/// A pattern as elements that each match one byte, and where its `*`s stood.
+/// A pattern as elements that each match one byte, and where its `*`s stood. A pattern of up
+/// to [`INLINE_ELEMENTS`] elements and 4 runs of `*` compiles without allocating, since KEYS and
+/// SCAN compile their pattern once per key.
 ///
 /// Invariants:
 /// - `literal_bytes` has one byte per element: its byte for a literal, 0 otherwise.
@@ -73,13 +79,16 @@ enum Shape {
 /// - `middles` are the segments between consecutive `stars`, each non-empty.
 #[derive(Clone, Debug)]
 struct Compiled {
-    elements: Vec<Element>,
-    literal_bytes: Vec<u8>,
+    elements: SmallVec<[Element; INLINE_ELEMENTS]>,
+    literal_bytes: SmallVec<[u8; INLINE_ELEMENTS]>,
     classes: Vec<ByteSet>,
     /// For each run of `*`s, the element count before it.
-    stars: Vec<usize>,
-    middles: Vec<Segment>,
+    stars: SmallVec<[usize; 4]>,
+    middles: SmallVec<[Segment; 2]>,
 }
+
+/// Elements kept inline: most key and field patterns are shorter.
+const INLINE_ELEMENTS: usize = 32;
 
 /// What one element matches: exactly one byte of the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,11 +141,11 @@ impl Glob {
             });
         }
         let mut compiled = Compiled {
-            elements: Vec::new(),
-            literal_bytes: Vec::new(),
+            elements: SmallVec::new(),
+            literal_bytes: SmallVec::new(),
             classes: Vec::new(),
-            stars: Vec::new(),
-            middles: Vec::new(),
+            stars: SmallVec::new(),
+            middles: SmallVec::new(),
         };
         let mut position = 0;
         while position < pattern.len() {
