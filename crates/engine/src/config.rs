@@ -1,7 +1,12 @@
 //! A namespace's configuration, as the engine needs it.
 
-use model::NAMESPACE_NAME_BYTES_MAX;
+use model::{BINS_PER_RECORD_MAX, NAMESPACE_NAME_BYTES_MAX};
 use storage::StorageConfig;
+
+/// [`BINS_PER_RECORD_MAX`] as the setting's type.
+const BINS_PER_RECORD_MAX_U32: u32 = BINS_PER_RECORD_MAX as u32;
+
+const _: () = assert!(BINS_PER_RECORD_MAX <= u32::MAX as usize);
 
 /// Settings of one namespace (the server maps its config file onto this).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +21,9 @@ pub struct NamespaceConfig {
     pub allow_ttl_without_nsup: bool,
     /// Largest record (bins plus stored key) a write may leave behind.
     pub max_record_size_bytes: u32,
+    /// Most bins a write may leave in a record (`max-bins-per-record`); a write that would leave
+    /// more fails with PARAMETER, as Aerospike's does past `RECORD_MAX_BINS`.
+    pub max_bins_per_record: u32,
     /// Sets whose set index is enabled from the start (`enable-index` in the config file).
     pub indexed_sets: Vec<String>,
     /// Device storage; `None` keeps records in memory only.
@@ -41,6 +49,8 @@ impl NamespaceConfig {
             allow_ttl_without_nsup: false,
             // Aerospike's classic limit: a record must fit one 1 MiB write block.
             max_record_size_bytes: 1024 * 1024,
+            // Aerospike's fixed limit; lower values let an operator bound what one write costs.
+            max_bins_per_record: BINS_PER_RECORD_MAX_U32,
             indexed_sets: Vec::new(),
             storage: None,
             evict_used_pct: 0,
@@ -79,6 +89,11 @@ impl NamespaceConfig {
         }
         if self.max_record_size_bytes == 0 {
             return Err("max-record-size must be positive".to_owned());
+        }
+        if self.max_bins_per_record == 0 || self.max_bins_per_record > BINS_PER_RECORD_MAX_U32 {
+            return Err(format!(
+                "max-bins-per-record must be 1 to {BINS_PER_RECORD_MAX_U32} (Aerospike's limit)"
+            ));
         }
         for set in &self.indexed_sets {
             if set.is_empty() || set.len() > model::SET_NAME_BYTES_MAX {

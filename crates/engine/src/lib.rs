@@ -24,8 +24,10 @@
 //! Read `docs/ARCHITECTURE.md` (life of a read and of a write) and
 //! `docs/internals/data-model.md` (record layout) first.
 
+mod bin_lookup;
 mod clock;
 mod config;
+mod deadline;
 mod evict;
 mod exclusive;
 mod msgpack;
@@ -46,6 +48,7 @@ mod working_record;
 
 pub use clock::{Clock, ManualClock, Now, SystemClock};
 pub use config::NamespaceConfig;
+pub use deadline::Deadline;
 pub use exclusive::Watch;
 pub use namespace::Namespace;
 pub use partition::PieceEnd;

@@ -11,19 +11,25 @@ pub(crate) enum Counter {
     ReadSuccess,
     ReadNotFound,
     ReadError,
+    ReadTimeout,
     WriteSuccess,
     WriteError,
+    WriteTimeout,
     DeleteSuccess,
     DeleteNotFound,
     DeleteError,
+    DeleteTimeout,
     BatchReadSuccess,
     BatchReadNotFound,
     BatchReadError,
+    BatchReadTimeout,
     BatchWriteSuccess,
     BatchWriteError,
+    BatchWriteTimeout,
     BatchDeleteSuccess,
     BatchDeleteNotFound,
     BatchDeleteError,
+    BatchDeleteTimeout,
     ExpiredObjects,
     TruncatedObjects,
     EvictedObjects,
@@ -49,11 +55,14 @@ impl Origin {
             (Origin::Batch, Counter::ReadSuccess) => Counter::BatchReadSuccess,
             (Origin::Batch, Counter::ReadNotFound) => Counter::BatchReadNotFound,
             (Origin::Batch, Counter::ReadError) => Counter::BatchReadError,
+            (Origin::Batch, Counter::ReadTimeout) => Counter::BatchReadTimeout,
             (Origin::Batch, Counter::WriteSuccess) => Counter::BatchWriteSuccess,
             (Origin::Batch, Counter::WriteError) => Counter::BatchWriteError,
+            (Origin::Batch, Counter::WriteTimeout) => Counter::BatchWriteTimeout,
             (Origin::Batch, Counter::DeleteSuccess) => Counter::BatchDeleteSuccess,
             (Origin::Batch, Counter::DeleteNotFound) => Counter::BatchDeleteNotFound,
             (Origin::Batch, Counter::DeleteError) => Counter::BatchDeleteError,
+            (Origin::Batch, Counter::DeleteTimeout) => Counter::BatchDeleteTimeout,
             (Origin::Batch, other) => other,
         }
     }
@@ -104,32 +113,44 @@ pub struct NamespaceSummary {
     pub client_read_not_found: u64,
     /// Reads that failed for another reason.
     pub client_read_error: u64,
+    /// Reads that passed their deadline (TIMEOUT), not counted as errors.
+    pub client_read_timeout: u64,
     /// Writes (put, operate, touch) that succeeded.
     pub client_write_success: u64,
-    /// Writes that failed.
+    /// Writes that failed, other than by timing out.
     pub client_write_error: u64,
+    /// Writes that passed their deadline, changing nothing.
+    pub client_write_timeout: u64,
     /// Deletes that removed a record.
     pub client_delete_success: u64,
     /// Deletes of a missing record.
     pub client_delete_not_found: u64,
     /// Deletes that failed for another reason.
     pub client_delete_error: u64,
+    /// Deletes that passed their deadline before they started.
+    pub client_delete_timeout: u64,
     /// Batch rows that read their record.
     pub batch_sub_read_success: u64,
     /// Batch rows that read a missing record.
     pub batch_sub_read_not_found: u64,
     /// Batch read rows that failed otherwise.
     pub batch_sub_read_error: u64,
+    /// Batch read rows that passed their deadline.
+    pub batch_sub_read_timeout: u64,
     /// Batch write rows that succeeded.
     pub batch_sub_write_success: u64,
-    /// Batch write rows that failed.
+    /// Batch write rows that failed, other than by timing out.
     pub batch_sub_write_error: u64,
+    /// Batch write rows that passed their deadline.
+    pub batch_sub_write_timeout: u64,
     /// Batch delete rows that removed a record.
     pub batch_sub_delete_success: u64,
     /// Batch delete rows of a missing record.
     pub batch_sub_delete_not_found: u64,
     /// Batch delete rows that failed otherwise.
     pub batch_sub_delete_error: u64,
+    /// Batch delete rows that passed their deadline.
+    pub batch_sub_delete_timeout: u64,
 }
 
 impl NamespaceSummary {
@@ -140,18 +161,24 @@ impl NamespaceSummary {
         self.client_read_success += counters.get(Counter::ReadSuccess);
         self.client_read_not_found += counters.get(Counter::ReadNotFound);
         self.client_read_error += counters.get(Counter::ReadError);
+        self.client_read_timeout += counters.get(Counter::ReadTimeout);
         self.client_write_success += counters.get(Counter::WriteSuccess);
         self.client_write_error += counters.get(Counter::WriteError);
+        self.client_write_timeout += counters.get(Counter::WriteTimeout);
         self.client_delete_success += counters.get(Counter::DeleteSuccess);
         self.client_delete_not_found += counters.get(Counter::DeleteNotFound);
         self.client_delete_error += counters.get(Counter::DeleteError);
+        self.client_delete_timeout += counters.get(Counter::DeleteTimeout);
         self.batch_sub_read_success += counters.get(Counter::BatchReadSuccess);
         self.batch_sub_read_not_found += counters.get(Counter::BatchReadNotFound);
         self.batch_sub_read_error += counters.get(Counter::BatchReadError);
+        self.batch_sub_read_timeout += counters.get(Counter::BatchReadTimeout);
         self.batch_sub_write_success += counters.get(Counter::BatchWriteSuccess);
         self.batch_sub_write_error += counters.get(Counter::BatchWriteError);
+        self.batch_sub_write_timeout += counters.get(Counter::BatchWriteTimeout);
         self.batch_sub_delete_success += counters.get(Counter::BatchDeleteSuccess);
         self.batch_sub_delete_not_found += counters.get(Counter::BatchDeleteNotFound);
         self.batch_sub_delete_error += counters.get(Counter::BatchDeleteError);
+        self.batch_sub_delete_timeout += counters.get(Counter::BatchDeleteTimeout);
     }
 }

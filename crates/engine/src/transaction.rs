@@ -13,7 +13,9 @@ use model::{
     UserKey, VoidTime,
 };
 
+use crate::bin_lookup::BinFinder;
 use crate::clock::Now;
+use crate::deadline::{Deadline, DeadlineWatch};
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
 use crate::persist::Loaded;
@@ -66,6 +68,8 @@ pub struct ReadRequest<'a> {
     pub read_all_bins: bool,
     /// Return no bins (info1 GET_NO_BINS): exists and get-header.
     pub header_only: bool,
+    /// When the client stops waiting: past it the read ends with TIMEOUT.
+    pub deadline: Deadline,
 }
 
 /// The record-exists policy of a write.
@@ -121,6 +125,8 @@ pub struct WriteRequest<'a> {
     pub ttl: TtlRequest,
     /// Return one result per op, in order (info2 RESPOND_ALL_OPS).
     pub respond_all_ops: bool,
+    /// When the client stops waiting: past it the write ends with TIMEOUT, changing nothing.
+    pub deadline: Deadline,
 }
 
 /// A delete.
@@ -134,6 +140,8 @@ pub struct DeleteRequest<'a> {
     pub key: Option<&'a [u8]>,
     /// Generation condition.
     pub generation: GenerationPolicy,
+    /// When the client stops waiting: past it, before the delete starts, TIMEOUT.
+    pub deadline: Deadline,
 }
 
 impl Namespace {
@@ -167,6 +175,7 @@ impl Namespace {
         let outcome = match result {
             Ok(_) => Counter::ReadSuccess,
             Err(ResultCode::NotFound) => Counter::ReadNotFound,
+            Err(ResultCode::Timeout) => Counter::ReadTimeout,
             Err(_) => Counter::ReadError,
         };
         slot.counters.add(origin.counter(outcome), 1);
@@ -179,12 +188,14 @@ impl Namespace {
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
+        let now = self.clock.now();
+        let mut deadline = DeadlineWatch::start(request.deadline, &*self.clock, now)?;
         let summary = ops::summarize(ops.clone())?;
         if summary.has_write {
             return Err(ResultCode::Parameter);
         }
         let request_key = request.key.map(parse_key).transpose()?;
-        let visibility = self.visibility(self.clock.now());
+        let visibility = self.visibility(now);
         let _gate = self.gate.shared();
         let partition = self.slot(&request.digest).state.read();
         let record = partition
@@ -199,10 +210,15 @@ impl Namespace {
         check_key(request_key, &record)?;
         let bins = record.bins();
         if request.read_all_bins || summary.has_read_all {
-            bins.iter().for_each(|bin| sink.bin(OpCode::Read, bin));
+            for bin in bins.iter() {
+                deadline.step()?;
+                sink.bin(OpCode::Read, bin);
+            }
         } else {
+            let mut finder = BinFinder::new(bins.iter());
             for op in ops {
-                match bins.iter().find(|bin| bin.name == op.bin_name) {
+                deadline.step()?;
+                match finder.find(op.bin_name) {
                     Some(bin) => sink.bin(OpCode::Read, bin),
                     None if request.respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
                     None => {}
@@ -238,10 +254,10 @@ impl Namespace {
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
         let result = self.write_locked(request, ops, sink);
-        let outcome = if result.is_ok() {
-            Counter::WriteSuccess
-        } else {
-            Counter::WriteError
+        let outcome = match result {
+            Ok(_) => Counter::WriteSuccess,
+            Err(ResultCode::Timeout) => Counter::WriteTimeout,
+            Err(_) => Counter::WriteError,
         };
         self.slot(&request.digest)
             .counters
@@ -255,10 +271,11 @@ impl Namespace {
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
     ) -> Result<RecordMeta, ResultCode> {
+        let now = self.clock.now();
+        let mut deadline = DeadlineWatch::start(request.deadline, &*self.clock, now)?;
         let summary = ops::summarize(ops.clone())?;
         check_write_shape(request, &summary)?;
         let request_key = request.key.map(parse_key).transpose()?;
-        let now = self.clock.now();
         let visibility = self.visibility(now);
         let slot = self.slot(&request.digest);
         let _gate = self.gate.shared();
@@ -298,7 +315,19 @@ impl Namespace {
             Some(bins) => WorkingRecord::from_bins(bins.iter()),
             None => WorkingRecord::default(),
         };
-        apply_ops(&mut working, ops, request.respond_all_ops, sink)?;
+        // Past its deadline, the write returns here with nothing stored: the ops changed only
+        // the working copy.
+        apply_ops(
+            &mut working,
+            ops,
+            request.respond_all_ops,
+            sink,
+            &mut deadline,
+        )?;
+        // Aerospike's `write_master_bin_ops` checks the count the ops leave, not each step.
+        if working.bin_count() > self.config.max_bins_per_record as usize {
+            return Err(ResultCode::Parameter);
+        }
         if working.is_empty() {
             drop(working);
             return match existing {
@@ -363,6 +392,7 @@ impl Namespace {
         let outcome = match result {
             Ok(_) => Counter::DeleteSuccess,
             Err(ResultCode::NotFound) => Counter::DeleteNotFound,
+            Err(ResultCode::Timeout) => Counter::DeleteTimeout,
             Err(_) => Counter::DeleteError,
         };
         self.slot(&request.digest)
@@ -372,8 +402,11 @@ impl Namespace {
     }
 
     fn delete_locked(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
+        let now = self.clock.now();
+        // A delete's work is constant once started: one look at the deadline suffices.
+        DeadlineWatch::start(request.deadline, &*self.clock, now)?;
         let request_key = request.key.map(parse_key).transpose()?;
-        let visibility = self.visibility(self.clock.now());
+        let visibility = self.visibility(now);
         let _gate = self.gate.shared();
         let mut partition = self.slot(&request.digest).state.write();
         let record = partition
@@ -422,17 +455,23 @@ impl Namespace {
     }
 }
 
-/// Runs the ops of a write in order; reads see the bins as the earlier ops left them.
+/// Runs the ops of a write in order; reads see the bins as the earlier ops left them. Each op,
+/// and each bin a read-all op sends, is a step of `deadline`.
 fn apply_ops<'w, 'a: 'w>(
     working: &mut WorkingRecord<'w>,
     ops: impl Iterator<Item = Op<'a>>,
     respond_all_ops: bool,
     sink: &mut impl ReplySink,
+    deadline: &mut DeadlineWatch<'_>,
 ) -> Result<(), ResultCode> {
     for op in ops {
+        deadline.step()?;
         match op.code {
             OpCode::Read if op.bin_name.is_empty() => {
-                working.iter().for_each(|bin| sink.bin(op.code, bin));
+                for bin in working.iter() {
+                    deadline.step()?;
+                    sink.bin(op.code, bin);
+                }
             }
             OpCode::Read => match working.get(op.bin_name) {
                 Some(bin) => sink.bin(op.code, bin),

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
-    ReadRequest, ReplySink, WriteRequest,
+    BinRef, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
+    NamespaceConfig, ReadRequest, ReplySink, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Generation, Op, OpCode, ParticleType, ResultCode,
@@ -177,6 +177,7 @@ fn request(key: u64, exists: ExistsPolicy, ttl: TtlRequest) -> WriteRequest<'sta
         generation: GenerationPolicy::None,
         ttl,
         respond_all_ops: false,
+        deadline: Deadline::NONE,
     }
 }
 
@@ -333,6 +334,7 @@ fn delete(namespace: &Namespace, model: &mut Model, key: u64, context: &str) {
         set_name: b"fuzz",
         key: None,
         generation: GenerationPolicy::None,
+        deadline: Deadline::NONE,
     };
     let result = namespace.delete(&request);
     if model.live(key).is_some() {
@@ -355,6 +357,7 @@ fn check_read(namespace: &Namespace, model: &Model, key: u64, context: &str) {
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: Deadline::NONE,
     };
     let mut sink = Collect::default();
     let result = namespace.read(&request, std::iter::empty(), &mut sink);

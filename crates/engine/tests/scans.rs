@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use engine::{
-    ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ScanScope,
+    Deadline, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ScanScope,
     WriteRequest,
 };
 use model::{
@@ -82,6 +82,7 @@ impl Harness {
             generation: GenerationPolicy::None,
             ttl: ttl_seconds.map_or(TtlRequest::NeverExpire, TtlRequest::Seconds),
             respond_all_ops: false,
+            deadline: Deadline::NONE,
         };
         let value = key.to_be_bytes();
         let op = Op {

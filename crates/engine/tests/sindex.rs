@@ -17,9 +17,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use engine::{
-    ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey, IndexKind,
-    IndexSource, KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd, SecondaryIndex,
-    WriteRequest,
+    Deadline, ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey,
+    IndexKind, IndexSource, KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd,
+    SecondaryIndex, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, TtlRequest};
 use rand::rngs::SmallRng;
@@ -168,6 +168,7 @@ fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
         generation: GenerationPolicy::None,
         ttl,
         respond_all_ops: false,
+        deadline: Deadline::NONE,
     };
     namespace
         .write(&request, ops.iter().cloned(), &mut NoSink)
@@ -323,6 +324,7 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
             generation: GenerationPolicy::None,
             ttl: TtlRequest::NeverExpire,
             respond_all_ops: false,
+            deadline: Deadline::NONE,
         };
         let op = Op {
             code: OpCode::Write,
@@ -520,6 +522,7 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             generation: GenerationPolicy::None,
             ttl,
             respond_all_ops: false,
+            deadline: Deadline::NONE,
         };
         let op = Op {
             code,

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
-    ReadRequest, RecordMeta, ReplySink, WriteRequest,
+    BinRef, Clock, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
+    NamespaceConfig, Origin, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Generation, Op, OpCode, ParticleType, ResultCode,
@@ -92,6 +92,7 @@ fn put_request(key: &str) -> WriteRequest<'static> {
         generation: GenerationPolicy::None,
         ttl: TtlRequest::NamespaceDefault,
         respond_all_ops: false,
+        deadline: Deadline::NONE,
     }
 }
 
@@ -116,6 +117,7 @@ impl Fixture {
             respond_all_ops: false,
             read_all_bins: true,
             header_only: false,
+            deadline: Deadline::NONE,
         };
         let mut sink = Collect::default();
         let meta = self
@@ -282,6 +284,7 @@ fn a_different_stored_key_is_key_mismatch() {
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: Deadline::NONE,
     };
     let result = f.namespace.read(
         &read(b"\x03beta"),
@@ -319,6 +322,7 @@ fn a_request_naming_another_set_is_a_parameter_error() {
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: Deadline::NONE,
     };
     let result = f
         .namespace
@@ -416,6 +420,7 @@ fn delete_checks_generation_and_reports_missing_records() {
         set_name: b"",
         key: None,
         generation,
+        deadline: Deadline::NONE,
     };
     assert_eq!(
         f.namespace.delete(&delete(GenerationPolicy::None)),
@@ -580,9 +585,260 @@ fn set_counts_follow_creates_and_deletes() {
         set_name: b"demo",
         key: None,
         generation: GenerationPolicy::None,
+        deadline: Deadline::NONE,
     };
     f.namespace.delete(&delete).unwrap();
     let sets = f.namespace.sets();
     assert_eq!((sets[0].name.as_str(), sets[0].objects), ("demo", 2));
     assert_eq!(f.namespace.summary().objects, 2);
+}
+
+/// The bug: every op looked its bin up by scanning the record, so a put of 32,767 distinct bins
+/// and an operate reading them all back by name each compared about 5 × 10^8 names (2 s each
+/// in a release build, minutes in a debug one). Lookups go through a name map once scanning
+/// costs more, so each of these requests is linear in its ops and bins.
+#[test]
+fn a_put_of_32k_bins_and_reads_of_each_by_name_stay_linear() {
+    let f = fixture();
+    let names: Vec<String> = (0..32_767).map(|i| format!("bin{i}")).collect();
+    let writes: Vec<Op<'_>> = names
+        .iter()
+        .map(|name| write_op(name, name.as_bytes()))
+        .collect();
+    f.write(put_request("wide"), &writes).unwrap();
+    let reads: Vec<Op<'_>> = names
+        .iter()
+        .rev()
+        .map(|name| Op {
+            code: OpCode::Read,
+            particle_type: 0,
+            bin_name: name.as_bytes(),
+            value: b"",
+        })
+        .collect();
+    let request = ReadRequest {
+        digest: digest("wide"),
+        set_name: b"",
+        key: None,
+        respond_all_ops: false,
+        read_all_bins: false,
+        header_only: false,
+        deadline: Deadline::NONE,
+    };
+    let mut sink = Collect::default();
+    f.namespace
+        .read(&request, reads.iter().copied(), &mut sink)
+        .unwrap();
+    let read_back: Vec<Vec<u8>> = sink.0.into_iter().map(|(_, _, _, value)| value).collect();
+    let expected: Vec<Vec<u8>> = names.iter().rev().map(|n| n.clone().into_bytes()).collect();
+    assert_eq!(read_back, expected);
+    // The same reads inside an operate go through the working record's lookups.
+    let mut operate = vec![write_op("bin0", b"changed")];
+    operate.extend(reads.iter().copied());
+    let sink = f.operate(put_request("wide"), &operate).unwrap();
+    assert_eq!(sink.0.len(), 32_767);
+    assert_eq!(sink.0.last().unwrap().3, b"changed");
+    assert_eq!(f.get_all("wide").unwrap().1.len(), 32_767);
+}
+
+/// Aerospike's `write_master_bin_ops` refuses a write whose ops leave more than
+/// `RECORD_MAX_BINS` bins with PARAMETER; `max-bins-per-record` sets that limit, and the record
+/// stays as it was. The count is what the ops leave, so a write that adds and removes is judged
+/// by its end.
+#[test]
+fn a_write_leaving_more_bins_than_the_limit_is_parameter_and_changes_nothing() {
+    let config = NamespaceConfig {
+        max_bins_per_record: 3,
+        ..NamespaceConfig::with_defaults("t")
+    };
+    let f = fixture_with(config);
+    f.write(
+        put_request("k"),
+        &[write_op("a", b"1"), write_op("b", b"2")],
+    )
+    .unwrap();
+    assert_eq!(
+        f.write(
+            put_request("k"),
+            &[write_op("c", b"3"), write_op("d", b"4")]
+        ),
+        Err(ResultCode::Parameter)
+    );
+    let (meta, bins) = f.get_all("k").unwrap();
+    assert_eq!(meta.generation, Generation(1));
+    assert_eq!(bins.len(), 2);
+    let remove_a = no_value_op(OpCode::Write, b"a");
+    f.write(
+        put_request("k"),
+        &[write_op("c", b"3"), write_op("d", b"4"), remove_a],
+    )
+    .unwrap();
+    let names: Vec<Vec<u8>> = f.get_all("k").unwrap().1.into_iter().map(|b| b.0).collect();
+    assert_eq!(names, [b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+    let default = NamespaceConfig::with_defaults("t").max_bins_per_record;
+    assert_eq!(default, 32_767);
+}
+
+/// A clock that moves one millisecond forward each time it is read, so that time passes while a
+/// long request runs.
+struct TickingClock(std::sync::atomic::AtomicU64);
+
+impl Clock for TickingClock {
+    fn now_unix_ms(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn read_request(key: &str, deadline: Deadline) -> ReadRequest<'static> {
+    ReadRequest {
+        digest: digest(key),
+        set_name: b"",
+        key: None,
+        respond_all_ops: false,
+        read_all_bins: true,
+        header_only: false,
+        deadline,
+    }
+}
+
+fn delete_request(key: &str, deadline: Deadline) -> DeleteRequest<'static> {
+    DeleteRequest {
+        digest: digest(key),
+        set_name: b"",
+        key: None,
+        generation: GenerationPolicy::None,
+        deadline,
+    }
+}
+
+/// Aerospike answers TIMEOUT (9) to a request whose total timeout has passed, and counts it as
+/// a timeout, not an error. A read, a write and a delete past their deadline each answer so,
+/// from a client and from a batch, and the record stays exactly as it was; with the deadline
+/// still ahead they succeed.
+#[test]
+fn requests_past_their_deadline_answer_timeout_are_counted_and_change_nothing() {
+    let f = fixture();
+    f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
+    let deadline = Deadline::at_unix_ms(START_UNIX_MS + 10);
+    f.clock.advance_ms(11);
+    let write = WriteRequest {
+        deadline,
+        ..put_request("k")
+    };
+    let namespace = &f.namespace;
+    for origin in [Origin::Client, Origin::Batch] {
+        let mut sink = Collect::default();
+        let read = namespace.read_as(
+            origin,
+            &read_request("k", deadline),
+            std::iter::empty(),
+            &mut sink,
+        );
+        assert_eq!(read, Err(ResultCode::Timeout));
+        let ops = [write_op("a", b"2"), write_op("b", b"3")];
+        let written = namespace.write_as(origin, &write, ops.iter().copied(), &mut sink);
+        assert_eq!(written, Err(ResultCode::Timeout));
+        let deleted = namespace.delete_as(origin, &delete_request("k", deadline));
+        assert_eq!(deleted, Err(ResultCode::Timeout));
+    }
+    let (meta, bins) = f.get_all("k").unwrap();
+    assert_eq!(meta.generation, Generation(1));
+    assert_eq!(bins, vec![(b"a".to_vec(), b"1".to_vec())]);
+    let summary = namespace.summary();
+    let timeouts = [
+        summary.client_read_timeout,
+        summary.client_write_timeout,
+        summary.client_delete_timeout,
+        summary.batch_sub_read_timeout,
+        summary.batch_sub_write_timeout,
+        summary.batch_sub_delete_timeout,
+    ];
+    assert_eq!(timeouts, [1; 6]);
+    let errors = [
+        summary.client_read_error,
+        summary.client_write_error,
+        summary.client_delete_error,
+    ];
+    assert_eq!(errors, [0; 3]);
+
+    let ahead = Deadline::at_unix_ms(START_UNIX_MS + 1_000);
+    let write = WriteRequest {
+        deadline: ahead,
+        ..put_request("k")
+    };
+    f.write(write, &[write_op("a", b"2")]).unwrap();
+    let mut sink = Collect::default();
+    namespace
+        .read(&read_request("k", ahead), std::iter::empty(), &mut sink)
+        .unwrap();
+    assert_eq!(sink.0[0].3, b"2");
+    namespace.delete(&delete_request("k", ahead)).unwrap();
+}
+
+/// The bug: a batch whose rows each read 32,767 bins of a 32,767-bin record, sent with a total
+/// timeout of 1 s, ran for many seconds, since no deadline was looked at once a request had
+/// started. Now the engine looks every 64 ops or bins: on a clock that moves 1 ms per look, a
+/// long operate, a read of every bin and a read of many named bins each stop midway with
+/// TIMEOUT, and the operate leaves the record as it was.
+#[test]
+fn long_requests_stop_at_their_deadline_midway_and_a_write_leaves_nothing_behind() {
+    let clock = Arc::new(TickingClock(START_UNIX_MS.into()));
+    let namespace = Namespace::new(NamespaceConfig::with_defaults("test"), clock.clone());
+    let names: Vec<String> = (0..10_000).map(|i| format!("b{i}")).collect();
+    let writes: Vec<Op<'_>> = names.iter().map(|n| write_op(n, b"v")).collect();
+    let mut sink = Collect::default();
+    namespace
+        .write(&put_request("wide"), writes.iter().copied(), &mut sink)
+        .unwrap();
+
+    // About 100 looks at the clock fit before each deadline: 6,400 of the 10,000 steps.
+    let soon = || Deadline::at_unix_ms(clock.now_unix_ms() + 100);
+    let incr = int_op(OpCode::Incr, "n", 1);
+    let mut operate = vec![write_op("b0", b"changed")];
+    operate.extend(std::iter::repeat_n(incr, 10_000));
+    let write = WriteRequest {
+        deadline: soon(),
+        ..put_request("wide")
+    };
+    let mut sink = Collect::default();
+    let result = namespace.write(&write, operate.iter().copied(), &mut sink);
+    assert_eq!(result, Err(ResultCode::Timeout));
+    let mut sink = Collect::default();
+    let read_all = namespace.read(&read_request("wide", soon()), std::iter::empty(), &mut sink);
+    assert_eq!(read_all, Err(ResultCode::Timeout));
+    assert!(
+        sink.0.len() > 1_000 && sink.0.len() < 10_000,
+        "stopped midway"
+    );
+    let reads: Vec<Op<'_>> = names
+        .iter()
+        .map(|name| Op {
+            code: OpCode::Read,
+            particle_type: 0,
+            bin_name: name.as_bytes(),
+            value: b"",
+        })
+        .collect();
+    let named = ReadRequest {
+        read_all_bins: false,
+        ..read_request("wide", soon())
+    };
+    let mut sink = Collect::default();
+    let read_named = namespace.read(&named, reads.iter().copied(), &mut sink);
+    assert_eq!(read_named, Err(ResultCode::Timeout));
+    assert!(
+        sink.0.len() > 1_000 && sink.0.len() < 10_000,
+        "stopped midway"
+    );
+
+    let mut sink = Collect::default();
+    let unchanged = namespace.read(
+        &read_request("wide", Deadline::NONE),
+        std::iter::empty(),
+        &mut sink,
+    );
+    assert_eq!(unchanged.unwrap().generation, Generation(1));
+    assert_eq!(sink.0.len(), 10_000);
+    assert_eq!(sink.0[0].3, b"v");
+    assert!(sink.0.iter().all(|(_, name, _, _)| name != b"n"));
 }

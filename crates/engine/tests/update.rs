@@ -5,8 +5,9 @@ use std::any::Any;
 use std::sync::Arc;
 
 use engine::{
-    BinRef, BinWriter, Current, Decision, ExistsPolicy, Expiry, GenerationPolicy, ManualClock,
-    Namespace, NamespaceConfig, NativeValue, ReadRequest, RecordAddress, ReplySink, WriteRequest,
+    BinRef, BinWriter, Current, Deadline, Decision, ExistsPolicy, Expiry, GenerationPolicy,
+    ManualClock, Namespace, NamespaceConfig, NativeValue, ReadRequest, RecordAddress, ReplySink,
+    WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, ResultCode, TtlRequest, UserKey, VoidTime,
@@ -236,6 +237,7 @@ fn a_native_value_changes_in_place_and_reads_as_bins() {
         read_all_bins: true,
         header_only: false,
         respond_all_ops: false,
+        deadline: Deadline::NONE,
     };
     ns.read(&request, std::iter::empty(), &mut sink)
         .expect("read");
@@ -280,6 +282,7 @@ fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
         generation: GenerationPolicy::None,
         ttl: TtlRequest::NeverExpire,
         respond_all_ops: false,
+        deadline: Deadline::NONE,
     };
     let op = Op {
         code: OpCode::Write,

@@ -165,6 +165,8 @@ pub struct NamespaceSection {
     pub allow_ttl_without_nsup: bool,
     /// Largest record, bytes.
     pub max_record_size: u32,
+    /// Most bins a write may leave in a record: 1 to 32,767 (Aerospike's `RECORD_MAX_BINS`).
+    pub max_bins_per_record: u32,
     /// Per-set settings (`[[namespaces.sets]]`).
     pub sets: Vec<SetSection>,
     /// Where records are kept (`[namespaces.storage-engine]`): memory, or files.
@@ -346,6 +348,7 @@ impl Default for NamespaceSection {
             nsup_period: defaults.nsup_period_seconds,
             allow_ttl_without_nsup: defaults.allow_ttl_without_nsup,
             max_record_size: defaults.max_record_size_bytes,
+            max_bins_per_record: defaults.max_bins_per_record,
             sets: Vec::new(),
             storage_engine: StorageEngineSection::default(),
             evict_used_pct: defaults.evict_used_pct,
@@ -376,6 +379,7 @@ impl NamespaceSection {
             nsup_period_seconds: self.nsup_period,
             allow_ttl_without_nsup: self.allow_ttl_without_nsup,
             max_record_size_bytes: self.max_record_size,
+            max_bins_per_record: self.max_bins_per_record,
             indexed_sets: self
                 .sets
                 .iter()
@@ -615,6 +619,21 @@ mod tests {
         assert!(config.validate("f").is_err());
         let twice = Config::parse("[[namespaces]]\nname = \"a\"\n[[namespaces]]\nname = \"a\"\n");
         assert!(twice.unwrap().validate("f").is_err());
+    }
+
+    #[test]
+    fn max_bins_per_record_defaults_to_aerospikes_limit_and_stays_within_it() {
+        let config = Config::parse("[[namespaces]]\nname = \"a\"\n").unwrap();
+        assert_eq!(config.namespaces[0].to_engine().max_bins_per_record, 32_767);
+        let lower = Config::parse("[[namespaces]]\nname = \"a\"\nmax-bins-per-record = 100\n");
+        let lower = lower.unwrap();
+        assert!(lower.validate("f").is_ok());
+        assert_eq!(lower.namespaces[0].to_engine().max_bins_per_record, 100);
+        for bad in [0, 32_768] {
+            let text = format!("[[namespaces]]\nname = \"a\"\nmax-bins-per-record = {bad}\n");
+            let error = Config::parse(&text).unwrap().validate("f").unwrap_err();
+            assert!(error.to_string().contains("max-bins-per-record"), "{error}");
+        }
     }
 
     #[test]

@@ -281,6 +281,7 @@ fn run_in_engine(
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
         read_all_bins: header.info1 & info1::GET_ALL != 0,
         header_only: header.info1 & info1::GET_NO_BINS != 0,
+        deadline: engine::Deadline::NONE,
     };
     namespace.read_as(origin, &request, ops, sink)
 }
@@ -318,6 +319,7 @@ fn write_request<'a>(
         generation: generation_policy(header),
         ttl: TtlRequest::from_wire(header.record_ttl)?,
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
+        deadline: engine::Deadline::NONE,
     })
 }
 
@@ -337,6 +339,7 @@ fn delete_request<'a>(
         set_name,
         key,
         generation: generation_policy(header),
+        deadline: engine::Deadline::NONE,
     })
 }
 

@@ -185,12 +185,16 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
          data_used_bytes={data};index_used_bytes={index};set_index_used_bytes={set_index};\
          memory_used_bytes={memory};\
          client_read_success={rs};client_read_not_found={rn};client_read_error={re};\
-         client_write_success={ws};client_write_error={we};\
+         client_read_timeout={rt};\
+         client_write_success={ws};client_write_error={we};client_write_timeout={wt};\
          client_delete_success={ds};client_delete_not_found={dn};client_delete_error={de};\
+         client_delete_timeout={dt};\
          batch_sub_read_success={brs};batch_sub_read_not_found={brn};batch_sub_read_error={bre};\
+         batch_sub_read_timeout={brt};\
          batch_sub_write_success={bws};batch_sub_write_error={bwe};\
+         batch_sub_write_timeout={bwt};\
          batch_sub_delete_success={bds};batch_sub_delete_not_found={bdn};\
-         batch_sub_delete_error={bde};\
+         batch_sub_delete_error={bde};batch_sub_delete_timeout={bdt};\
          pi_query_long_basic_complete={sc};pi_query_long_basic_abort={sa};\
          pi_query_long_basic_error={sf};\
          ns_cluster_size=1;effective_replication_factor=1;replication-factor=1;\
@@ -207,19 +211,25 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
         rs = summary.client_read_success,
         rn = summary.client_read_not_found,
         re = summary.client_read_error,
+        rt = summary.client_read_timeout,
         ws = summary.client_write_success,
         we = summary.client_write_error,
+        wt = summary.client_write_timeout,
         ds = summary.client_delete_success,
         dn = summary.client_delete_not_found,
         de = summary.client_delete_error,
+        dt = summary.client_delete_timeout,
         brs = summary.batch_sub_read_success,
         brn = summary.batch_sub_read_not_found,
         bre = summary.batch_sub_read_error,
+        brt = summary.batch_sub_read_timeout,
         bws = summary.batch_sub_write_success,
         bwe = summary.batch_sub_write_error,
+        bwt = summary.batch_sub_write_timeout,
         bds = summary.batch_sub_delete_success,
         bdn = summary.batch_sub_delete_not_found,
         bde = summary.batch_sub_delete_error,
+        bdt = summary.batch_sub_delete_timeout,
         sc = summary.scans_complete,
         sa = summary.scans_aborted,
         sf = summary.scans_failed,

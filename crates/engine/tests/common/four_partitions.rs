@@ -1,7 +1,7 @@
 //! Records placed in four partitions (digests built, not hashed), so that each partition holds
 //! hundreds of records; shared by the scan and secondary-index model tests.
 
-use engine::{BinRef, DeleteRequest, GenerationPolicy, ReplySink};
+use engine::{BinRef, Deadline, DeleteRequest, GenerationPolicy, ReplySink};
 use model::{Digest, OpCode};
 
 /// Partitions the keys fall in: 0..4.
@@ -30,5 +30,6 @@ pub fn delete_request(key: u64) -> DeleteRequest<'static> {
         set_name: b"",
         key: None,
         generation: GenerationPolicy::None,
+        deadline: Deadline::NONE,
     }
 }

@@ -21,6 +21,7 @@ use engine::{BinWriter, Current, Decision, Expiry, NativeValue};
 use model::{ParticleType, ResultCode};
 
 use super::After;
+use super::glob::Glob;
 use super::hashes::HashValue;
 use super::keys::{self, Target, WRONGTYPE};
 use super::lists::ListValue;
@@ -272,18 +273,18 @@ pub fn type_name(current: &Current<'_>) -> &'static str {
 
 /// Options of HSCAN, SSCAN and ZSCAN: `cursor [MATCH pattern] [COUNT count]`.
 #[derive(Debug)]
-pub struct ScanOptions<'a> {
-    /// MATCH's glob pattern, if given.
-    pub pattern: Option<&'a [u8]>,
+pub struct ScanOptions {
+    /// MATCH's glob pattern, compiled once for every element, if given.
+    pub pattern: Option<Glob>,
 }
 
-impl<'a> ScanOptions<'a> {
+impl ScanOptions {
     /// Parses `args` from position 2 (after the key): the cursor must be an unsigned integer,
     /// COUNT a positive one.
     ///
     /// # Errors
     /// Redis's error text.
-    pub fn parse(args: &'a wire_resp::Args) -> Result<ScanOptions<'a>, Failure> {
+    pub fn parse(args: &wire_resp::Args) -> Result<ScanOptions, Failure> {
         let cursor = std::str::from_utf8(args.get(2))
             .ok()
             .and_then(|text| text.parse::<u64>().ok());
@@ -298,7 +299,7 @@ impl<'a> ScanOptions<'a> {
                 return Err(Failure::message(keys::SYNTAX_ERROR));
             };
             match word.as_slice() {
-                b"MATCH" => options.pattern = Some(value),
+                b"MATCH" => options.pattern = Some(Glob::new(value)),
                 b"COUNT" => match keys::parse_i64(value) {
                     Ok(count) if count >= 1 => {}
                     Ok(_) => return Err(Failure::message(keys::SYNTAX_ERROR)),
@@ -314,7 +315,8 @@ impl<'a> ScanOptions<'a> {
     /// Whether `element` passes MATCH.
     pub fn matches(&self, element: &[u8]) -> bool {
         self.pattern
-            .is_none_or(|pattern| super::glob::matches(pattern, element))
+            .as_ref()
+            .is_none_or(|pattern| pattern.matches(element))
     }
 }
 

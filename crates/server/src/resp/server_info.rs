@@ -8,8 +8,9 @@ use engine::NamespaceSummary;
 use wire_resp::Args;
 
 use super::commands::{Command, REDIS_VERSION};
+use super::glob::Glob;
 use super::reply::Reply;
-use super::{After, Session, glob};
+use super::{After, Session};
 use crate::state::ServerState;
 
 /// INFO and CONFIG.
@@ -226,13 +227,12 @@ fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 
 fn config_get(session: &Session, args: &Args, reply: &mut Reply<'_>) {
     let parameters = parameters(&session.state);
+    let patterns: Vec<Glob> = (2..args.len())
+        .map(|position| Glob::new(&args.get(position).to_ascii_lowercase()))
+        .collect();
     let matching: Vec<&(&str, String)> = parameters
         .iter()
-        .filter(|(name, _)| {
-            (2..args.len()).any(|position| {
-                glob::matches(&args.get(position).to_ascii_lowercase(), name.as_bytes())
-            })
-        })
+        .filter(|(name, _)| patterns.iter().any(|glob| glob.matches(name.as_bytes())))
         .collect();
     reply.map(matching.len());
     for (name, value) in matching {
