@@ -32,6 +32,7 @@ import aswire
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = REPO_ROOT / "target" / "debug" / "osprey"
+DEFAULT_RELEASE_BIN = REPO_ROOT / "target" / "release" / "osprey"
 
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -61,7 +62,12 @@ NAMESPACE_DEFAULTS: dict[str, Any] = {
 }
 
 
-def osprey_bin() -> Path:
+def osprey_bin(release: bool = False) -> Path:
+    """The binary under test; `release` asks for the optimized build (OSPREY_RELEASE_BIN), which
+    tests that assert latency bounds need: a debug build is ten to thirty times slower per
+    element, so its latencies say nothing about the server's."""
+    if release:
+        return Path(os.environ.get("OSPREY_RELEASE_BIN", str(DEFAULT_RELEASE_BIN)))
     return Path(os.environ.get("OSPREY_BIN", str(DEFAULT_BIN)))
 
 
@@ -161,7 +167,9 @@ class OspreyServer:
     """One running `osprey` process."""
 
     def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey",
-                 resp: dict[str, Any] | None = None, admin: dict[str, Any] | None = None):
+                 resp: dict[str, Any] | None = None, admin: dict[str, Any] | None = None,
+                 release: bool = False):
+        self.release = release
         self.service = dict(SERVICE_DEFAULTS)
         self.service.update(service)
         self.namespaces = namespaces
@@ -184,11 +192,13 @@ class OspreyServer:
         """Starts the process and waits for `osprey ready`. Called again after the process
         ended, it starts a new one on the same config file (the last run's log is kept as
         `stderr.previous.log`)."""
-        binary = osprey_bin()
+        binary = osprey_bin(self.release)
         if not binary.exists():
+            build = "cargo build --release -p server" if self.release else "cargo build -p server"
+            variable = "OSPREY_RELEASE_BIN" if self.release else "OSPREY_BIN"
             raise FileNotFoundError(
-                f"osprey binary not found at {binary}: build it with `cargo build -p server` "
-                "or point OSPREY_BIN at it"
+                f"osprey binary not found at {binary}: build it with `{build}` "
+                f"or point {variable} at it"
             )
         if self.proc is not None:
             assert self.proc.poll() is not None, "start() while the previous process still runs"
@@ -351,10 +361,12 @@ def start_server(
     tag: str = "osprey",
     resp: dict[str, Any] | None = None,
     admin: dict[str, Any] | None = None,
+    release: bool = False,
 ) -> OspreyServer:
     if namespaces is None:
         namespaces = [namespace("test", nsup_period=1)]
-    return OspreyServer(service or {}, namespaces, tag=tag, resp=resp, admin=admin).start()
+    return OspreyServer(service or {}, namespaces, tag=tag, resp=resp, admin=admin,
+                        release=release).start()
 
 
 def run_until_exit(

@@ -1,9 +1,10 @@
 //! Project automation. `cargo xtask ci` is the one test command: the same locally and in CI.
 //!
 //! It runs, stopping at the first failure: formatting check, clippy with warnings denied, every
-//! Rust test, a build of the `osprey` and `osprey-bench` binaries, then the black-box suite
-//! (official Python clients against the real binaries), installing what it needs first: the
-//! Python packages into `.venv`, and Debian's `redis-server` and `redis-tools` when missing.
+//! Rust test, a build of the `osprey` and `osprey-bench` binaries (and a release `osprey`, for
+//! the hostile-client tests' latency bounds), then the black-box suite (official Python clients
+//! against the real binaries), installing what it needs first: the Python packages into
+//! `.venv`, and Debian's `redis-server` and `redis-tools` when missing.
 //!
 //! `cargo xtask compare-redis [ARGS]` builds release binaries and runs the Osprey versus
 //! redis-server comparison (`scripts/compare-redis`), passing `ARGS` through.
@@ -77,6 +78,8 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         "cargo",
         &["build", "--package", "server", "--package", "bench"],
     )?;
+    // The hostile-client tests assert latency bounds, which only the optimized build can mean.
+    run("cargo", &["build", "--release", "--package", "server"])?;
     ensure_redis()?;
     let root = workspace_root();
     let python = ensure_venv(&root, &["tests/requirements.txt"])?;
@@ -87,6 +90,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         .args(&args)
         .current_dir(&root)
         .env("OSPREY_BIN", &binary)
+        .env("OSPREY_RELEASE_BIN", root.join("target/release/osprey"))
         .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
         .status()
         .map_err(|error| format!("cannot run pytest: {error}"))?;

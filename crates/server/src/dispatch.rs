@@ -187,13 +187,6 @@ pub fn execute_record(
     if header.info4 & INFO4_TRANSACTION_MASK != 0 {
         return Err(ResultCode::EnterpriseOnly);
     }
-    if command
-        .deadline
-        .is_some_and(|deadline| Instant::now() >= deadline)
-    {
-        // It waited behind other work past its deadline: Aerospike's "timed out in queue".
-        return Err(ResultCode::Timeout);
-    }
     let reply_start = out.len();
     let mut sink = OpSink {
         out,
@@ -263,11 +256,13 @@ fn run_in_engine(
     let set_name = command.fields.set.unwrap_or_default();
     let key = command.fields.key;
     let ops = command.ops.clone();
+    let deadline = engine_deadline(namespace, command.deadline);
     if header.info2 & info2::WRITE != 0 {
         if header.info2 & info2::DELETE != 0 {
-            return namespace.delete_as(origin, &delete_request(header, digest, set_name, key)?);
+            let request = delete_request(header, digest, set_name, key, deadline)?;
+            return namespace.delete_as(origin, &request);
         }
-        let request = write_request(header, digest, set_name, key)?;
+        let request = write_request(header, digest, set_name, key, deadline)?;
         return namespace.write_as(origin, &request, ops, sink);
     }
     if header.info1 & info1::READ == 0 {
@@ -281,9 +276,26 @@ fn run_in_engine(
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
         read_all_bins: header.info1 & info1::GET_ALL != 0,
         header_only: header.info1 & info1::GET_NO_BINS != 0,
-        deadline: engine::Deadline::NONE,
+        deadline,
     };
     namespace.read_as(origin, &request, ops, sink)
+}
+
+/// The engine's view of `deadline`: the same instant on the namespace's clock. One already
+/// past (a request that waited behind others) is made to look past to the engine too, which
+/// then answers TIMEOUT before touching the record, as Aerospike's "timed out in queue".
+fn engine_deadline(namespace: &Namespace, deadline: Option<Instant>) -> engine::Deadline {
+    let Some(deadline) = deadline else {
+        return engine::Deadline::NONE;
+    };
+    let now_unix_ms = namespace.now().unix_ms;
+    match deadline.checked_duration_since(Instant::now()) {
+        Some(remaining) => {
+            let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
+            engine::Deadline::at_unix_ms(now_unix_ms.saturating_add(remaining_ms))
+        }
+        None => engine::Deadline::at_unix_ms(now_unix_ms.saturating_sub(1)),
+    }
 }
 
 /// The largest reply one command may produce: room for the whole record twice (say a read-all
@@ -299,6 +311,7 @@ fn write_request<'a>(
     digest: Digest,
     set_name: &'a [u8],
     key: Option<&'a [u8]>,
+    deadline: engine::Deadline,
 ) -> Result<WriteRequest<'a>, ResultCode> {
     let exists = if header.info2 & info2::CREATE_ONLY != 0 {
         ExistsPolicy::CreateOnly
@@ -319,7 +332,7 @@ fn write_request<'a>(
         generation: generation_policy(header),
         ttl: TtlRequest::from_wire(header.record_ttl)?,
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
-        deadline: engine::Deadline::NONE,
+        deadline,
     })
 }
 
@@ -328,6 +341,7 @@ fn delete_request<'a>(
     digest: Digest,
     set_name: &'a [u8],
     key: Option<&'a [u8]>,
+    deadline: engine::Deadline,
 ) -> Result<DeleteRequest<'a>, ResultCode> {
     // Durable deletes (tombstones) are Enterprise-only in Aerospike Community Edition; the
     // in-memory engine keeps no tombstones yet, so say so rather than pretend.
@@ -339,7 +353,7 @@ fn delete_request<'a>(
         set_name,
         key,
         generation: generation_policy(header),
-        deadline: engine::Deadline::NONE,
+        deadline,
     })
 }
 

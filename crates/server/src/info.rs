@@ -347,7 +347,7 @@ fn write_limit_statistics(state: &ServerState, value: &mut String) {
         ";client_connections_idle_closed={};resp_connections={};resp_connections_refused={};\
          resp_connections_idle_closed={};admin_connections={};admin_connections_refused={};\
          client_memory_bytes={};client_memory_max_bytes={};client_memory_evicted={};\
-         client_output_limit_closed={};query_timeout={}",
+         client_output_limit_closed={};query_timeout={};long_request_jobs={}",
         state.connections.idle_closed.load(Ordering::Relaxed),
         resp.open_now(),
         resp.refused.load(Ordering::Relaxed),
@@ -359,6 +359,7 @@ fn write_limit_statistics(state: &ServerState, value: &mut String) {
         memory.evicted.load(Ordering::Relaxed),
         memory.output_limit_closed.load(Ordering::Relaxed),
         state.scan_jobs.timeouts.load(Ordering::Relaxed),
+        state.long_requests.jobs.load(Ordering::Relaxed),
     );
 }
 

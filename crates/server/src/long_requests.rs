@@ -20,6 +20,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -40,6 +41,8 @@ pub struct LongRequests {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
     permits: Arc<Semaphore>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Jobs submitted (statistics' `long_request_jobs`).
+    pub jobs: AtomicU64,
 }
 
 /// The job panicked: a bug, reported as a failed request.
@@ -70,6 +73,7 @@ impl LongRequests {
             sender: Mutex::new(Some(sender)),
             permits: Arc::new(Semaphore::new(threads * QUEUED_JOBS_PER_THREAD)),
             threads: Mutex::new(handles),
+            jobs: AtomicU64::new(0),
         })
     }
 
@@ -99,6 +103,7 @@ impl LongRequests {
         if !sent {
             return Err(JobPanicked);
         }
+        self.jobs.fetch_add(1, Ordering::Relaxed);
         answered.await.map_err(|_| JobPanicked)?
     }
 

@@ -271,11 +271,40 @@ pub fn type_name(current: &Current<'_>) -> &'static str {
     }
 }
 
+/// How many elements the value at `current` holds, as a command that visits them all would
+/// pay: a collection's length; for a value stored packed (a string, or a record an Aerospike
+/// client wrote) its size in bytes, which bounds the elements it can decode to.
+pub fn element_count(current: &Current<'_>) -> usize {
+    if let Some(native) = current.native() {
+        let native: &dyn Any = native;
+        if let Some(hash) = native.downcast_ref::<HashValue>() {
+            return hash.len();
+        }
+        if let Some(list) = native.downcast_ref::<ListValue>() {
+            return list.len();
+        }
+        if let Some(set) = native.downcast_ref::<SetValue>() {
+            return set.len();
+        }
+        if let Some(zset) = native.downcast_ref::<ZSetValue>() {
+            return zset.len();
+        }
+    }
+    current.bins().iter().map(|bin| bin.value.len()).sum()
+}
+
+/// Pattern length from which HSCAN, SSCAN and ZSCAN match after the partition's lock: each
+/// element then costs more to match than to copy, and the partition's writers must not wait
+/// for a pattern a client made as long as it liked.
+const PATTERN_MATCHED_UNDER_LOCK_BYTES_MAX: usize = 64;
+
 /// Options of HSCAN, SSCAN and ZSCAN: `cursor [MATCH pattern] [COUNT count]`.
 #[derive(Debug)]
 pub struct ScanOptions {
     /// MATCH's glob pattern, compiled once for every element, if given.
     pub pattern: Option<Glob>,
+    /// Whether MATCH's pattern is long enough to be matched after the lock, on copies.
+    pub match_after_lock: bool,
 }
 
 impl ScanOptions {
@@ -291,7 +320,10 @@ impl ScanOptions {
         if cursor.is_none() {
             return Err(Failure::message("ERR invalid cursor"));
         }
-        let mut options = ScanOptions { pattern: None };
+        let mut options = ScanOptions {
+            pattern: None,
+            match_after_lock: false,
+        };
         let mut position = 3;
         while position < args.len() {
             let word = args.get(position).to_ascii_uppercase();
@@ -299,7 +331,10 @@ impl ScanOptions {
                 return Err(Failure::message(keys::SYNTAX_ERROR));
             };
             match word.as_slice() {
-                b"MATCH" => options.pattern = Some(Glob::new(value)),
+                b"MATCH" => {
+                    options.pattern = Some(Glob::new(value));
+                    options.match_after_lock = value.len() > PATTERN_MATCHED_UNDER_LOCK_BYTES_MAX;
+                }
                 b"COUNT" => match keys::parse_i64(value) {
                     Ok(count) if count >= 1 => {}
                     Ok(_) => return Err(Failure::message(keys::SYNTAX_ERROR)),
@@ -317,6 +352,17 @@ impl ScanOptions {
         self.pattern
             .as_ref()
             .is_none_or(|pattern| pattern.matches(element))
+    }
+
+    /// Whether to copy `element` out under the lock: when it passes MATCH, or when MATCH
+    /// waits until after the lock ([`ScanOptions::matches_late`] decides then).
+    pub fn keeps_under_lock(&self, element: &[u8]) -> bool {
+        self.match_after_lock || self.matches(element)
+    }
+
+    /// Whether a copied `element` passes MATCH, when matching waited until after the lock.
+    pub fn matches_late(&self, element: &[u8]) -> bool {
+        !self.match_after_lock || self.matches(element)
     }
 }
 

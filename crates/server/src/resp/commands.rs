@@ -73,19 +73,27 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
-    let handler = match check(args) {
-        Ok(handler) => handler,
+    let (name, handler) = match checked(args) {
+        Ok(found) => found,
         Err(message) => {
             reply.error(&message);
             return After::Continue;
         }
     };
+    if session.may_offload && session.should_offload(super::cost::estimate(session, name, args)) {
+        return After::Offload;
+    }
     session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
     handler(session, args, reply)
 }
 
 /// The handler of a known command called with a valid argument count, or Redis's error.
 pub fn check(args: &Args) -> Result<Handler, String> {
+    checked(args).map(|(_, handler)| handler)
+}
+
+/// The lower-case name and handler of a known command called with a valid argument count.
+fn checked(args: &Args) -> Result<(&'static str, Handler), String> {
     let Some((command, arity, handler)) = lookup(args.get(0)) else {
         return Err(unknown_command(args));
     };
@@ -95,7 +103,7 @@ pub fn check(args: &Args) -> Result<Handler, String> {
             "ERR wrong number of arguments for '{command}' command"
         ));
     }
-    Ok(handler)
+    Ok((command, handler))
 }
 
 /// The name of every command served, in table order.

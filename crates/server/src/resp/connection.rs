@@ -409,8 +409,12 @@ impl Connection {
         if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_BYTES {
             self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
         }
+        let args_bytes = self
+            .args
+            .as_ref()
+            .map_or(0, wire_resp::Args::allocated_bytes);
         self.account
-            .charge(self.input.capacity() + self.output.held_bytes())?;
+            .charge(self.input.capacity() + args_bytes + self.output.held_bytes())?;
         let unsent = self.output.unsent_bytes() as u64;
         let limit = self.limit;
         if limit.hard_bytes > 0 && unsent >= limit.hard_bytes {

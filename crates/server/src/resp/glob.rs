@@ -112,7 +112,9 @@ struct Segment {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ByteSet([u64; 4]);
 
-/// Whether `text` matches `pattern` (see the module docs for the cost).
+/// Whether `text` matches `pattern` (see the module docs for the cost): a one-off match, for
+/// tests; commands compile their pattern once with [`Glob::new`].
+#[cfg(test)]
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
     Glob::compile(pattern, text.len()).is_some_and(|glob| glob.matches(text))
 }

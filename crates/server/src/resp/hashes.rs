@@ -372,12 +372,20 @@ pub fn hscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         let mut out = Vec::new();
         for (field, value) in hash.into_iter().flat_map(HashValue::iter) {
-            if options.matches(field) {
+            if options.keeps_under_lock(field) {
                 out.push(field.to_vec());
                 out.push(value.to_vec());
             }
         }
         out
+    });
+    let outcome = outcome.map(|items| {
+        items
+            .chunks_exact(2)
+            .filter(|pair| options.matches_late(&pair[0]))
+            .flatten()
+            .cloned()
+            .collect::<Vec<_>>()
     });
     finish(reply, outcome, |reply, items| {
         collection::reply_scan(reply, 2, &items)

@@ -22,7 +22,7 @@ use wire_resp::Args;
 
 use super::collection;
 use super::commands::Command;
-use super::glob;
+use super::glob::Glob;
 use super::keys::{self, Target};
 use super::reply::Reply;
 use super::{After, Session};
@@ -92,12 +92,13 @@ fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> A
         return After::Offload;
     }
     let match_all = pattern == b"*";
+    let glob = Glob::new(pattern);
     let (namespace, scope) = resp_scope(&session.state);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut found_bytes = 0;
     for partition in 0..partition_count() {
         walk_partition(namespace, scope, partition, |key| {
-            if match_all || glob::matches(pattern, key) {
+            if match_all || glob.matches(key) {
                 // A bulk string's header and its CRLF: at most 16 bytes.
                 found_bytes += key.len() + 16;
                 found.push(key.to_vec());
@@ -220,16 +221,14 @@ fn scan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 /// the next cursor (0 when done) and the keys that passed MATCH.
 fn scan_partitions(state: &ServerState, request: &ScanRequest<'_>) -> (u16, Vec<Vec<u8>>) {
     let (namespace, scope) = resp_scope(state);
+    let glob = request.pattern.map(Glob::new);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut examined: u64 = 0;
     let mut partition = u16::try_from(request.cursor).unwrap_or(u16::MAX);
     while partition < partition_count() && examined < request.count {
         walk_partition(namespace, scope, partition, |key| {
             examined += 1;
-            if request
-                .pattern
-                .is_none_or(|pattern| glob::matches(pattern, key))
-            {
+            if glob.as_ref().is_none_or(|glob| glob.matches(key)) {
                 found.push(key.to_vec());
             }
             true

@@ -332,11 +332,15 @@ pub fn lrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
         return fail(reply, keys::NOT_AN_INTEGER);
     };
     let target = Target::of(&session.state, args.get(1));
-    // The elements are written straight from the stored list, under its read lock.
+    // The elements are written straight from the stored list, under its read lock; a long
+    // range writes nothing and goes to the long-request pool instead.
     let outcome = collection::read(&target, |list: Option<&ListValue>| {
         let range = list.and_then(|list| Some((list, clamp_range(start, stop, list.len())?)));
         match range {
             None => reply.array(0),
+            Some((_, (first, last))) if session.should_offload(last - first + 1) => {
+                return After::Offload;
+            }
             Some((list, (first, last))) => {
                 reply.array(last - first + 1);
                 list.elements
@@ -344,8 +348,12 @@ pub fn lrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
                     .for_each(|element| reply.bulk(element));
             }
         }
+        After::Continue
     });
-    finish(reply, outcome, |_, ()| {})
+    if let Ok(After::Offload) = outcome {
+        return After::Offload;
+    }
+    finish(reply, outcome, |_, _| {})
 }
 
 /// LINDEX key index

@@ -14,6 +14,7 @@
 mod collection;
 mod commands;
 mod connection;
+mod cost;
 mod docs;
 mod glob;
 mod hashes;

@@ -509,20 +509,22 @@ pub fn sscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
         let Some(set) = set else {
             return Ok(Vec::new());
         };
-        let options = options?;
+        let options = options.as_ref().map_err(Clone::clone)?;
         Ok(set
             .iter()
-            .filter(|member| options.matches(member))
+            .filter(|member| options.keeps_under_lock(member))
             .map(<[u8]>::to_vec)
             .collect::<Vec<_>>())
     });
-    finish(
-        reply,
-        outcome.and_then(|members| members),
-        |reply, members| {
-            collection::reply_scan(reply, 1, &members);
-        },
-    )
+    let outcome = outcome.and_then(|members| members).map(|mut members| {
+        if let Ok(options) = &options {
+            members.retain(|member| options.matches_late(member));
+        }
+        members
+    });
+    finish(reply, outcome, |reply, members| {
+        collection::reply_scan(reply, 1, &members);
+    })
 }
 
 /// SMOVE source destination member: 1 if `member` moved (or is in `source` when both keys are

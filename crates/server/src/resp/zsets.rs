@@ -1343,9 +1343,17 @@ fn range_command(
     // twice. `read` fails only before it calls this, so a failure is the whole reply.
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         let entries = zset.map(|zset| request.select(zset)).unwrap_or_default();
+        // A long range writes nothing and goes to the long-request pool instead.
+        if session.should_offload(entries.len()) {
+            return After::Offload;
+        }
         reply_entries(reply, &entries, request.withscores);
+        After::Continue
     });
-    finish(reply, outcome, |_, ()| {})
+    if let Ok(After::Offload) = outcome {
+        return After::Offload;
+    }
+    finish(reply, outcome, |_, _| {})
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: the whole set in score order, cursor 0.
@@ -1359,23 +1367,25 @@ pub fn zscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     };
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
-        let entries: Vec<&Entry> = zset
-            .into_iter()
+        zset.into_iter()
             .flat_map(ZSetValue::iter)
-            .filter(|entry| options.matches(&entry.member))
-            .collect();
+            .filter(|entry| options.keeps_under_lock(&entry.member))
+            .map(|entry| (entry.member.to_vec(), entry.score))
+            .collect::<Vec<_>>()
+    });
+    finish(reply, outcome, |reply, mut entries| {
+        entries.retain(|(member, _)| options.matches_late(member));
         reply.array(2);
         reply.bulk(b"0");
         reply.array(entries.len() * 2);
         let mut text = Vec::new();
-        for entry in entries {
-            reply.bulk(&entry.member);
+        for (member, score) in entries {
+            reply.bulk(&member);
             text.clear();
-            wire_resp::encode::double_text(&mut text, entry.score);
+            wire_resp::encode::double_text(&mut text, score);
             reply.bulk(&text);
         }
-    });
-    finish(reply, outcome, |_, ()| {})
+    })
 }
 
 #[cfg(test)]
