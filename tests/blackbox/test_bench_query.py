@@ -75,7 +75,7 @@ def test_a_query_over_keys_never_loaded_fails_clearly(osprey):
 
 def test_testbin_index_creates_and_drops_the_index(osprey):
     srv, client = osprey
-    common = ["-p", str(srv.port), "-s", "w", "-k", "300", "-t", "1", "-w", "RU,0"]
+    common = ["-p", str(srv.port), "-s", "w", "-k", "300", "-t", "3", "-w", "RU,0"]
     benchtool.run(*common, "--testbin-index", "create")
     assert "indexname=osprey_bench_testbin" in harness.info(client, "sindex-list:ns=test")
     _, _, bins = client.get(("test", "w", 7))

@@ -601,3 +601,31 @@ def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers(
         assert jobs() == short_before
     finally:
         srv.stop()
+
+
+def test_clients_sending_huge_requests_slowly_are_evicted_at_client_memory_max():
+    """Input counts too: a Redis client declaring a 300 MB argument and an Aerospike client
+    declaring a 100 MB frame, each sending its bytes and never finishing, hold their input
+    buffers; past `client-memory-max` (32 MB) the one holding the most is closed."""
+    srv = start(service={"client-memory-max": "32mb", "frame-read-timeout-ms": 60_000})
+    try:
+        chunk = b"x" * MIB
+        with socket.create_connection((srv.host, srv.resp_port), timeout=10) as redis_sock, \
+                socket.create_connection((srv.host, srv.port), timeout=10) as as_sock:
+            redis_sock.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$300000000\r\n")
+            as_sock.sendall(aswire.proto_header(TYPE_MSG, 100 * MIB))
+            closed = []
+            for _ in range(40):
+                for name, sock in (("redis", redis_sock), ("aerospike", as_sock)):
+                    if name in closed:
+                        continue
+                    try:
+                        sock.sendall(chunk)
+                    except OSError:
+                        closed.append(name)
+            wait_for(lambda: stat(srv, "client_memory_evicted") >= 1, 10, "an eviction")
+            assert aswire.closed_within(redis_sock, 5)[0] or aswire.closed_within(as_sock, 5)[0]
+        assert srv.redis().ping()
+        assert "client evicted" in srv.log_text() or "all clients hold more" in srv.log_text()
+    finally:
+        srv.stop()
