@@ -62,6 +62,18 @@ fn write_op<'a>(name: &'a str, value: &'a [u8]) -> Op<'a> {
     }
 }
 
+/// A read of each of `names`, in order.
+fn read_ops<'a>(names: impl Iterator<Item = &'a String>) -> Vec<Op<'a>> {
+    names
+        .map(|name| Op {
+            code: OpCode::Read,
+            particle_type: 0,
+            bin_name: name.as_bytes(),
+            value: b"",
+        })
+        .collect()
+}
+
 fn int_op(code: OpCode, name: &'static str, value: i64) -> Op<'static> {
     // Leaked so ops can be built inline in tests; a few bytes per test.
     let bytes: &'static [u8] = Box::leak(Box::new(value.to_be_bytes()));
@@ -606,16 +618,7 @@ fn a_put_of_32k_bins_and_reads_of_each_by_name_stay_linear() {
         .map(|name| write_op(name, name.as_bytes()))
         .collect();
     f.write(put_request("wide"), &writes).unwrap();
-    let reads: Vec<Op<'_>> = names
-        .iter()
-        .rev()
-        .map(|name| Op {
-            code: OpCode::Read,
-            particle_type: 0,
-            bin_name: name.as_bytes(),
-            value: b"",
-        })
-        .collect();
+    let reads = read_ops(names.iter().rev());
     let request = ReadRequest {
         digest: digest("wide"),
         set_name: b"",
@@ -810,15 +813,7 @@ fn long_requests_stop_at_their_deadline_midway_and_a_write_leaves_nothing_behind
         sink.0.len() > 1_000 && sink.0.len() < 10_000,
         "stopped midway"
     );
-    let reads: Vec<Op<'_>> = names
-        .iter()
-        .map(|name| Op {
-            code: OpCode::Read,
-            particle_type: 0,
-            bin_name: name.as_bytes(),
-            value: b"",
-        })
-        .collect();
+    let reads = read_ops(names.iter());
     let named = ReadRequest {
         read_all_bins: false,
         ..read_request("wide", soon())
