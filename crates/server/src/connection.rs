@@ -45,6 +45,9 @@ pub const OUTPUT_FLUSH_BYTES: usize = 128 * 1024;
 /// connection keeps only what ordinary requests need.
 pub const BUFFER_KEEP_BYTES: usize = 256 * 1024;
 
+/// Work a connection does before it lets the runtime's other tasks run.
+pub const SLICE_TIME: Duration = Duration::from_micros(500);
+
 const _: () =
     assert!(READ_CHUNK_BYTES <= BUFFER_KEEP_BYTES && OUTPUT_FLUSH_BYTES <= BUFFER_KEEP_BYTES);
 
@@ -169,6 +172,7 @@ impl Connection {
         let idle_timeout = Duration::from_millis(service.idle_timeout_ms);
         let frame_timeout = Duration::from_millis(service.frame_read_timeout_ms);
         let mut frame_started: Option<Instant> = None;
+        let mut slice_started = Instant::now();
         loop {
             let (progressed, next) = match self.answer_buffered_frames() {
                 Ok(answered) => answered,
@@ -179,7 +183,14 @@ impl Connection {
             }
             match next {
                 Next::Read => {}
-                Next::Answer => continue,
+                Next::Answer => {
+                    // A deep pipeline yields to the runtime's other tasks now and then.
+                    if slice_started.elapsed() >= SLICE_TIME {
+                        tokio::task::yield_now().await;
+                        slice_started = Instant::now();
+                    }
+                    continue;
+                }
                 Next::Stream(streamed) => {
                     if let Err(close) = self
                         .send_stream(streamed, frame_timeout, &mut shutdown)
@@ -220,6 +231,7 @@ impl Connection {
                 _ = shutdown.changed() => return Close::Shutdown,
                 () = self.account.told_to_close() => return Close::Evicted,
             };
+            slice_started = Instant::now();
             match outcome {
                 Ok(Ok(0)) => return Close::PeerClosed,
                 Ok(Ok(_)) => {}

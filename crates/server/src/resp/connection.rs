@@ -290,7 +290,6 @@ impl Connection {
     /// Answers complete requests until the input has none, replies reach
     /// `OUTPUT_FLUSH_BYTES`, or a command closes, overflows or asks for the pool.
     fn answer_step(&mut self) -> Step {
-        let reply_len_max = self.reply_len_max();
         let mut args = self.args.take().expect("arguments are home between steps");
         let mut consumed = 0;
         let mut step = Step::Drained;
@@ -301,7 +300,7 @@ impl Connection {
                     if args.is_empty() {
                         continue;
                     }
-                    step = self.answer(&args, reply_len_max, true);
+                    step = self.answer(&args, self.reply_len_max(), true);
                     if step != Step::Drained {
                         if step == Step::Offload {
                             // Not run: it runs again, whole, on the pool.
