@@ -156,6 +156,12 @@ impl Account {
         }
     }
 
+    /// Whether this connection may be told to close while it waits: only tracked accounts
+    /// are (so an ordinary connection's wait registers no waker here).
+    pub fn may_be_told(&self) -> bool {
+        self.tracked
+    }
+
     /// Completes once this connection is told to close.
     pub async fn told_to_close(&self) {
         while self.check().is_ok() {

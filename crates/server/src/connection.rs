@@ -105,6 +105,9 @@ struct Connection {
     info: InfoSession,
     account: Account,
     role: Role,
+    /// When the last read completed: the arrival time of the frames it completed, from which
+    /// their deadlines count.
+    received: std::time::Instant,
 }
 
 /// What answering the buffered frames left to do.
@@ -136,6 +139,7 @@ pub async fn serve(
         info: InfoSession::default(),
         account,
         role,
+        received: std::time::Instant::now(),
     };
     let reason = connection.run(shutdown).await;
     match reason {
@@ -172,7 +176,8 @@ impl Connection {
         let idle_timeout = Duration::from_millis(service.idle_timeout_ms);
         let frame_timeout = Duration::from_millis(service.frame_read_timeout_ms);
         let mut frame_started: Option<Instant> = None;
-        let mut slice_started = Instant::now();
+        // When the current run of answers without a read began; read only for deep pipelines.
+        let mut slice_started: Option<Instant> = None;
         loop {
             let (progressed, next) = match self.answer_buffered_frames() {
                 Ok(answered) => answered,
@@ -185,9 +190,10 @@ impl Connection {
                 Next::Read => {}
                 Next::Answer => {
                     // A deep pipeline yields to the runtime's other tasks now and then.
-                    if slice_started.elapsed() >= SLICE_TIME {
+                    let started = *slice_started.get_or_insert_with(Instant::now);
+                    if started.elapsed() >= SLICE_TIME {
                         tokio::task::yield_now().await;
-                        slice_started = Instant::now();
+                        slice_started = None;
                     }
                     continue;
                 }
@@ -226,12 +232,15 @@ impl Connection {
                 return evicted.into();
             }
             let read = self.stream.read_buf(&mut self.input);
+            let may_be_told = self.account.may_be_told();
             let outcome = tokio::select! {
+                biased;
                 result = read_until(read, deadline) => result,
                 _ = shutdown.changed() => return Close::Shutdown,
-                () = self.account.told_to_close() => return Close::Evicted,
+                () = self.account.told_to_close(), if may_be_told => return Close::Evicted,
             };
-            slice_started = Instant::now();
+            slice_started = None;
+            self.received = std::time::Instant::now();
             match outcome {
                 Ok(Ok(0)) => return Close::PeerClosed,
                 Ok(Ok(_)) => {}
@@ -266,7 +275,7 @@ impl Connection {
             {
                 return Err(Close::NotAdmin);
             }
-            let received = std::time::Instant::now();
+            let received = self.received;
             if frame.proto_type == ProtoType::Message && dispatch::is_long(frame.body) {
                 next = Next::Long(frame.body.to_vec(), received);
                 break;
@@ -464,13 +473,15 @@ async fn send(
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
                 account.charge(held_bytes)?;
                 let deadline = *deadline.get_or_insert_with(|| Instant::now() + drain_timeout);
+                let may_be_told = account.may_be_told();
                 tokio::select! {
+                    biased;
                     ready = timeout_at(deadline, stream.writable()) => match ready {
                         Ok(Ok(())) => {}
                         Ok(Err(error)) => return Err(Close::Io(error)),
                         Err(_) => return Err(Close::Timeout(what)),
                     },
-                    () = account.told_to_close() => return Err(Close::Evicted),
+                    () = account.told_to_close(), if may_be_told => return Err(Close::Evicted),
                 }
             }
             Err(error) => return Err(Close::Io(error)),

@@ -247,7 +247,8 @@ impl Connection {
     }
 
     async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> Close {
-        let mut slice_started = Instant::now();
+        // When the current run of steps without a wait began; read only for deep pipelines.
+        let mut slice_started: Option<Instant> = None;
         loop {
             let step = self.answer_step();
             if step == Step::OverLimit {
@@ -269,9 +270,10 @@ impl Connection {
                     continue;
                 }
                 Step::Flush => {
-                    if slice_started.elapsed() >= SLICE_TIME {
+                    let started = *slice_started.get_or_insert_with(Instant::now);
+                    if started.elapsed() >= SLICE_TIME {
                         tokio::task::yield_now().await;
-                        slice_started = Instant::now();
+                        slice_started = None;
                     }
                     continue;
                 }
@@ -283,7 +285,7 @@ impl Connection {
             if let Err(close) = self.wait(&mut shutdown).await {
                 return close;
             }
-            slice_started = Instant::now();
+            slice_started = None;
         }
     }
 
@@ -402,7 +404,7 @@ impl Connection {
     fn write_and_check(&mut self) -> Result<(), Close> {
         match self.output.write_available(&self.stream) {
             Ok(0) => {}
-            Ok(_) => self.last_activity = Instant::now(),
+            Ok(_) => self.note_activity(),
             Err(_) => return Err(Close::Done),
         }
         if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_BYTES {
@@ -434,9 +436,10 @@ impl Connection {
     /// closes.
     async fn close_after(&mut self, shutdown: &mut watch::Receiver<bool>) -> Close {
         while self.output.unsent_bytes() > 0 {
+            let may_be_told = self.account.may_be_told();
             tokio::select! {
                 ready = self.stream.writable() => if ready.is_err() { return Close::Done },
-                () = self.account.told_to_close() => return Close::Evicted,
+                () = self.account.told_to_close(), if may_be_told => return Close::Evicted,
                 _ = shutdown.changed() => return Close::Shutdown,
             }
             if let Err(close) = self.write_and_check() {
@@ -512,7 +515,9 @@ impl Connection {
             .idle_timeout
             .map(|timeout| self.last_activity + timeout);
         self.input.reserve(READ_CHUNK_BYTES);
+        let may_be_told = self.account.may_be_told();
         tokio::select! {
+            biased;
             ready = self.stream.readable() => {
                 if ready.is_err() {
                     return Err(Close::Done);
@@ -522,10 +527,17 @@ impl Connection {
             ready = self.stream.writable(), if unsent => {
                 ready.map_err(|_| Close::Done)
             }
-            () = self.account.told_to_close() => Err(Close::Evicted),
+            () = self.account.told_to_close(), if may_be_told => Err(Close::Evicted),
             () = sleep_until_or_never(soft_deadline) => Err(Close::OutputLimit),
             () = sleep_until_or_never(idle_deadline) => Err(Close::Idle),
             _ = shutdown.changed() => Err(Close::Shutdown),
+        }
+    }
+
+    /// The client sent or took bytes: its idle time starts again (read only with `timeout`).
+    fn note_activity(&mut self) {
+        if self.idle_timeout.is_some() {
+            self.last_activity = Instant::now();
         }
     }
 
@@ -533,7 +545,7 @@ impl Connection {
         match self.stream.try_read_buf(&mut self.input) {
             Ok(0) => Err(Close::Done),
             Ok(_) => {
-                self.last_activity = Instant::now();
+                self.note_activity();
                 Ok(())
             }
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
