@@ -410,23 +410,40 @@ fn particle_seeds(seeds: &mut Seeds) {
 }
 
 fn engine_ops_seeds(seeds: &mut Seeds) {
-    // Step layouts as `engine_ops` reads them: see its `read_write` and `read_op`.
-    let write_int = |key: u8, policy: u8| vec![0, key, policy, 3, 1, 0, 0, 0, 0, 1, 0, 0, 0];
-    let mut create_and_update = write_int(0, 0);
-    create_and_update.extend(write_int(0, 1));
-    create_and_update.extend([5, 0, 0, 1]);
-    seeds.push((
-        "engine_ops",
-        "create-update-read".to_owned(),
-        create_and_update,
-    ));
-    let mut expire = vec![0, 1, 0, 3, 3, 0, 3, 0, 0, 1, 1, 1, 1, b'x'];
-    expire.extend([6, 3, 6, 3, 7, 5, 1, 0, 1]);
-    seeds.push(("engine_ops", "ttl-expire-sweep".to_owned(), expire));
-    let mut conditional = write_int(2, 4);
-    conditional.extend([0, 2, 1, 0, 1, 1, 2, 1, 0, 2, 7, 0, 0]);
-    conditional.extend([4, 2, 1, 1, 2, 0]);
-    seeds.push(("engine_ops", "generation-and-keys".to_owned(), conditional));
+    // Steps as `engine_ops` reads them (see its `read_write` and `read_op`). A write is
+    // [0, key, policy, generation policy (+ value), TTL (+ seconds), key field (+ value),
+    // flags, op count - 1, ops...]; an op is [code, bin name, particle type, value choice...].
+    let create_update_read: &[&[u8]] = &[
+        // Create record 0 (update policy, no generation check, never expires): b = 1.
+        &[0, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0, 0],
+        // Update only: increment b by 1.
+        &[0, 0, 1, 2, 1, 0, 0, 0, 3, 1, 0, 0],
+        // Read bin b of record 0.
+        &[5, 0, 0, 1],
+    ];
+    let ttl_expire_sweep: &[&[u8]] = &[
+        // Record 1 with a TTL of 1 s: c = "hi".
+        &[0, 1, 0, 2, 3, 0, 0, 0, 0, 1, 2, 1, 2, b'h', b'i'],
+        // The clock moves 3 s, the sweeper runs, the read finds nothing.
+        &[6, 3],
+        &[7],
+        &[5, 1, 0, 2],
+    ];
+    let generation_and_keys: &[&[u8]] = &[
+        // Create-only record 2 with the string key "k0": b = 1.
+        &[0, 2, 4, 2, 0, 3, 0, 0, 0, 0, 1, 0, 0],
+        // Generation must equal 1, key "k1" (a mismatch): read all, then b = 1.
+        &[0, 2, 0, 0, 1, 1, 3, 1, 0, 1, 2, 0, 0, 0, 0, 1, 0, 0],
+        // Delete if the generation is greater than 0, with the right key.
+        &[4, 2, 1, 0, 3, 0],
+    ];
+    for (name, steps) in [
+        ("create-update-read", create_update_read),
+        ("ttl-expire-sweep", ttl_expire_sweep),
+        ("generation-and-keys", generation_and_keys),
+    ] {
+        seeds.push(("engine_ops", name.to_owned(), steps.concat()));
+    }
 }
 
 fn storage_record_seeds(seeds: &mut Seeds) {
