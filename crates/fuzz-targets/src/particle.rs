@@ -171,12 +171,14 @@ fn increment(current: Option<&OwnedBin>, op: &Op<'_>) -> Result<Vec<u8>, ResultC
     match current {
         None if op.particle_type == integer || op.particle_type == float => Ok(operand.to_vec()),
         Some((_, current_type, value)) if *current_type == op.particle_type => {
-            let value = <[u8; 8]>::try_from(value.as_slice()).expect("stored numbers are 8 bytes");
+            // Only integer and float bins can be incremented; both are stored as 8 bytes.
+            let number =
+                || <[u8; 8]>::try_from(value.as_slice()).expect("stored numbers are 8 bytes");
             if op.particle_type == integer {
-                let sum = i64::from_be_bytes(value).wrapping_add(i64::from_be_bytes(operand));
+                let sum = i64::from_be_bytes(number()).wrapping_add(i64::from_be_bytes(operand));
                 Ok(sum.to_be_bytes().to_vec())
             } else if op.particle_type == float {
-                let sum = f64::from_be_bytes(value) + f64::from_be_bytes(operand);
+                let sum = f64::from_be_bytes(number()) + f64::from_be_bytes(operand);
                 Ok(sum.to_be_bytes().to_vec())
             } else {
                 Err(ResultCode::IncompatibleType)
