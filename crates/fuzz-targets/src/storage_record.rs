@@ -8,9 +8,9 @@
 //! unsealed, to exercise the paths that refuse a bad checksum.
 //!
 //! Invariants the target asserts, beyond "no panic":
-//! - [`walk_entries`] yields, in order, exactly the sealed entries up to the first one whose
-//!   kind is unknown, each inside the block and 16-byte aligned, and [`decode_entry_at`]
-//!   decodes each again from its location alone.
+//! - [`format::walk_entries`] yields, in order, exactly the sealed entries up to the first one whose
+//!   kind is unknown or whose seq the writer could not have given, each inside the block and
+//!   16-byte aligned, and [`format::decode_entry_at`] decodes each again from its location alone.
 //! - Record and truncate bodies that decode re-encode to the same bytes.
 //! - A namespace opened on a device holding the block answers a read of every record in it
 //!   with its bins, NOT_FOUND or UNKNOWN (a record it cannot read), never a panic.
@@ -73,14 +73,15 @@ pub fn storage_record(data: &[u8]) {
 }
 
 /// Recomputes the header checksum and every plausible entry's checksum, as the writer
-/// computed them; returns how many entries precede the first whose kind is unknown.
+/// computed them; returns how many entries precede the first that the format refuses anyway:
+/// an unknown kind, or a seq not above the block's use_seq or above [`format::SEQ_MAX`].
 fn seal(block: &mut [u8]) -> usize {
     let header_crc = crc32c::crc32c(&block[..24]);
     block[24..28].copy_from_slice(&header_crc.to_le_bytes());
     let use_seq = u64::from_le_bytes(block[8..16].try_into().expect("8 bytes"));
     let mut offset = BLOCK_HEADER_SIZE_BYTES;
-    let mut known_kinds = 0;
-    let mut kind_unknown = false;
+    let mut accepted = 0;
+    let mut refused = false;
     while offset + END_MARKER_SIZE_BYTES <= block.len() {
         let word = |at: usize| u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes"));
         let exact_len = word(offset + 4) as usize;
@@ -94,13 +95,15 @@ fn seal(block: &mut [u8]) -> usize {
         let seq_crc = crc32c::crc32c(&use_seq.to_le_bytes());
         let crc = crc32c::crc32c_append(seq_crc, &block[offset + 4..offset + exact_len]);
         block[offset..offset + 4].copy_from_slice(&crc.to_le_bytes());
-        kind_unknown |= !(1..=3).contains(&block[offset + 16]);
-        if !kind_unknown {
-            known_kinds += 1;
+        let seq = u64::from_le_bytes(block[offset + 8..offset + 16].try_into().expect("8 bytes"));
+        let seq_valid = seq > use_seq && seq <= format::SEQ_MAX;
+        refused |= !seq_valid || !(1..=3).contains(&block[offset + 16]);
+        if !refused {
+            accepted += 1;
         }
         offset += len;
     }
-    known_kinds
+    accepted
 }
 
 /// The entries [`format::walk_entries`] yields, each checked against its location.
