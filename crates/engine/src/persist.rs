@@ -33,7 +33,7 @@ use crate::clock::Clock;
 use crate::config::NamespaceConfig;
 use crate::namespace::Namespace;
 use crate::partition::Partition;
-use crate::record::{Record, RecordHeader};
+use crate::record::{self, Record, RecordHeader};
 use crate::sindex::{NewStamp, Stamp};
 use crate::stats::Counter;
 
@@ -152,6 +152,15 @@ impl Namespace {
             return;
         };
         if body.generation == 0 {
+            return;
+        }
+        if !record::is_well_formed(body.data) {
+            tracing::error!(
+                namespace = self.name(),
+                ?location,
+                "cold start: a record's data is malformed although it passed its checksum; \
+                 skipped"
+            );
             return;
         }
         let generation = Generation(body.generation);
@@ -335,7 +344,7 @@ impl Namespace {
             decoded.generation == record.generation.0
                 && decoded.void_time == record.void_time.0
                 && decoded.last_update_ms == record.last_update_ms
-                && !decoded.data.is_empty()
+                && record::is_well_formed(decoded.data)
         });
         let Some(decoded) = decoded else {
             tracing::error!(

@@ -344,6 +344,49 @@ pub fn encode_prepared(key: Option<(u8, &[u8])>, encoded_bins: &[u8]) -> Box<[u8
     data.into_boxed_slice()
 }
 
+/// Whether `data` has the layout [`encode`] writes: a key byte (and, when it is not 0, a key
+/// length and that many bytes), then whole bins, each with a name of 1..=15 bytes, a particle
+/// type other than NULL and as many value bytes as its length says. Every reader of packed data
+/// ([`Record::user_key`], [`BinIter`]) trusts this layout, so data that did not come from
+/// [`encode`] in this process (read back from a device) is checked with this first: a checksum
+/// shows that the bytes are the ones written, not that they were well formed.
+pub(crate) fn is_well_formed(data: &[u8]) -> bool {
+    let Some((&key_type, mut rest)) = data.split_first() else {
+        return false;
+    };
+    if key_type != 0 {
+        let Some((key_len, after_len)) = read_varint_checked(rest) else {
+            return false;
+        };
+        let Some(after_key) = after_len.get(key_len..) else {
+            return false;
+        };
+        rest = after_key;
+    }
+    while let Some((&name_len, after_name_len)) = rest.split_first() {
+        let name_len = usize::from(name_len);
+        if name_len == 0 || name_len > model::BIN_NAME_BYTES_MAX {
+            return false;
+        }
+        let Some((&particle_type, after_type)) =
+            after_name_len.get(name_len..).and_then(<[u8]>::split_first)
+        else {
+            return false;
+        };
+        let Some((value_len, after_len)) = read_varint_checked(after_type) else {
+            return false;
+        };
+        let Some(after_value) = after_len.get(value_len..) else {
+            return false;
+        };
+        if particle_type == 0 {
+            return false;
+        }
+        rest = after_value;
+    }
+    true
+}
+
 fn write_key(data: &mut Vec<u8>, key: Option<(u8, &[u8])>) {
     match key {
         Some((particle_type, bytes)) => {
@@ -388,6 +431,24 @@ fn write_varint(out: &mut Vec<u8>, mut value: usize) {
         value >>= 7;
     }
     out.push(value as u8);
+}
+
+/// Most bytes a varint of a length may take: 9 of them carry 63 bits, more than any length.
+const VARINT_BYTES_MAX: usize = 9;
+
+const _: () = assert!(7 * VARINT_BYTES_MAX < 64);
+
+/// [`read_varint`] for bytes not known to be well formed: `None` when the varint runs past the
+/// end, is longer than [`VARINT_BYTES_MAX`], or does not fit a `usize`.
+fn read_varint_checked(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    let mut value = 0u64;
+    for (position, &byte) in bytes.iter().enumerate().take(VARINT_BYTES_MAX) {
+        value |= u64::from(byte & 0x7f) << (7 * position);
+        if byte & 0x80 == 0 {
+            return Some((usize::try_from(value).ok()?, &bytes[position + 1..]));
+        }
+    }
+    None
 }
 
 fn read_varint(bytes: &[u8]) -> (usize, &[u8]) {
@@ -442,6 +503,48 @@ mod tests {
             assert_eq!(record.bins().iter().collect::<Vec<_>>(), bins.to_vec());
             assert_eq!(record.data_size_bytes(), size);
         }
+    }
+
+    #[test]
+    fn encoded_data_is_well_formed_and_no_strict_prefix_or_stray_byte_is() {
+        // A record read back from a device once panicked the engine when its data, though it
+        // passed its checksum, was not what `encode` writes (the fuzzer forged such an entry):
+        // `BinIter` split at a value length past the end. Reads now check the layout first.
+        let bins = [
+            bin(b"a", 1, &[0, 0, 0, 0, 0, 0, 0, 42]),
+            bin(b"long", 4, &[7; 300]),
+        ];
+        for key in [None, Some((3u8, &b"user-key"[..]))] {
+            let size = encoded_size_bytes(key, bins.iter().copied());
+            let data = encode(key, bins.iter().copied(), size);
+            assert!(is_well_formed(&data));
+            for prefix in 0..data.len() {
+                // Only the key alone, or the key and the first bin, end where a bin may start.
+                let at_bin_boundary = [size - 12 - 308, size - 308].contains(&prefix);
+                assert_eq!(
+                    is_well_formed(&data[..prefix]),
+                    at_bin_boundary,
+                    "prefix {prefix}"
+                );
+            }
+            let mut stray = data.to_vec();
+            stray.push(1);
+            assert!(
+                !is_well_formed(&stray),
+                "a name length with no name after it"
+            );
+        }
+        assert!(!is_well_formed(&[]), "no key byte");
+        assert!(!is_well_formed(&[0, 0]), "an empty bin name");
+        assert!(!is_well_formed(&[0, 1, b'a', 0, 0]), "a NULL bin");
+        assert!(
+            !is_well_formed(&[0, 1, b'a', 1, 0x80, 0x80]),
+            "a varint past the end"
+        );
+        assert!(!is_well_formed(&[
+            0, 1, b'a', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01
+        ]));
+        assert!(!is_well_formed(&[3, 5, b'k']), "a key past the end");
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! - Entries start on 16-byte boundaries (zero padding follows each) and are at most a block minus its header and end marker, so a
 //!   [`Location`] (block, offset and length in 16-byte units) packs into a non-zero `u64`.
 //! - Sequence numbers increase with every entry appended, across blocks; a block's `use_seq`
-//!   is smaller than the seq of every entry in it.
+//!   is smaller than the seq of every entry in it, and no seq exceeds [`SEQ_MAX`]. The
+//!   decoders refuse a header or an entry that breaks this, checksum or not.
 
 use thiserror::Error;
 
@@ -43,6 +44,13 @@ pub const END_MARKER_SIZE_BYTES: usize = 8;
 pub const ALIGN_BYTES: usize = 16;
 /// Bytes of a record body before its set name.
 pub const RECORD_BODY_FIXED_BYTES: usize = 15;
+
+/// The largest seq a block header or an entry may carry. After recovery the writer continues
+/// above the largest seq found, so that seq must leave room: half the range leaves 2^63 more
+/// appends even after a forged entry at the limit. No writer gets near it (at ten million
+/// appends a second, it takes 29,000 years); only a forged or corrupted block that passed its
+/// checksum carries more.
+pub const SEQ_MAX: u64 = u64::MAX >> 1;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"OSPB");
 const VERSION: u16 = 1;
@@ -281,7 +289,11 @@ pub fn decode_block_header(bytes: &[u8], block_size_bytes: u32) -> Result<u64, H
     }
     let mut use_seq = [0; 8];
     use_seq.copy_from_slice(&header[8..16]);
-    Ok(u64::from_le_bytes(use_seq))
+    let use_seq = u64::from_le_bytes(use_seq);
+    if use_seq > SEQ_MAX {
+        return Err(HeaderError::Bad);
+    }
+    Ok(use_seq)
 }
 
 /// Appends an entry to `out`, which holds a block from its first byte (so offsets in `out` are
@@ -425,11 +437,17 @@ fn parse_entry(
     let kind = EntryKind::from_byte(bytes[16])?;
     let mut seq = [0; 8];
     seq.copy_from_slice(&bytes[8..16]);
+    let seq = u64::from_le_bytes(seq);
+    // The writer gives every entry a seq above its block's use_seq; one that is not was not
+    // written by it, whatever its checksum says.
+    if seq <= use_seq || seq > SEQ_MAX {
+        return None;
+    }
     let mut digest = [0; DIGEST_SIZE_BYTES];
     digest.copy_from_slice(&bytes[17..ENTRY_HEADER_SIZE_BYTES]);
     Some(Entry {
         location: Location::new(block, offset, len),
-        seq: u64::from_le_bytes(seq),
+        seq,
         kind,
         digest,
         body: &bytes[ENTRY_HEADER_SIZE_BYTES..],
@@ -527,6 +545,37 @@ mod tests {
             bytes[at + 4..at + 8].copy_from_slice(&len.to_le_bytes());
             assert!(matches!(walk(&bytes, 10).1, BlockEnd::Corrupt { .. }));
         }
+    }
+
+    #[test]
+    fn seqs_out_of_block_order_or_at_the_top_of_the_range_are_corrupt() {
+        // A cold start over a block whose checksummed entry carried seq u64::MAX set the next
+        // seq to u64::MAX + 1: a panic with overflow checks, and without them a wrap to 0 that
+        // would make every later write older than the entries already on the device (found by
+        // the storage_record fuzz target). Entries the writer could not have written are now
+        // refused like a bad checksum: a seq not above the block's use_seq, or above SEQ_MAX.
+        for (use_seq, seq, valid) in [
+            (10, 11, true),
+            (10, 10, false),
+            (10, 9, false),
+            (10, SEQ_MAX, true),
+            (10, u64::MAX, false),
+        ] {
+            let (bytes, _) = block_with(&[(seq, EntryKind::Record, b"x")], use_seq);
+            let (seen, end) = walk(&bytes, use_seq);
+            assert_eq!(
+                seen.len(),
+                usize::from(valid),
+                "seq {seq} in a block of use {use_seq}"
+            );
+            assert_eq!(matches!(end, BlockEnd::Clean), valid);
+        }
+        let mut header = Vec::new();
+        encode_block_header(u64::MAX, BLOCK, &mut header);
+        assert_eq!(decode_block_header(&header, BLOCK), Err(HeaderError::Bad));
+        let mut header = Vec::new();
+        encode_block_header(SEQ_MAX, BLOCK, &mut header);
+        assert_eq!(decode_block_header(&header, BLOCK), Ok(SEQ_MAX));
     }
 
     #[test]
