@@ -292,6 +292,9 @@ impl Connection {
     /// Answers complete requests until the input has none, replies reach
     /// `OUTPUT_FLUSH_BYTES`, or a command closes, overflows or asks for the pool.
     fn answer_step(&mut self) -> Step {
+        // The queued replies do not change within a step, so one cap on the filling chunk's
+        // length holds for every command of it.
+        let filling_len_max = self.filling_len_max();
         let mut args = self.args.take().expect("arguments are home between steps");
         let mut consumed = 0;
         let mut step = Step::Drained;
@@ -302,7 +305,7 @@ impl Connection {
                     if args.is_empty() {
                         continue;
                     }
-                    step = self.answer(&args, self.reply_len_max(), true);
+                    step = self.answer(&args, filling_len_max, true);
                     if step != Step::Drained {
                         if step == Step::Offload {
                             // Not run: it runs again, whole, on the pool.
@@ -330,18 +333,20 @@ impl Connection {
     }
 
     /// Runs one command into the output.
-    fn answer(&mut self, args: &wire_resp::Args, reply_len_max: usize, may_offload: bool) -> Step {
+    fn answer(
+        &mut self,
+        args: &wire_resp::Args,
+        filling_len_max: usize,
+        may_offload: bool,
+    ) -> Step {
         let filling_before = self.output.filling.len();
         let session = self
             .session
             .as_mut()
             .expect("the session is home between commands");
         session.may_offload = may_offload;
-        let mut reply = Reply::with_limit(
-            &mut self.output.filling,
-            session.protocol,
-            filling_before.saturating_add(reply_len_max),
-        );
+        let mut reply =
+            Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max);
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
         match after {
@@ -369,7 +374,16 @@ impl Connection {
         }
     }
 
-    /// The most bytes one reply may add: what the hard limit leaves, else `client-memory-max`.
+    /// The longest the filling chunk may grow: what the hard limit (else `client-memory-max`)
+    /// leaves of the unsent replies.
+    fn filling_len_max(&self) -> usize {
+        self.output
+            .filling
+            .len()
+            .saturating_add(self.reply_len_max())
+    }
+
+    /// The most bytes the replies may add: what the hard limit leaves, else `client-memory-max`.
     fn reply_len_max(&self) -> usize {
         let limit_bytes = match self.limit.hard_bytes {
             0 => self.session_state().client_memory.limit_bytes(),
@@ -452,19 +466,14 @@ impl Connection {
     /// Runs the command that asked for the pool there, with the session, its arguments and
     /// the output, and takes them back.
     async fn run_on_pool(&mut self) -> Result<(), Close> {
-        let reply_len_max = self.reply_len_max();
+        let filling_len_max = self.filling_len_max();
         let mut session = self.session.take().expect("the session is home");
         let args = self.args.take().expect("the arguments are home");
         let mut filling = std::mem::take(&mut self.output.filling);
         let state = Arc::clone(&session.state);
         let job = move || {
-            let filling_before = filling.len();
             session.may_offload = false;
-            let mut reply = Reply::with_limit(
-                &mut filling,
-                session.protocol,
-                filling_before.saturating_add(reply_len_max),
-            );
+            let mut reply = Reply::with_limit(&mut filling, session.protocol, filling_len_max);
             let after = commands::execute(&mut session, &args, &mut reply);
             let overflowed = reply.overflowed();
             (
