@@ -91,6 +91,7 @@ fn read(namespace: &Namespace, key: i64) -> Result<Vec<OwnedBin>, ResultCode> {
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: engine::Deadline::NONE,
     };
     let mut sink = Collect::default();
     namespace.read(&request, std::iter::empty(), &mut sink)?;

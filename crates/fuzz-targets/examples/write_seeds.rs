@@ -485,6 +485,7 @@ fn storage_record_seeds(seeds: &mut Seeds) {
             generation: GenerationPolicy::None,
             ttl: TtlRequest::Seconds(100),
             respond_all_ops: false,
+            deadline: engine::Deadline::NONE,
         };
         namespace
             .write(&request, ops.iter().copied(), &mut Ignore)
@@ -495,6 +496,7 @@ fn storage_record_seeds(seeds: &mut Seeds) {
         set_name: b"",
         key: None,
         generation: GenerationPolicy::None,
+        deadline: engine::Deadline::NONE,
     };
     namespace.delete(&delete).expect("the seed record exists");
     namespace.flush_storage().expect("a test device flushes");

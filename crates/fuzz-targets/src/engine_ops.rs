@@ -121,6 +121,7 @@ fn step_write(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) {
         generation: write.generation,
         ttl: write.ttl,
         respond_all_ops: write.respond_all_ops,
+        deadline: engine::Deadline::NONE,
     };
     let got = namespace.write(&request, write.ops.iter().copied(), &mut Collect::default());
     let expected = predict_write(model, &write);
@@ -367,6 +368,7 @@ fn step_delete(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) 
         set_name: fixture::SET_NAME,
         key: key_field.as_deref(),
         generation,
+        deadline: engine::Deadline::NONE,
     };
     let got = namespace.delete(&request).map(|_| ());
     let expected = check_key_field(key_field.as_deref()).and_then(|()| {
@@ -397,6 +399,7 @@ fn step_read(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) {
         respond_all_ops: false,
         read_all_bins: false,
         header_only: false,
+        deadline: engine::Deadline::NONE,
     };
     let mut sink = Collect::default();
     let got = namespace.read(&request, std::iter::once(op), &mut sink);

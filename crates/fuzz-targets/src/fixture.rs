@@ -62,6 +62,7 @@ pub fn write(
         generation: GenerationPolicy::None,
         ttl: TtlRequest::NamespaceDefault,
         respond_all_ops: false,
+        deadline: engine::Deadline::NONE,
     };
     namespace.write(&request, ops.iter().copied(), &mut Collect::default())
 }
@@ -78,6 +79,7 @@ pub fn read_all(
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: engine::Deadline::NONE,
     };
     let mut sink = Collect::default();
     let meta = namespace.read(&request, std::iter::empty(), &mut sink)?;

@@ -198,6 +198,7 @@ fn read_back(namespace: &Namespace, digest: Digest) {
         respond_all_ops: false,
         read_all_bins: true,
         header_only: false,
+        deadline: engine::Deadline::NONE,
     };
     let mut sink = Collect::default();
     let result = namespace.read(&request, std::iter::empty(), &mut sink);
