@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
@@ -525,21 +526,26 @@ impl Connection {
             .map(|timeout| self.last_activity + timeout);
         self.input.reserve(READ_CHUNK_BYTES);
         let may_be_told = self.account.may_be_told();
-        tokio::select! {
+        // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
+        // clears its readiness, so the next wait does not begin with a read that finds nothing.
+        let (mut reader, writer) = self.stream.split();
+        let read = tokio::select! {
             biased;
-            ready = self.stream.readable() => {
-                if ready.is_err() {
-                    return Err(Close::Done);
-                }
-                self.read_available()
+            read = reader.read_buf(&mut self.input) => read,
+            ready = writer.as_ref().writable(), if unsent => {
+                return ready.map_err(|_| Close::Done);
             }
-            ready = self.stream.writable(), if unsent => {
-                ready.map_err(|_| Close::Done)
+            () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+            () = sleep_until_or_never(soft_deadline) => return Err(Close::OutputLimit),
+            () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),
+            _ = shutdown.changed() => return Err(Close::Shutdown),
+        };
+        match read {
+            Ok(0) | Err(_) => Err(Close::Done),
+            Ok(_) => {
+                self.note_activity();
+                Ok(())
             }
-            () = self.account.told_to_close(), if may_be_told => Err(Close::Evicted),
-            () = sleep_until_or_never(soft_deadline) => Err(Close::OutputLimit),
-            () = sleep_until_or_never(idle_deadline) => Err(Close::Idle),
-            _ = shutdown.changed() => Err(Close::Shutdown),
         }
     }
 
@@ -547,18 +553,6 @@ impl Connection {
     fn note_activity(&mut self) {
         if self.idle_timeout.is_some() {
             self.last_activity = Instant::now();
-        }
-    }
-
-    fn read_available(&mut self) -> Result<(), Close> {
-        match self.stream.try_read_buf(&mut self.input) {
-            Ok(0) => Err(Close::Done),
-            Ok(_) => {
-                self.note_activity();
-                Ok(())
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-            Err(_) => Err(Close::Done),
         }
     }
 }
