@@ -556,8 +556,8 @@ def test_the_admin_port_serves_info_only():
 def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers():
     """Commands that visit 20,000 elements or more (a long range, a whole big collection, the
     set algebra, many keys, KEYS) move to the long-request pool before they do anything: the
-    answers are what they would be inline, and `long_request_jobs` counts each. Inside
-    MULTI/EXEC they run in place, whole."""
+    answers are what they would be inline, and `long_request_jobs` counts each (a SINDEX.QUERY
+    once it has examined that many entries). Inside MULTI/EXEC they run in place, whole."""
     srv = start()
     try:
         r = srv.redis()
@@ -586,7 +586,11 @@ def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers(
             (lambda: r.mget([b"k" + m for m in members]), [b"1"] * n),
             (lambda: len(r.keys("k*")), n),
             (lambda: r.delete("u"), 1),
+            (lambda: r.execute_command("SINDEX.QUERY", "keys", "[k", "(l"),
+             sorted(b"k" + m for m in members)),
         ]
+        assert r.execute_command("SINDEX.CREATE", "keys", "KEY", "STRING") == b"OK"
+        wait_for(lambda: index_ready(r, "keys"), 20, "the key index built")
         for call, expected in checks:
             before = jobs()
             assert call() == expected
@@ -594,6 +598,8 @@ def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers(
         short_before = jobs()
         assert r.lrange("list", 0, 9) == members[:10]
         assert r.zrange("z", 0, 9) == members[:10]
+        assert r.execute_command("SINDEX.QUERY", "keys", "[k", "(l", "LIMIT", 0, 10) \
+            == sorted(b"k" + m for m in members)[:10]
         pipe = r.pipeline(transaction=True)
         pipe.lrange("list", 0, -1)
         pipe.smembers("s1")
@@ -601,6 +607,16 @@ def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers(
         assert jobs() == short_before
     finally:
         srv.stop()
+
+
+def index_ready(r, name: str) -> bool:
+    """Whether a Redis-side index answers queries (it says BUSY while it builds)."""
+    try:
+        r.execute_command("SINDEX.QUERY", name, "-", "+", "LIMIT", 0, 0)
+        return True
+    except redis.ResponseError as error:
+        assert "is still building" in str(error), error
+        return False
 
 
 def test_clients_sending_huge_requests_slowly_are_evicted_at_client_memory_max():
@@ -627,5 +643,74 @@ def test_clients_sending_huge_requests_slowly_are_evicted_at_client_memory_max()
             assert aswire.closed_within(redis_sock, 5)[0] or aswire.closed_within(as_sock, 5)[0]
         assert srv.redis().ping()
         assert "client evicted" in srv.log_text() or "all clients hold more" in srv.log_text()
+    finally:
+        srv.stop()
+
+
+def test_a_client_that_quits_without_reading_its_replies_is_closed_at_timeout():
+    """QUIT after a pipeline of large replies that the client never reads: the replies wait
+    for it only as long as `timeout` allows (the connection was once held until shutdown,
+    since a closing connection waited for nothing but its socket)."""
+    srv = start(resp={"timeout": 1})
+    try:
+        loader = srv.redis()
+        loader.set("v", b"x" * MIB)
+        loader.close()
+        with socket.create_connection((srv.host, srv.resp_port), timeout=10) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n" * 16 + b"*1\r\n$4\r\nQUIT\r\n")
+            wait_for(lambda: stat(srv, "client_memory_bytes") > 0, 10, "replies waiting")
+            wait_for(lambda: stat(srv, "resp_connections") == 0, 10,
+                     "the closing connection closed at its timeout")
+            assert stat(srv, "client_memory_bytes") == 0
+            assert stat(srv, "resp_connections_idle_closed") >= 1
+        assert srv.redis().ping()
+    finally:
+        srv.stop()
+
+
+def test_a_taken_admin_port_does_not_keep_the_server_from_starting():
+    """The admin port is on by default at 3008: a second server on the machine (or any
+    program on that port) must not stop this one from starting. It starts without the admin
+    port and says why."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        srv = start(admin={"port": taken.getsockname()[1]})
+        try:
+            assert srv.admin_port is None
+            assert "admin port not opened" in srv.log_text()
+            assert srv.redis().ping()
+            with socket.create_connection((srv.host, srv.port), timeout=5) as sock:
+                assert aswire.request_info(sock, ["status"]) == [("status", "ok")]
+        finally:
+            srv.stop()
+
+
+def test_frames_that_keep_completing_are_not_timed_out_as_one_incomplete_frame():
+    """A client whose every read ends in the middle of its next request, and whose every
+    request is answered with more than a flush's worth of reply (a 200 KB record), makes
+    progress all along: its connection must outlive `frame-read-timeout-ms`. (The time a
+    partial frame began was once kept across answers that ended a round to flush, so such a
+    client was closed as "frame incomplete" one timeout after its first partial frame.)"""
+    srv = start(service={"frame-read-timeout-ms": 1000})
+    try:
+        srv.client().put(("test", "big", 1), {"b": b"x" * 200_000})
+        request = get_frame("big", 1)
+        half = len(request) // 2
+        with socket.create_connection((srv.host, srv.port), timeout=5) as sock:
+            sock.sendall(request[:half])
+            started = time.monotonic()
+            answered = 0
+            while time.monotonic() - started < 3.0:
+                time.sleep(0.4)
+                sock.sendall(request[half:] + request[:half])
+                _, _, body = aswire.recv_frame(sock)
+                assert aswire.parse_msg(body).result_code == 0
+                answered += 1
+            sock.sendall(request[half:])
+            _, _, body = aswire.recv_frame(sock)
+            assert aswire.parse_msg(body).result_code == 0
+        assert answered >= 7
     finally:
         srv.stop()

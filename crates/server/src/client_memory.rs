@@ -13,9 +13,11 @@
 //! Invariants:
 //! - `total_bytes` is the sum of the charges of the live accounts; an account returns its
 //!   charge when dropped.
-//! - An account is in `tracked` exactly while its charge is at least [`TRACKED_BYTES_MIN`];
-//!   only tracked accounts are told to close. Smaller ones are bounded by the connection
-//!   limits instead (`connections × TRACKED_BYTES_MIN` at most).
+//! - An account is in `tracked` exactly while it charges anything (it holds at least
+//!   [`CHARGE_STEP_BYTES`]); only tracked accounts are told to close. What no account charges
+//!   is bounded by the connection limits instead (`connections × CHARGE_STEP_BYTES` at most).
+//! - A reply being built charges its growth to the total directly (`charge_reply`) and
+//!   returns it when done (`release_reply`); it is never told to close, it is cut instead.
 //! - Once told to close, an account stays told.
 
 use std::sync::Arc;
@@ -26,10 +28,6 @@ use tokio::sync::Notify;
 
 /// Granularity of charges: a connection holding less charges nothing.
 pub const CHARGE_STEP_BYTES: usize = 64 * 1024;
-/// Charge from which an account may be told to close; below it, closing it would free little.
-pub const TRACKED_BYTES_MIN: usize = 1024 * 1024;
-
-const _: () = assert!(TRACKED_BYTES_MIN.is_multiple_of(CHARGE_STEP_BYTES));
 
 /// The server-wide account of client buffers, and the statistics of the limits on them.
 #[derive(Debug)]
@@ -87,6 +85,25 @@ impl ClientMemory {
     /// Bytes all accounts hold now (Redis's `mem_clients_normal`).
     pub fn total_bytes(&self) -> usize {
         self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Charges `bytes` more for a reply being built, unless that would take the total over
+    /// the limit; returns whether it did. The reply returns its charge with
+    /// [`ClientMemory::release_reply`].
+    pub fn charge_reply(&self, bytes: usize) -> bool {
+        let total = self.total_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if self.limit_bytes != 0 && total > self.limit_bytes {
+            self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Returns what [`ClientMemory::charge_reply`] charged for a reply.
+    pub fn release_reply(&self, bytes: usize) {
+        if bytes != 0 {
+            self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
     }
 
     /// A new connection's account, charging nothing yet.
@@ -188,7 +205,7 @@ impl Account {
                 .fetch_sub(before - charge, Ordering::Relaxed)
                 - (before - charge)
         };
-        let track = charge >= TRACKED_BYTES_MIN;
+        let track = charge > 0;
         if track != self.tracked {
             let mut tracked = memory.tracked.lock();
             match track {

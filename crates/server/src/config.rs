@@ -12,6 +12,9 @@ use storage::StorageConfig;
 
 /// Most threads one scan may use (Aerospike caps `single-query-threads` at 128).
 pub const SCAN_THREADS_MAX: usize = 128;
+/// The longest timeout a setting may give: about 100 years (deadlines are instants, which a
+/// longer time could overflow).
+const DURATION_MAX_MS: u64 = 100 * 365 * 86_400_000;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -534,6 +537,24 @@ impl Config {
                 "service.frame-read-timeout-ms must be positive".to_owned(),
             ));
         }
+        let durations_ms = [
+            ("service.idle-timeout-ms", service.idle_timeout_ms),
+            (
+                "service.frame-read-timeout-ms",
+                service.frame_read_timeout_ms,
+            ),
+            ("service.transaction-max-ms", service.transaction_max_ms),
+            ("resp.timeout", self.resp.timeout.saturating_mul(1000)),
+        ];
+        for (name, duration_ms) in durations_ms {
+            // Deadlines are instants: a longer time would overflow them.
+            if duration_ms > DURATION_MAX_MS {
+                return Err(invalid(format!(
+                    "{name} must be at most {} days (0 where it means never)",
+                    DURATION_MAX_MS / 86_400_000
+                )));
+            }
+        }
         let bad_name = |s: &str| s.is_empty() || s.bytes().any(|b| b"\t\n;:,".contains(&b));
         if bad_name(&service.cluster_name) {
             return Err(invalid(
@@ -695,6 +716,17 @@ mod tests {
             "client-output-buffer-limit",
         );
         bad("[admin]\nconnections-max = 0\n", "admin.connections-max");
+        // "Never" written as the largest number TOML allows would overflow the deadlines.
+        let never = i64::MAX;
+        bad(
+            &format!("[service]\ntransaction-max-ms = {never}\n"),
+            "transaction-max-ms",
+        );
+        bad(
+            &format!("[service]\nidle-timeout-ms = {never}\n"),
+            "idle-timeout-ms",
+        );
+        bad(&format!("[resp]\ntimeout = {never}\n"), "resp.timeout");
     }
 
     #[test]

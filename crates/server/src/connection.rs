@@ -178,11 +178,15 @@ impl Connection {
         let mut frame_started: Option<Instant> = None;
         // When the current run of answers without a read began; read only for deep pipelines.
         let mut slice_started: Option<Instant> = None;
+        // Whether any frame was answered since the last read: rounds that end to flush,
+        // stream or run a long request count too.
+        let mut progressed = false;
         loop {
-            let (progressed, next) = match self.answer_buffered_frames() {
+            let (answered, next) = match self.answer_buffered_frames() {
                 Ok(answered) => answered,
                 Err(close) => return close,
             };
+            progressed |= answered;
             if let Err(close) = self.flush_output(frame_timeout).await {
                 return close;
             }
@@ -219,6 +223,7 @@ impl Connection {
                 (false, true) => Some(Instant::now()),
                 (false, false) => frame_started.or(Some(Instant::now())),
             };
+            progressed = false;
             if *shutdown.borrow() {
                 return Close::Shutdown;
             }

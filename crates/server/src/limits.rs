@@ -34,6 +34,10 @@ pub struct OutputBufferLimits {
     pub pubsub: OutputBufferLimit,
 }
 
+/// The longest soft-limit time accepted: about 100 years (a deadline is an instant, which a
+/// longer time could overflow).
+const SOFT_SECONDS_MAX: u64 = 100 * 365 * 86_400;
+
 impl OutputBufferLimits {
     /// Parses `class hard soft seconds` groups over `self`, as Redis's CONFIG SET does: the
     /// classes named change, the others keep their limits.
@@ -52,7 +56,9 @@ impl OutputBufferLimits {
                 soft_bytes: parse_memory(group[2])?,
                 soft_seconds: group[3]
                     .parse()
-                    .map_err(|_| format!("bad soft-seconds {:?}", group[3]))?,
+                    .ok()
+                    .filter(|seconds| *seconds <= SOFT_SECONDS_MAX)
+                    .ok_or_else(|| format!("bad soft-seconds {:?}", group[3]))?,
             };
             match group[0].to_ascii_lowercase().as_str() {
                 "normal" => self.normal = limit,
@@ -142,17 +148,43 @@ impl MemoryLimit {
     }
 }
 
-/// The machine's memory in bytes (`MemTotal` in `/proc/meminfo`), or `None` where unknown.
+/// The memory the server may use in bytes: the machine's (`MemTotal` in `/proc/meminfo`), or
+/// its control group's limit where that is lower (a container's); `None` where unknown.
 pub fn machine_memory_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    let machine_bytes = kib.checked_mul(1024)?;
+    Some(cgroup_memory_limit_bytes().map_or(machine_bytes, |limit| limit.min(machine_bytes)))
+}
+
+/// The memory limit of this process's control group: cgroup v2's `memory.max`, else v1's
+/// `memory.limit_in_bytes`; `None` when unlimited or unknown.
+fn cgroup_memory_limit_bytes() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| parse_cgroup_limit(&std::fs::read_to_string(path).ok()?))
+}
+
+/// A cgroup memory limit file's value: bytes, or `max` (v2) for none. v1 writes "none" as
+/// a huge number, which the machine's memory then bounds.
+fn parse_cgroup_limit(text: &str) -> Option<u64> {
+    text.trim().parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_limits_read_as_bytes_and_max_as_none() {
+        assert_eq!(parse_cgroup_limit("8589934592\n"), Some(8 << 30));
+        assert_eq!(parse_cgroup_limit("max\n"), None);
+        assert_eq!(parse_cgroup_limit(""), None);
+    }
 
     #[test]
     fn memory_sizes_read_as_redis_reads_them() {
@@ -201,6 +233,12 @@ mod tests {
         assert!(defaults.parse_over("normal 1mb 1mb").is_err());
         assert!(defaults.parse_over("master 0 0 0").is_err());
         assert!(defaults.parse_over("normal x 0 0").is_err());
+        // A time that would overflow the deadline it sets is refused, not a panic later.
+        assert!(
+            defaults
+                .parse_over("normal 0 1mb 18446744073709551615")
+                .is_err()
+        );
         let text = changed.redis_text();
         assert_eq!(defaults.parse_over(&text).unwrap(), changed);
     }

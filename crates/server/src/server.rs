@@ -56,10 +56,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         false => None,
     };
     let admin_listener = match state.config.admin.enabled {
-        true => {
-            let admin = &state.config.admin;
-            Some(TcpListener::bind((admin.address.as_str(), admin.port)).await?)
-        }
+        true => bind_admin(&state.config.admin).await,
         false => None,
     };
     let addresses = Addresses {
@@ -300,6 +297,24 @@ impl Door {
     async fn all_closed(&self) {
         let all = u32::try_from(self.connections_max).unwrap_or(u32::MAX);
         let _ = self.permits.acquire_many(all).await;
+    }
+}
+
+/// The admin port's listener, or none when its address is taken: the admin port is a
+/// convenience that is on by default, and a second server on one machine (or any other
+/// program on port 3008) must not keep the server from starting. Logged either way.
+async fn bind_admin(admin: &crate::config::AdminConfig) -> Option<TcpListener> {
+    match TcpListener::bind((admin.address.as_str(), admin.port)).await {
+        Ok(listener) => Some(listener),
+        Err(error) => {
+            warn!(
+                address = %admin.address,
+                port = admin.port,
+                %error,
+                "admin port not opened; set [admin] port (0 picks a free one) or enabled = false"
+            );
+            None
+        }
     }
 }
 

@@ -33,7 +33,7 @@ use tracing::{debug, warn};
 
 use super::reply::Reply;
 use super::{After, Session, commands};
-use crate::client_memory::{Account, Evicted};
+use crate::client_memory::{Account, ClientMemory, Evicted};
 use crate::connection::{BUFFER_KEEP_BYTES, OUTPUT_FLUSH_BYTES};
 use crate::limits::OutputBufferLimit;
 use crate::state::ServerState;
@@ -164,6 +164,13 @@ enum Step {
     OverLimit,
 }
 
+/// Whether a wait reads what the client sends (not once the connection is closing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    Yes,
+    No,
+}
+
 struct Connection {
     stream: TcpStream,
     session: Option<Session>,
@@ -175,6 +182,10 @@ struct Connection {
     over_soft_since: Option<Instant>,
     last_activity: Instant,
     idle_timeout: Option<Duration>,
+    /// Where replies charge their growth while a command builds them.
+    memory: Arc<ClientMemory>,
+    /// The last command's reply was cut because all clients' memory could not take it.
+    over_budget: bool,
 }
 
 /// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
@@ -200,6 +211,8 @@ pub async fn serve(
         over_soft_since: None,
         last_activity: Instant::now(),
         idle_timeout: (resp.timeout > 0).then(|| Duration::from_secs(resp.timeout)),
+        memory: Arc::clone(&state.client_memory),
+        over_budget: false,
     };
     let reason = connection.run(shutdown).await;
     let unsent_bytes = connection.output.unsent_bytes();
@@ -283,7 +296,7 @@ impl Connection {
             if *shutdown.borrow() {
                 return Close::Shutdown;
             }
-            if let Err(close) = self.wait(&mut shutdown).await {
+            if let Err(close) = self.wait(&mut shutdown, Reading::Yes).await {
                 return close;
             }
             slice_started = None;
@@ -347,9 +360,12 @@ impl Connection {
             .expect("the session is home between commands");
         session.may_offload = may_offload;
         let mut reply =
-            Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max);
+            Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
+                .charged_to(&self.memory);
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
+        self.over_budget = reply.over_budget();
+        drop(reply);
         match after {
             _ if overflowed => Step::OverLimit,
             After::Offload => {
@@ -361,11 +377,16 @@ impl Connection {
         }
     }
 
-    /// Why a reply passed its limit: the class's hard limit, or (without one)
-    /// `client-memory-max`, which this connection alone would pass: it is evicted, as Redis
-    /// evicts a client that alone holds more than `maxmemory-clients`.
+    /// Why a reply passed its limit: the class's hard limit, or `client-memory-max`, which
+    /// this connection alone would pass, or all clients with this reply's growth: it is
+    /// evicted, as Redis evicts the client holding the most past `maxmemory-clients`.
     fn over_limit(&self) -> Close {
         match self.limit.hard_bytes {
+            _ if self.over_budget => {
+                let memory = &self.session_state().client_memory;
+                memory.evicted.fetch_add(1, Ordering::Relaxed);
+                Close::Evicted
+            }
             0 => {
                 let memory = &self.session_state().client_memory;
                 memory.evicted.fetch_add(1, Ordering::Relaxed);
@@ -437,9 +458,14 @@ impl Connection {
             return Err(Close::OutputLimit);
         }
         if limit.soft_bytes > 0 && unsent >= limit.soft_bytes {
-            let since = *self.over_soft_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= Duration::from_secs(limit.soft_seconds) {
-                return Err(Close::OutputLimit);
+            // As Redis: never closed when first seen over it, then once over it for longer
+            // than its seconds.
+            match self.over_soft_since {
+                None => self.over_soft_since = Some(Instant::now()),
+                Some(since) if since.elapsed() > Duration::from_secs(limit.soft_seconds) => {
+                    return Err(Close::OutputLimit);
+                }
+                Some(_) => {}
             }
         } else {
             self.over_soft_since = None;
@@ -448,14 +474,12 @@ impl Connection {
     }
 
     /// After QUIT or a protocol error: the replies so far go out, then the connection
-    /// closes.
+    /// closes (or sooner, at a limit: the client that does not read them is not waited for
+    /// longer than one that goes on sending).
     async fn close_after(&mut self, shutdown: &mut watch::Receiver<bool>) -> Close {
         while self.output.unsent_bytes() > 0 {
-            let may_be_told = self.account.may_be_told();
-            tokio::select! {
-                ready = self.stream.writable() => if ready.is_err() { return Close::Done },
-                () = self.account.told_to_close(), if may_be_told => return Close::Evicted,
-                _ = shutdown.changed() => return Close::Shutdown,
+            if let Err(close) = self.wait(shutdown, Reading::No).await {
+                return close;
             }
             if let Err(close) = self.write_and_check() {
                 return close;
@@ -472,21 +496,24 @@ impl Connection {
         let args = self.args.take().expect("the arguments are home");
         let mut filling = std::mem::take(&mut self.output.filling);
         let state = Arc::clone(&session.state);
+        let memory = Arc::clone(&self.memory);
         let job = move || {
             session.may_offload = false;
-            let mut reply = Reply::with_limit(&mut filling, session.protocol, filling_len_max);
+            let mut reply = Reply::with_limit(&mut filling, session.protocol, filling_len_max)
+                .charged_to(&memory);
             let after = commands::execute(&mut session, &args, &mut reply);
-            let overflowed = reply.overflowed();
+            let overflow = (reply.overflowed(), reply.over_budget());
+            drop(reply);
             (
                 session,
                 args,
                 filling,
                 after,
-                overflowed,
+                overflow,
                 storage::take_pending(),
             )
         };
-        let Ok((session, args, filling, after, overflowed, pending)) =
+        let Ok((session, args, filling, after, (overflowed, over_budget), pending)) =
             state.long_requests.run(job).await
         else {
             warn!("a Redis command failed on the long-request pool; closing its connection");
@@ -495,6 +522,7 @@ impl Connection {
         self.session = Some(session);
         self.args = Some(args);
         self.output.filling = filling;
+        self.over_budget = over_budget;
         for durable in pending {
             if durable.await.is_err() {
                 return Err(Close::NotDurable);
@@ -513,8 +541,13 @@ impl Connection {
 
     /// Waits for the client (input, or room for output), a limit, or shutdown; reads what
     /// arrived.
-    async fn wait(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Close> {
-        if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+    async fn wait(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+        reading: Reading,
+    ) -> Result<(), Close> {
+        let reading = reading == Reading::Yes;
+        if reading && self.input.len() > QUERY_BUFFER_MAX_BYTES {
             return Err(Close::QueryBufferLimit);
         }
         let unsent = self.output.unsent_bytes() > 0;
@@ -524,14 +557,16 @@ impl Connection {
         let idle_deadline = self
             .idle_timeout
             .map(|timeout| self.last_activity + timeout);
-        self.input.reserve(READ_CHUNK_BYTES);
+        if reading {
+            self.input.reserve(READ_CHUNK_BYTES);
+        }
         let may_be_told = self.account.may_be_told();
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
         let read = tokio::select! {
             biased;
-            read = reader.read_buf(&mut self.input) => read,
+            read = reader.read_buf(&mut self.input), if reading => read,
             ready = writer.as_ref().writable(), if unsent => {
                 return ready.map_err(|_| Close::Done);
             }

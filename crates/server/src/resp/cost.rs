@@ -12,9 +12,9 @@
 
 use wire_resp::Args;
 
-use super::Session;
 use super::collection;
 use super::keys::Target;
+use super::{LONG_COMMAND_COST_MIN, Session};
 
 /// Where a command names the keys whose collections it reads whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +33,8 @@ enum Reads {
 /// as long as visiting one element of a collection.
 const ARGUMENT_BYTES_PER_ELEMENT: usize = 64;
 
-/// The elements a command named by lower-case `name` may visit with `args`.
+/// The elements a command named by lower-case `name` may visit with `args`, counted until
+/// they reach [`LONG_COMMAND_COST_MIN`] (enough to send it to the pool).
 pub fn estimate(session: &Session, name: &str, args: &Args) -> usize {
     let arguments = args.len() + args.total_bytes() / ARGUMENT_BYTES_PER_ELEMENT;
     let reads = reads(name);
@@ -57,10 +58,16 @@ pub fn estimate(session: &Session, name: &str, args: &Args) -> usize {
         "hscan" | "sscan" | "zscan" => 1 + match_pattern(args).len() / ARGUMENT_BYTES_PER_ELEMENT,
         _ => 1,
     };
-    positions.fold(arguments, |cost, position| {
+    // Counting stops once the cost decides: a DEL of a million keys reads none of them here.
+    let mut cost = arguments;
+    for position in positions {
+        if cost >= LONG_COMMAND_COST_MIN {
+            break;
+        }
         let elements = elements_at(session, args.get(position));
-        cost.saturating_add(elements.saturating_mul(per_element))
-    })
+        cost = cost.saturating_add(elements.saturating_mul(per_element));
+    }
+    cost
 }
 
 /// The pattern after MATCH in a scan's options, or nothing.

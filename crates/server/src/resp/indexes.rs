@@ -167,7 +167,6 @@ fn query(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             return After::Continue;
         }
     };
-    request.index.count_query();
     // Room for a page of short keys, so that a usual reply is not reallocated as it grows.
     let mut found = Vec::with_capacity(request.count.unwrap_or(64).min(64) * 32);
     let mut page = Page {
@@ -182,9 +181,16 @@ fn query(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let keys_alone =
         !request.with_bins && request.index.definition().source == IndexSource::UserKey;
     let (namespace, index, range) = (&request.namespace, &request.index, &request.range);
+    let mut examined = 0usize;
     while page.taken < page.wanted {
+        // A query that goes on past what a worker may spend runs again, whole, on the pool
+        // (nothing is in the reply yet).
+        if session.should_offload(examined) {
+            return After::Offload;
+        }
         let piece = (page.wanted - page.taken).saturating_add(page.offset - page.skipped);
         let examine = piece.clamp(1, PIECE_ENTRIES);
+        examined += examine;
         let end = if keys_alone {
             namespace.query_ordered_keys(index, range, after.as_ref(), examine, |key, _| {
                 page.offer(&mut body, |body| reply_index_key(body, key))
@@ -197,10 +203,17 @@ fn query(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             })
         };
         after = end.last;
-        if end.exhausted {
+        // The answer is gathered before its count is known: it stops where the reply would
+        // pass the connection's limits.
+        if end.exhausted || !reply.has_room_for(body.buffer_len()) {
             break;
         }
     }
+    std::mem::drop(body);
+    if reply.overflowed() {
+        return After::Continue;
+    }
+    request.index.count_query();
     let records = page.taken;
     reply.array(records);
     reply.encoded(&found);

@@ -3,15 +3,29 @@
 use wire_resp::RespVersion;
 use wire_resp::encode;
 
+use crate::client_memory::{CHARGE_STEP_BYTES, ClientMemory};
+
 /// Appends replies to the connection's output buffer, up to a limit.
 ///
-/// Invariant: once the buffer is longer than `len_max`, nothing more is written and
-/// `overflowed` stays set; the connection then closes instead of sending the cut reply.
+/// Invariants:
+/// - Once the buffer is longer than `len_max`, nothing more is written and `overflowed`
+///   stays set; the connection then closes instead of sending the cut reply.
+/// - With a budget, the reply's growth past its first [`CHARGE_STEP_BYTES`] is charged to
+///   `client-memory-max` as it grows (rounded up to whole steps), so that commands building
+///   large replies at once cannot together pass it; a growth the limit cannot take cuts the
+///   reply as `len_max` does. The charge is returned when the reply is dropped: by then the
+///   connection reports the buffer itself.
+/// - `check_at` is the smallest length at which a write must look at `len_max` or the budget.
 pub struct Reply<'o> {
     out: &'o mut Vec<u8>,
     protocol: u8,
     len_max: usize,
     overflowed: bool,
+    budget: Option<&'o ClientMemory>,
+    over_budget: bool,
+    start_len: usize,
+    charged_bytes: usize,
+    check_at: usize,
 }
 
 impl<'o> Reply<'o> {
@@ -22,12 +36,39 @@ impl<'o> Reply<'o> {
 
     /// A writer that stops writing once `out` is longer than `len_max` bytes.
     pub fn with_limit(out: &'o mut Vec<u8>, protocol: u8, len_max: usize) -> Reply<'o> {
+        let start_len = out.len();
         Reply {
             out,
             protocol,
             len_max,
             overflowed: false,
+            budget: None,
+            over_budget: false,
+            start_len,
+            charged_bytes: 0,
+            check_at: len_max,
         }
+    }
+
+    /// Charges the reply's growth to `memory` as it grows (when it has a limit).
+    pub fn charged_to(mut self, memory: &'o ClientMemory) -> Reply<'o> {
+        if memory.limit_bytes() != 0 {
+            self.budget = Some(memory);
+            self.check_at = self
+                .len_max
+                .min(self.start_len.saturating_add(CHARGE_STEP_BYTES));
+        }
+        self
+    }
+
+    /// Bytes in the buffer written to (replies before this one's included).
+    pub fn buffer_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether the reply was cut because all clients' memory could not take its growth.
+    pub fn over_budget(&self) -> bool {
+        self.over_budget
     }
 
     /// Whether the reply passed its limit (and was cut there).
@@ -38,10 +79,39 @@ impl<'o> Reply<'o> {
     /// Whether `extra_bytes` more would still fit: commands that gather a large answer
     /// before writing it ask first, and stop gathering when it would not.
     pub fn has_room_for(&mut self, extra_bytes: usize) -> bool {
-        if self.out.len().saturating_add(extra_bytes) > self.len_max {
-            self.overflowed = true;
+        let len = self.out.len().saturating_add(extra_bytes);
+        if len > self.check_at {
+            self.check_growth(len);
         }
         !self.overflowed
+    }
+
+    /// The reply is about to reach `len` bytes: within `len_max`, and with its growth charged.
+    #[cold]
+    fn check_growth(&mut self, len: usize) {
+        if self.overflowed {
+            return;
+        }
+        if len > self.len_max {
+            self.overflowed = true;
+            return;
+        }
+        let Some(memory) = self.budget else {
+            return;
+        };
+        let growth = len - self.start_len;
+        let needed = (growth - CHARGE_STEP_BYTES).div_ceil(CHARGE_STEP_BYTES) * CHARGE_STEP_BYTES;
+        if memory.charge_reply(needed - self.charged_bytes) {
+            self.charged_bytes = needed;
+            self.check_at = self.len_max.min(
+                self.start_len
+                    .saturating_add(needed)
+                    .saturating_add(CHARGE_STEP_BYTES),
+            );
+        } else {
+            self.overflowed = true;
+            self.over_budget = true;
+        }
     }
 
     /// Appends what `encode` writes, unless the reply already passed its limit; notes when
@@ -138,5 +208,62 @@ impl<'o> Reply<'o> {
     /// The header of a set of `length` elements (RESP2: an array).
     pub fn set(&mut self, length: usize) {
         self.write(|out, version| encode::set_header(out, version, length));
+    }
+}
+
+impl Drop for Reply<'_> {
+    fn drop(&mut self) {
+        if let Some(memory) = self.budget {
+            memory.release_reply(self.charged_bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const MIB: usize = 1024 * 1024;
+
+    /// Many connections building large replies at once must not pass `client-memory-max`
+    /// together: each reply charges its growth as it goes, and the one the limit cannot take
+    /// is cut.
+    #[test]
+    fn a_reply_charges_its_growth_and_is_cut_where_all_clients_would_pass_the_limit() {
+        let memory = Arc::new(ClientMemory::new(4 * MIB as u64));
+        let mut other_client = memory.open();
+        other_client.charge(3 * MIB).unwrap();
+        let value = vec![b'v'; 10_000];
+        let mut out = Vec::new();
+        let mut reply = Reply::with_limit(&mut out, 2, usize::MAX).charged_to(&memory);
+        reply.bulk(&value);
+        assert_eq!(
+            memory.total_bytes(),
+            3 * MIB,
+            "a small reply charges nothing"
+        );
+        while !reply.overflowed() {
+            reply.bulk(&value);
+            assert!(memory.total_bytes() <= 4 * MIB);
+        }
+        assert!(reply.over_budget());
+        let cut_at = reply.buffer_len();
+        assert!(
+            (MIB..MIB + CHARGE_STEP_BYTES + 2 * value.len()).contains(&cut_at),
+            "the reply took the 1 MiB left and one step's grace: {cut_at}"
+        );
+        drop(reply);
+        assert_eq!(memory.total_bytes(), 3 * MIB, "the reply's charge returns");
+    }
+
+    #[test]
+    fn without_a_limit_a_reply_charges_nothing() {
+        let memory = Arc::new(ClientMemory::new(0));
+        let mut out = Vec::new();
+        let mut reply = Reply::with_limit(&mut out, 2, usize::MAX).charged_to(&memory);
+        reply.bulk(&vec![0; 3 * MIB]);
+        assert!(!reply.overflowed());
+        assert_eq!(memory.total_bytes(), 0);
     }
 }

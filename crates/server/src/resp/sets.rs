@@ -887,6 +887,7 @@ mod tests {
         let mut out = Vec::new();
         let mut reply = Reply::new(&mut out, 2);
         reply_random(&mut reply, set, count)?;
+        drop(reply);
         Ok(bulk_items(&out))
     }
 
@@ -916,6 +917,7 @@ mod tests {
         let mut out = Vec::new();
         let mut reply = Reply::new(&mut out, 2);
         let outcome = reply_random(&mut reply, &set, -(1 << 20));
+        drop(reply);
         assert_eq!(outcome, Err(Failure::message(REPLY_TOO_LARGE)));
         assert!(out.is_empty());
     }
