@@ -591,10 +591,15 @@ def test_long_redis_commands_run_on_the_long_request_pool_with_the_same_answers(
         ]
         assert r.execute_command("SINDEX.CREATE", "keys", "KEY", "STRING") == b"OK"
         wait_for(lambda: index_ready(r, "keys"), 20, "the key index built")
+        def commands():
+            return int(r.info("stats")["total_commands_processed"])
+
         for call, expected in checks:
-            before = jobs()
+            before, commands_before = jobs(), commands()
             assert call() == expected
             assert jobs() == before + 1
+            # Counted once (the INFO that read `commands_before` counts after it read).
+            assert commands() == commands_before + 2
         short_before = jobs()
         assert r.lrange("list", 0, 9) == members[:10]
         assert r.zrange("z", 0, 9) == members[:10]

@@ -83,8 +83,12 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     if session.may_offload && session.should_offload(super::cost::estimate(session, name, args)) {
         return After::Offload;
     }
-    session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
-    handler(session, args, reply)
+    let after = handler(session, args, reply);
+    // A handler that sends itself to the pool (a long range, KEYS) is counted when it runs.
+    if after != After::Offload {
+        session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
+    }
+    after
 }
 
 /// The handler of a known command called with a valid argument count, or Redis's error.
