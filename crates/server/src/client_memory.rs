@@ -58,6 +58,8 @@ pub struct Account {
     memory: Arc<ClientMemory>,
     shared: Arc<Shared>,
     tracked: bool,
+    /// Whether it was ever tracked (and so may have been told to close).
+    ever_tracked: bool,
 }
 
 /// The connection must close: all clients together hold more than `client-memory-max`, and it
@@ -112,6 +114,7 @@ impl ClientMemory {
             memory: Arc::clone(self),
             shared: Arc::new(Shared::default()),
             tracked: false,
+            ever_tracked: false,
         }
     }
 
@@ -155,6 +158,10 @@ impl Account {
     /// [`Evicted`] when this connection was told to close, now or before.
     pub fn charge(&mut self, held_bytes: usize) -> Result<(), Evicted> {
         let charge = held_bytes / CHARGE_STEP_BYTES * CHARGE_STEP_BYTES;
+        if charge == 0 && !self.ever_tracked {
+            // An ordinary connection: never tracked, so never told; no shared state touched.
+            return Ok(());
+        }
         let before = self.shared.charged_bytes.load(Ordering::Relaxed);
         if charge != before {
             self.set_charge(before, charge);
@@ -213,6 +220,7 @@ impl Account {
                 false => tracked.retain(|account| !Arc::ptr_eq(account, &self.shared)),
             }
             self.tracked = track;
+            self.ever_tracked |= track;
         }
         if charge > before && memory.limit_bytes != 0 && total > memory.limit_bytes {
             memory.evict();
@@ -276,6 +284,19 @@ mod tests {
         // Growing on its own past the limit: the grower holds the most, so it goes.
         assert_eq!(growing.charge(20 * MIB), Err(Evicted));
         assert_eq!(small.check(), Ok(()));
+    }
+
+    #[test]
+    fn an_account_told_to_close_stays_told_after_its_buffers_shrink() {
+        let memory = Arc::new(ClientMemory::new(MIB as u64));
+        let mut ordinary = memory.open();
+        assert_eq!(ordinary.charge(100), Ok(()));
+        let mut big = memory.open();
+        assert_eq!(big.charge(2 * MIB), Err(Evicted));
+        // Its buffers freed, it charges nothing, yet it must still learn it was told.
+        assert_eq!(big.charge(0), Err(Evicted));
+        assert_eq!(ordinary.charge(0), Ok(()));
+        assert_eq!(memory.total_bytes(), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use wire_resp::Args;
 
+use super::cost::{self, Reads};
 use super::reply::Reply;
 use super::{
     After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
@@ -55,10 +56,12 @@ const TABLES: &[&[Command]] = &[
 ];
 
 /// Every command by lower-case name.
-static BY_NAME: LazyLock<HashMap<&'static [u8], Command>> = LazyLock::new(|| {
+/// Every command by lower-case name, with where it names the collections it reads whole (for
+/// its cost estimate, judged once here rather than per call).
+static BY_NAME: LazyLock<HashMap<&'static [u8], (Command, Reads)>> = LazyLock::new(|| {
     let mut by_name = HashMap::new();
     for &command in TABLES.iter().copied().flatten() {
-        let previous = by_name.insert(command.0.as_bytes(), command);
+        let previous = by_name.insert(command.0.as_bytes(), (command, cost::reads(command.0)));
         assert!(previous.is_none(), "command {} defined twice", command.0);
     }
     by_name
@@ -73,14 +76,14 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
-    let (name, handler) = match checked(args) {
+    let ((name, _, handler), reads) = match checked(args) {
         Ok(found) => found,
         Err(message) => {
             reply.error(&message);
             return After::Continue;
         }
     };
-    if session.may_offload && session.should_offload(super::cost::estimate(session, name, args)) {
+    if session.may_offload && session.should_offload(cost::estimate(session, name, reads, args)) {
         return After::Offload;
     }
     let after = handler(session, args, reply);
@@ -93,12 +96,12 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 
 /// The handler of a known command called with a valid argument count, or Redis's error.
 pub fn check(args: &Args) -> Result<Handler, String> {
-    checked(args).map(|(_, handler)| handler)
+    checked(args).map(|((_, _, handler), _)| handler)
 }
 
-/// The lower-case name and handler of a known command called with a valid argument count.
-fn checked(args: &Args) -> Result<(&'static str, Handler), String> {
-    let Some((command, arity, handler)) = lookup(args.get(0)) else {
+/// A known command called with a valid argument count, and where it reads collections whole.
+fn checked(args: &Args) -> Result<(Command, Reads), String> {
+    let Some(found @ ((command, arity, _), _)) = lookup(args.get(0)) else {
         return Err(unknown_command(args));
     };
     let count = i32::try_from(args.len()).unwrap_or(i32::MAX);
@@ -107,7 +110,7 @@ fn checked(args: &Args) -> Result<(&'static str, Handler), String> {
             "ERR wrong number of arguments for '{command}' command"
         ));
     }
-    Ok((command, handler))
+    Ok(found)
 }
 
 /// The name of every command served, in table order.
@@ -115,7 +118,7 @@ pub(super) fn names() -> impl Iterator<Item = &'static str> {
     TABLES.iter().copied().flatten().map(|command| command.0)
 }
 
-fn lookup(name: &[u8]) -> Option<Command> {
+fn lookup(name: &[u8]) -> Option<(Command, Reads)> {
     let mut lower = [0u8; NAME_BYTES_MAX];
     let lower = lower.get_mut(..name.len())?;
     lower.copy_from_slice(name);
@@ -301,14 +304,14 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             reply.array(args.len() - 2);
             for position in 2..args.len() {
                 match lookup(args.get(position)) {
-                    Some((name, arity, _)) => command_info(reply, name, arity),
+                    Some(((name, arity, _), _)) => command_info(reply, name, arity),
                     None => reply.null(),
                 }
             }
         }
         b"" => {
             reply.array(BY_NAME.len());
-            for (name, arity, _) in BY_NAME.values() {
+            for ((name, arity, _), _) in BY_NAME.values() {
                 command_info(reply, name, *arity);
             }
         }

@@ -564,6 +564,16 @@ impl Connection {
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
+        let watched = unsent || may_be_told || soft_deadline.is_some() || idle_deadline.is_some();
+        if reading && !watched {
+            // The usual wait of an ordinary client: its next request, or shutdown.
+            let read = tokio::select! {
+                biased;
+                read = reader.read_buf(&mut self.input) => read,
+                _ = shutdown.changed() => return Err(Close::Shutdown),
+            };
+            return self.after_read(read);
+        }
         let read = tokio::select! {
             biased;
             read = reader.read_buf(&mut self.input), if reading => read,
@@ -575,6 +585,10 @@ impl Connection {
             () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),
             _ = shutdown.changed() => return Err(Close::Shutdown),
         };
+        self.after_read(read)
+    }
+
+    fn after_read(&mut self, read: std::io::Result<usize>) -> Result<(), Close> {
         match read {
             Ok(0) | Err(_) => Err(Close::Done),
             Ok(_) => {

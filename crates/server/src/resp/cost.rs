@@ -18,7 +18,7 @@ use super::{LONG_COMMAND_COST_MIN, Session};
 
 /// Where a command names the keys whose collections it reads whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Reads {
+pub enum Reads {
     /// No whole collection: its arguments are its cost.
     Nothing,
     /// The key at this position.
@@ -33,14 +33,27 @@ enum Reads {
 /// as long as visiting one element of a collection.
 const ARGUMENT_BYTES_PER_ELEMENT: usize = 64;
 
-/// The elements a command named by lower-case `name` may visit with `args`, counted until
-/// they reach [`LONG_COMMAND_COST_MIN`] (enough to send it to the pool).
-pub fn estimate(session: &Session, name: &str, args: &Args) -> usize {
+/// The elements a command named by lower-case `name`, which reads collections as `reads`
+/// says, may visit with `args`, counted until they reach [`LONG_COMMAND_COST_MIN`] (enough to
+/// send it to the pool).
+#[inline]
+pub fn estimate(session: &Session, name: &str, reads: Reads, args: &Args) -> usize {
     let arguments = args.len() + args.total_bytes() / ARGUMENT_BYTES_PER_ELEMENT;
-    let reads = reads(name);
-    if reads == Reads::Nothing {
-        return arguments;
+    match reads {
+        // Most commands: decided here, inline, on every call.
+        Reads::Nothing => arguments,
+        reads => estimate_reads(session, name, reads, args, arguments),
     }
+}
+
+/// [`estimate`] for a command that reads collections whole: their elements are added.
+fn estimate_reads(
+    session: &Session,
+    name: &str,
+    reads: Reads,
+    args: &Args,
+    arguments: usize,
+) -> usize {
     let positions = match reads {
         Reads::Nothing => 0..0,
         Reads::Key(position) => position..(position + 1).min(args.len()),
@@ -78,7 +91,8 @@ fn match_pattern(args: &Args) -> &[u8] {
         .map_or(&[], |position| args.get(position + 1))
 }
 
-fn reads(name: &str) -> Reads {
+/// Where the command named `name` (lower case) names the collections it reads whole.
+pub fn reads(name: &str) -> Reads {
     match name {
         "smembers" | "hgetall" | "hkeys" | "hvals" | "hscan" | "sscan" | "zscan" | "lrem"
         | "lpos" => Reads::Key(1),

@@ -213,7 +213,9 @@ impl<'o> Reply<'o> {
 
 impl Drop for Reply<'_> {
     fn drop(&mut self) {
-        if let Some(memory) = self.budget {
+        if self.charged_bytes != 0
+            && let Some(memory) = self.budget
+        {
             memory.release_reply(self.charged_bytes);
         }
     }
