@@ -33,7 +33,13 @@ use wire_aerospike::{
     MessageHeader, PROTO_HEADER_SIZE_BYTES, ProtoType,
 };
 
-use crate::dispatch::{self, RecordCommand};
+use crate::dispatch::{self, Received, RecordCommand, RequestDeadline};
+
+/// A batch that sent no total timeout has none (Aerospike gives batches none of their own).
+const NO_DEADLINE: RequestDeadline = RequestDeadline {
+    at: None,
+    engine: engine::Deadline::NONE,
+};
 use crate::state::ServerState;
 
 /// Size at which a proto of rows is handed to the connection: Aerospike's 128 KiB batch block.
@@ -70,7 +76,7 @@ pub struct BatchJob {
     progress: Progress,
     /// The client's total timeout, if it sent one; rows after it answer nothing and the batch
     /// ends with TIMEOUT (9).
-    deadline: Option<Instant>,
+    deadline: RequestDeadline,
 }
 
 /// How far a job has come.
@@ -96,11 +102,11 @@ enum ChunkEnd {
 impl BatchJob {
     /// A batch over the request `body` (a whole AS_MSG, header included) received at
     /// `received`.
-    pub fn new(state: Arc<ServerState>, body: Vec<u8>, received: Instant) -> BatchJob {
+    pub fn new(state: Arc<ServerState>, body: Vec<u8>, received: Received) -> BatchJob {
         state.batch.initiated.fetch_add(1, Ordering::Relaxed);
         let deadline = body
             .first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()
-            .and_then(|header| {
+            .map_or(NO_DEADLINE, |header| {
                 dispatch::deadline(&state, &MessageHeader::decode(header), received, false)
             });
         BatchJob {
@@ -223,7 +229,7 @@ fn answer_chunk(
     state: &ServerState,
     body: &[u8],
     position: BatchPosition,
-    deadline: Option<Instant>,
+    deadline: RequestDeadline,
     out: &mut Vec<u8>,
 ) -> ChunkEnd {
     let request = match parse_request(body) {
@@ -250,7 +256,7 @@ fn answer_rows(
     state: &ServerState,
     request: &BatchRequest<'_>,
     position: BatchPosition,
-    deadline: Option<Instant>,
+    deadline: RequestDeadline,
     proto_start: usize,
     out: &mut Vec<u8>,
 ) -> ChunkEnd {
@@ -261,7 +267,7 @@ fn answer_rows(
             return ChunkEnd::Last(ResultCode::Parameter);
         };
         let now = Instant::now();
-        if deadline.is_some_and(|deadline| now >= deadline) {
+        if deadline.at.is_some_and(|deadline| now >= deadline) {
             // Aerospike ends a batch at its deadline: the rows not answered get nothing.
             return ChunkEnd::Last(ResultCode::Timeout);
         }
@@ -282,7 +288,7 @@ fn answer_rows(
 fn answer_row(
     state: &ServerState,
     row: &BatchRow<'_>,
-    deadline: Option<Instant>,
+    deadline: RequestDeadline,
     out: &mut Vec<u8>,
 ) -> ResultCode {
     let start = wire_aerospike::begin_message(out);
@@ -309,7 +315,7 @@ fn answer_row(
 fn execute_row(
     state: &ServerState,
     row: &BatchRow<'_>,
-    deadline: Option<Instant>,
+    deadline: RequestDeadline,
     out: &mut Vec<u8>,
 ) -> Result<(engine::RecordMeta, u16), ResultCode> {
     dispatch::check_ops_count(state, &row.header)?;
@@ -323,7 +329,7 @@ fn execute_row(
         fields: row.fields,
         ops: row.ops(),
         digest: row.digest,
-        deadline,
+        deadline: deadline.engine,
     };
     dispatch::execute_record(namespace, &command, Origin::Batch, out)
 }
@@ -446,7 +452,7 @@ mod tests {
 
     /// Runs a job to its end; returns each proto's messages (header and op count).
     fn run(state: &Arc<ServerState>, body: Vec<u8>) -> Vec<Vec<(MessageHeader, usize)>> {
-        let mut job = BatchJob::new(state.clone(), body, Instant::now());
+        let mut job = BatchJob::new(state.clone(), body, Received::now());
         let mut protos = Vec::new();
         loop {
             let mut out = Vec::new();
@@ -666,7 +672,11 @@ mod tests {
         let mut body = batch_body(ALL, &rows);
         // transaction_ttl (bytes 14..18 of the header): 50 ms.
         body[14..18].copy_from_slice(&50u32.to_be_bytes());
-        let received = Instant::now() - Duration::from_millis(100);
+        let now = Received::now();
+        let received = Received {
+            at: now.at - Duration::from_millis(100),
+            unix_ms: now.unix_ms - 100,
+        };
         let mut job = BatchJob::new(state.clone(), body, received);
         let mut out = Vec::new();
         assert!(job.next_chunk(&mut out));
@@ -694,7 +704,7 @@ mod tests {
         let small: Vec<Row<'_>> = (0..16).map(read_all).collect();
         let large: Vec<Row<'_>> = (0..200).map(read_all).collect();
         let job =
-            |rows: &[Row<'_>]| BatchJob::new(state.clone(), batch_body(ALL, rows), Instant::now());
+            |rows: &[Row<'_>]| BatchJob::new(state.clone(), batch_body(ALL, rows), Received::now());
         assert!(!job(&small).is_long());
         assert!(job(&large).is_long());
     }
@@ -706,7 +716,7 @@ mod tests {
         drop(BatchJob::new(
             state.clone(),
             batch_body(ALL, &reads),
-            Instant::now(),
+            Received::now(),
         ));
         let mut value = String::new();
         write_batch_statistics(&state.batch, &mut value);

@@ -107,7 +107,7 @@ struct Connection {
     role: Role,
     /// When the last read completed: the arrival time of the frames it completed, from which
     /// their deadlines count.
-    received: std::time::Instant,
+    received: dispatch::Received,
 }
 
 /// What answering the buffered frames left to do.
@@ -119,7 +119,7 @@ enum Next {
     /// A request answered by a stream, after the replies before it.
     Stream(Streamed),
     /// A request to run on the long-request pool: the frame's body, and when it was received.
-    Long(Vec<u8>, std::time::Instant),
+    Long(Vec<u8>, dispatch::Received),
 }
 
 /// Serves `stream` until the peer leaves, misbehaves, times out, or the server shuts down.
@@ -139,7 +139,7 @@ pub async fn serve(
         info: InfoSession::default(),
         account,
         role,
-        received: std::time::Instant::now(),
+        received: dispatch::Received::now(),
     };
     let reason = connection.run(shutdown).await;
     match reason {
@@ -245,7 +245,7 @@ impl Connection {
                 () = self.account.told_to_close(), if may_be_told => return Close::Evicted,
             };
             slice_started = None;
-            self.received = std::time::Instant::now();
+            self.received = dispatch::Received::now();
             match outcome {
                 Ok(Ok(0)) => return Close::PeerClosed,
                 Ok(Ok(_)) => {}
@@ -302,7 +302,7 @@ impl Connection {
     async fn run_long(
         &mut self,
         body: Vec<u8>,
-        received: std::time::Instant,
+        received: dispatch::Received,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), Close> {
         let state = Arc::clone(&self.state);
@@ -522,7 +522,7 @@ fn answer_frame(
     state: &Arc<ServerState>,
     info: &mut InfoSession,
     frame: Frame<'_>,
-    received: std::time::Instant,
+    received: dispatch::Received,
     out: &mut Vec<u8>,
 ) -> Result<Option<Streamed>, Close> {
     match frame.proto_type {

@@ -28,6 +28,8 @@ use wire_aerospike::{
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use engine::Clock as _;
+
 use crate::batch::BatchJob;
 use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
@@ -61,7 +63,33 @@ pub struct RecordCommand<'a> {
     /// The record.
     pub digest: Digest,
     /// When the command must be answered by; past it, TIMEOUT (9).
-    pub deadline: Option<Instant>,
+    pub deadline: engine::Deadline,
+}
+
+/// When a request arrived: on the monotonic clock, for the server's own waits, and on the
+/// wall clock the namespaces use, so that its deadline reaches the engine without a clock
+/// read per request. Read once per read from the socket.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub at: Instant,
+    pub unix_ms: u64,
+}
+
+impl Received {
+    /// Now, on both clocks.
+    pub fn now() -> Received {
+        Received {
+            at: Instant::now(),
+            unix_ms: engine::SystemClock.now_unix_ms(),
+        }
+    }
+}
+
+/// A request's deadline on both clocks (see [`Received`]); none where it has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestDeadline {
+    pub at: Option<Instant>,
+    pub engine: engine::Deadline,
 }
 
 /// Whether the AS_MSG `body` must run on the long-request pool: a single-record command with
@@ -82,15 +110,25 @@ pub fn is_long(body: &[u8]) -> bool {
 pub fn deadline(
     state: &ServerState,
     header: &MessageHeader,
-    received: Instant,
+    received: Received,
     single_record: bool,
-) -> Option<Instant> {
+) -> RequestDeadline {
     let timeout_ms = match header.transaction_ttl {
         0 if single_record => state.config.service.transaction_max_ms,
-        0 => return None,
+        0 => {
+            return RequestDeadline {
+                at: None,
+                engine: engine::Deadline::NONE,
+            };
+        }
         ms => u64::from(ms),
     };
-    Some(received + Duration::from_millis(timeout_ms))
+    RequestDeadline {
+        at: Some(received.at + Duration::from_millis(timeout_ms)),
+        // A request that waited past it (behind others) is past to the engine too, which then
+        // answers TIMEOUT before touching the record, as Aerospike's "timed out in queue".
+        engine: engine::Deadline::at_unix_ms(received.unix_ms.saturating_add(timeout_ms)),
+    }
 }
 
 /// Handles one AS_MSG body received at `received`: appends exactly one reply frame to `out`,
@@ -98,7 +136,7 @@ pub fn deadline(
 pub fn handle_message(
     state: &Arc<ServerState>,
     body: &[u8],
-    received: Instant,
+    received: Received,
     out: &mut Vec<u8>,
 ) -> Option<Streamed> {
     if is_batch(body) {
@@ -123,7 +161,7 @@ pub fn handle_message(
     }
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
-    match execute(state, &message, deadline, out) {
+    match execute(state, &message, deadline.engine, out) {
         Ok((meta, op_count)) => {
             wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
         }
@@ -211,7 +249,7 @@ fn is_batch(body: &[u8]) -> bool {
 fn execute(
     state: &ServerState,
     message: &Message<'_>,
-    deadline: Option<Instant>,
+    deadline: engine::Deadline,
     out: &mut Vec<u8>,
 ) -> Result<(RecordMeta, u16), ResultCode> {
     check_ops_count(state, &message.header)?;
@@ -256,7 +294,7 @@ fn run_in_engine(
     let set_name = command.fields.set.unwrap_or_default();
     let key = command.fields.key;
     let ops = command.ops.clone();
-    let deadline = engine_deadline(namespace, command.deadline);
+    let deadline = command.deadline;
     if header.info2 & info2::WRITE != 0 {
         if header.info2 & info2::DELETE != 0 {
             let request = delete_request(header, digest, set_name, key, deadline)?;
@@ -279,23 +317,6 @@ fn run_in_engine(
         deadline,
     };
     namespace.read_as(origin, &request, ops, sink)
-}
-
-/// The engine's view of `deadline`: the same instant on the namespace's clock. One already
-/// past (a request that waited behind others) is made to look past to the engine too, which
-/// then answers TIMEOUT before touching the record, as Aerospike's "timed out in queue".
-fn engine_deadline(namespace: &Namespace, deadline: Option<Instant>) -> engine::Deadline {
-    let Some(deadline) = deadline else {
-        return engine::Deadline::NONE;
-    };
-    let now_unix_ms = namespace.now().unix_ms;
-    match deadline.checked_duration_since(Instant::now()) {
-        Some(remaining) => {
-            let remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
-            engine::Deadline::at_unix_ms(now_unix_ms.saturating_add(remaining_ms))
-        }
-        None => engine::Deadline::at_unix_ms(now_unix_ms.saturating_sub(1)),
-    }
 }
 
 /// The largest reply one command may produce: room for the whole record twice (say a read-all
