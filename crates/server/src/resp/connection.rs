@@ -381,19 +381,12 @@ impl Connection {
     /// this connection alone would pass, or all clients with this reply's growth: it is
     /// evicted, as Redis evicts the client holding the most past `maxmemory-clients`.
     fn over_limit(&self) -> Close {
-        match self.limit.hard_bytes {
-            _ if self.over_budget => {
-                let memory = &self.session_state().client_memory;
-                memory.evicted.fetch_add(1, Ordering::Relaxed);
-                Close::Evicted
-            }
-            0 => {
-                let memory = &self.session_state().client_memory;
-                memory.evicted.fetch_add(1, Ordering::Relaxed);
-                Close::Evicted
-            }
-            _ => Close::OutputLimit,
+        if self.over_budget || self.limit.hard_bytes == 0 {
+            let memory = &self.session_state().client_memory;
+            memory.evicted.fetch_add(1, Ordering::Relaxed);
+            return Close::Evicted;
         }
+        Close::OutputLimit
     }
 
     /// The longest the filling chunk may grow: what the hard limit (else `client-memory-max`)
