@@ -10,6 +10,8 @@ statistics and number formatting for the reports, and the machine facts a report
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
+import importlib.util
 import os
 import platform
 import re
@@ -36,6 +38,24 @@ OSPREY_BAD_LOG_RE = re.compile(r"\bERROR\b|panicked")
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- sibling scripts as modules ----------------------------------------------------------------
+
+
+def load_script(name: str) -> Any:
+    """The script `name` beside this file (a file without `.py`, such as `compare-resp`) as a
+    module named with underscores; registered in sys.modules, where dataclasses look their
+    module up by name."""
+    path = Path(__file__).resolve().with_name(name)
+    module_name = name.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(module_name, str(path))
+    spec = importlib.util.spec_from_loader(module_name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    loader.exec_module(module)
+    return module
 
 
 # -- CPU pinning ------------------------------------------------------------------------------

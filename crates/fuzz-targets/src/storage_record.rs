@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use engine::{ManualClock, Namespace, NamespaceConfig, ReadRequest};
+use engine::{ManualClock, Namespace, NamespaceConfig};
 use model::Digest;
 use storage::format::{
     self, ALIGN_BYTES, BLOCK_HEADER_SIZE_BYTES, END_MARKER_SIZE_BYTES, ENTRY_HEADER_SIZE_BYTES,
@@ -26,7 +26,7 @@ use storage::format::{
 use storage::test_device::TestDevice;
 use storage::{Device, Entry, EntryKind, Flushing, RecordBody, StorageConfig};
 
-use crate::fixture::{self, Collect};
+use crate::fixture;
 
 /// The write block size the target uses: the smallest the storage accepts.
 pub const BLOCK_SIZE_BYTES: u32 = storage::WRITE_BLOCK_SIZE_BYTES_MIN;
@@ -191,20 +191,9 @@ fn cold_start(block: &[u8], entries: &[Entry<'_>], data_in_memory: bool) {
 }
 
 fn read_back(namespace: &Namespace, digest: Digest) {
-    let request = ReadRequest {
-        digest,
-        set_name: b"",
-        key: None,
-        respond_all_ops: false,
-        read_all_bins: true,
-        header_only: false,
-        deadline: engine::Deadline::NONE,
-    };
-    let mut sink = Collect::default();
-    let result = namespace.read(&request, std::iter::empty(), &mut sink);
-    if let Ok(meta) = result {
+    if let Ok((meta, bins)) = fixture::read_all(namespace, digest) {
         assert_ne!(meta.generation.0, 0, "a record read back has a generation");
-        for (name, particle_type, _) in &sink.0 {
+        for (name, particle_type, _) in &bins {
             assert!(
                 (1..=model::BIN_NAME_BYTES_MAX).contains(&name.len()),
                 "bin name {name:?}"
