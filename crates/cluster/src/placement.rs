@@ -1,0 +1,1 @@
+//! Placement of partitions on nodes.
