@@ -7,9 +7,9 @@
 //! file of `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/` through the same functions,
 //! so every past finding is a regression test of plain `cargo test`.
 //!
-//! Layer: test support, above `engine`, `storage`, `wire-aerospike`, `wire-resp` and `model`;
-//! nothing depends on it. It is a library so that the fuzzer and `cargo test` share one
-//! definition of each target.
+//! Layer: test support, above `engine`, `storage`, `wire-aerospike`, `wire-resp`, `wire-fabric`
+//! and `model`; nothing depends on it. It is a library so that the fuzzer and `cargo test`
+//! share one definition of each target.
 //!
 //! Invariants:
 //! - A target is a pure function of its input: fresh state (a new namespace on a stopped
@@ -17,13 +17,15 @@
 //! - A target fails only by panicking (a failed assertion or a panic in the code under test);
 //!   it never allocates by a length its input declares.
 //! - Inputs are small (libFuzzer's default maximum is 4 KiB), and frame sizes are limited to
-//!   [`aerospike::FRAME_BODY_SIZE_BYTES_MAX`], so that a declared length can be satisfied.
+//!   [`aerospike::FRAME_BODY_SIZE_BYTES_MAX`] and [`fabric::FRAME_BODY_SIZE_BYTES_MAX`], so
+//!   that a declared length can be satisfied.
 //!
 //! Read `docs/internals/fuzzing.md`: what each target asserts, how to run the fuzzer, and how a
 //! finding becomes a regression test.
 
 pub mod aerospike;
 pub mod engine_ops;
+pub mod fabric;
 mod fixture;
 pub mod input;
 pub mod msgpack;
@@ -36,10 +38,11 @@ pub type Target = fn(&[u8]);
 
 /// Every target by name; the name is its folder under `fuzz/corpus/` and `fuzz/regressions/`
 /// and its binary in `fuzz/`.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("aerospike_message", aerospike::aerospike_message),
     ("aerospike_batch", aerospike::aerospike_batch),
     ("resp", resp::resp),
+    ("fabric", fabric::fabric),
     ("msgpack", msgpack::msgpack),
     ("particle", particle::particle),
     ("engine_ops", engine_ops::engine_ops),

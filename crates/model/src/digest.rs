@@ -89,6 +89,12 @@ impl PartitionId {
     pub fn index(self) -> usize {
         usize::from(self.0)
     }
+
+    /// Every partition id, in order.
+    pub fn all() -> impl ExactSizeIterator<Item = PartitionId> {
+        // PARTITION_COUNT fits in u16 (asserted below), so no id is truncated.
+        (0..PARTITION_COUNT).map(|pid| PartitionId(pid as u16))
+    }
 }
 
 const _: () = assert!(PARTITION_COUNT.is_power_of_two());

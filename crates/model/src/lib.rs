@@ -14,6 +14,7 @@
 
 mod digest;
 mod limits;
+mod node_id;
 mod op;
 mod particle;
 mod result_code;
@@ -22,6 +23,7 @@ mod user_key;
 
 pub use digest::{Digest, PARTITION_COUNT, PartitionId};
 pub use limits::*;
+pub use node_id::{NodeId, ParseNodeIdError};
 pub use op::{Op, OpCode};
 pub use particle::ParticleType;
 pub use result_code::ResultCode;

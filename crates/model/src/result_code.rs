@@ -18,6 +18,9 @@ pub enum ResultCode {
     RecordExists = 5,
     /// The bin already exists.
     BinExists = 6,
+    /// A change for a partition carried an older version than the receiver's (a deposed
+    /// master), or reached a node that is no longer a replica of the partition.
+    ClusterKeyMismatch = 7,
     /// The namespace is out of memory or space (stop-writes).
     OutOfSpace = 8,
     /// The server-side deadline passed.

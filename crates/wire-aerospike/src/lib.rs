@@ -24,6 +24,7 @@
 //! reference (`aerospike-protocol.md` sections 1 to 7).
 
 mod batch;
+pub mod cluster_map;
 mod fields;
 mod flags;
 mod frame;

@@ -1,0 +1,310 @@
+//! The value of the metadata group's state machine, and how a command changes it.
+//!
+//! Invariants:
+//! - `version` rises by exactly one per accepted command and per membership entry; a rejected
+//!   command changes nothing, `version` included.
+//! - A command is checked completely before anything is changed, so it applies all or nothing.
+//! - Namespaces and partition tables sit behind `Arc`s and are copied on write, so publishing a
+//!   new state to readers costs a shallow copy, not a copy of every table.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use openraft::Membership;
+use serde::{Deserialize, Serialize};
+
+use super::NodeId;
+use super::command::{
+    MetaCommand, MetaRejection, PartitionAssignment, PartitionTable, check_version,
+};
+use super::node_info::NodeInfo;
+
+/// The cluster's shared state as committed by the metadata group.
+///
+/// Readers get it as an immutable `Arc` from [`super::MetaGroup::state`] or a subscription.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Number of accepted commands and membership changes so far: the map version.
+    pub version: u64,
+    /// The group's voters (both halves of a joint configuration while one is in progress).
+    pub voters: BTreeSet<NodeId>,
+    /// The group's learners.
+    pub learners: BTreeSet<NodeId>,
+    /// The node roster, by `AddNode` / `RemoveNode`.
+    pub nodes: BTreeMap<NodeId, NodeInfo>,
+    /// Per-namespace metadata, by namespace name.
+    pub namespaces: BTreeMap<String, Arc<NamespaceMeta>>,
+}
+
+/// What the cluster agreed about one namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceMeta {
+    /// The partition table, once one was committed.
+    pub partitions: Option<Arc<PartitionTable>>,
+    /// Secondary-index definitions, by index name (opaque to this crate).
+    pub sindexes: BTreeMap<String, String>,
+    /// Namespace-wide truncate mark, milliseconds since the Unix epoch (0: none).
+    pub truncate_before_ms: u64,
+    /// Per-set truncate marks, milliseconds since the Unix epoch.
+    pub set_truncate_before_ms: BTreeMap<String, u64>,
+    /// Per-set set-index switches.
+    pub set_index_enabled: BTreeMap<String, bool>,
+}
+
+impl ClusterState {
+    /// The metadata of `namespace`, if any command named it.
+    pub fn namespace(&self, namespace: &str) -> Option<&NamespaceMeta> {
+        self.namespaces.get(namespace).map(|meta| meta.as_ref())
+    }
+
+    /// The partition table of `namespace`, once one was committed.
+    pub fn partition_table(&self, namespace: &str) -> Option<&PartitionTable> {
+        self.namespace(namespace)?.partitions.as_deref()
+    }
+
+    /// Applies one command; on success the version rises by one.
+    ///
+    /// # Errors
+    /// The [`MetaRejection`] that made the command change nothing.
+    pub(crate) fn apply(&mut self, command: &MetaCommand) -> Result<(), MetaRejection> {
+        self.apply_command(command)?;
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Records a committed membership; the version rises by one.
+    pub(crate) fn apply_membership(&mut self, membership: &Membership<NodeId, NodeInfo>) {
+        self.voters = membership.voter_ids().collect();
+        self.learners = membership.learner_ids().collect();
+        self.version += 1;
+    }
+
+    fn apply_command(&mut self, command: &MetaCommand) -> Result<(), MetaRejection> {
+        match command {
+            MetaCommand::AddNode { id, info } => {
+                self.nodes.insert(*id, info.clone());
+                Ok(())
+            }
+            MetaCommand::RemoveNode { id } => match self.nodes.remove(id) {
+                Some(_) => Ok(()),
+                None => Err(MetaRejection::UnknownNode { id: *id }),
+            },
+            MetaCommand::SetPartitionTable { namespace, table } => {
+                self.set_partition_table(namespace, table)
+            }
+            MetaCommand::ChangePartitions { namespace, changes } => {
+                self.change_partitions(namespace, changes)
+            }
+            MetaCommand::PutSindex {
+                namespace,
+                name,
+                definition,
+            } => {
+                let meta = self.namespace_mut(namespace);
+                meta.sindexes.insert(name.clone(), definition.clone());
+                Ok(())
+            }
+            MetaCommand::DropSindex { namespace, name } => self.drop_sindex(namespace, name),
+            MetaCommand::Truncate {
+                namespace,
+                set,
+                before_ms,
+            } => {
+                self.truncate(namespace, set.as_deref(), *before_ms);
+                Ok(())
+            }
+            MetaCommand::SetIndexSwitch {
+                namespace,
+                set,
+                enabled,
+            } => {
+                let meta = self.namespace_mut(namespace);
+                meta.set_index_enabled.insert(set.clone(), *enabled);
+                Ok(())
+            }
+        }
+    }
+
+    fn set_partition_table(
+        &mut self,
+        namespace: &str,
+        table: &PartitionTable,
+    ) -> Result<(), MetaRejection> {
+        if let Some(current) = self.partition_table(namespace) {
+            let pairs = current.assignments().iter().zip(table.assignments());
+            for (pid, (old, new)) in (0u16..).zip(pairs) {
+                check_version(pid, old, new)?;
+            }
+        } else {
+            let unassigned = PartitionAssignment::default();
+            for (pid, new) in (0u16..).zip(table.assignments()) {
+                check_version(pid, &unassigned, new)?;
+            }
+        }
+        self.namespace_mut(namespace).partitions = Some(Arc::new(table.clone()));
+        Ok(())
+    }
+
+    fn change_partitions(
+        &mut self,
+        namespace: &str,
+        changes: &[(u16, PartitionAssignment)],
+    ) -> Result<(), MetaRejection> {
+        let Some(current) = self.partition_table(namespace) else {
+            return Err(MetaRejection::NoPartitionTable {
+                namespace: namespace.to_owned(),
+            });
+        };
+        check_changes(current, changes)?;
+        let meta = self.namespace_mut(namespace);
+        let table = meta
+            .partitions
+            .as_mut()
+            .expect("check_changes ran against this namespace's table");
+        let table = Arc::make_mut(table);
+        for (pid, assignment) in changes {
+            table.set(*pid, assignment.clone());
+        }
+        Ok(())
+    }
+
+    fn drop_sindex(&mut self, namespace: &str, name: &str) -> Result<(), MetaRejection> {
+        let known = self
+            .namespace(namespace)
+            .is_some_and(|meta| meta.sindexes.contains_key(name));
+        if !known {
+            return Err(MetaRejection::UnknownSindex {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        self.namespace_mut(namespace).sindexes.remove(name);
+        Ok(())
+    }
+
+    fn truncate(&mut self, namespace: &str, set: Option<&str>, before_ms: u64) {
+        let meta = self.namespace_mut(namespace);
+        let mark = match set {
+            Some(set) => meta
+                .set_truncate_before_ms
+                .entry(set.to_owned())
+                .or_default(),
+            None => &mut meta.truncate_before_ms,
+        };
+        // A truncate never brings deleted records back, so the mark only moves forward.
+        *mark = (*mark).max(before_ms);
+    }
+
+    fn namespace_mut(&mut self, namespace: &str) -> &mut NamespaceMeta {
+        let shared = self.namespaces.entry(namespace.to_owned()).or_default();
+        Arc::make_mut(shared)
+    }
+}
+
+/// Checks every change of a `ChangePartitions` before any is applied.
+fn check_changes(
+    current: &PartitionTable,
+    changes: &[(u16, PartitionAssignment)],
+) -> Result<(), MetaRejection> {
+    let mut seen = BTreeSet::new();
+    for (pid, proposed) in changes {
+        let Some(committed) = current.get(*pid) else {
+            return Err(MetaRejection::PartitionOutOfRange { pid: *pid });
+        };
+        if !seen.insert(*pid) {
+            return Err(MetaRejection::DuplicatePartition { pid: *pid });
+        }
+        check_version(*pid, committed, proposed)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::command::ReplicaState;
+
+    fn assignment(nodes: &[NodeId], version: u64) -> PartitionAssignment {
+        PartitionAssignment {
+            replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
+            version,
+        }
+    }
+
+    fn table_on(nodes: &[NodeId], version: u64) -> PartitionTable {
+        let all = vec![assignment(nodes, version); model::PARTITION_COUNT];
+        PartitionTable::new(all).expect("PARTITION_COUNT assignments")
+    }
+
+    #[test]
+    fn accepted_commands_raise_the_version_and_rejected_ones_change_nothing() {
+        let mut state = ClusterState::default();
+        let add = MetaCommand::AddNode {
+            id: 1,
+            info: NodeInfo::default(),
+        };
+        assert_eq!(state.apply(&add), Ok(()));
+        assert_eq!(state.version, 1);
+        let before = state.clone();
+        let remove_unknown = MetaCommand::RemoveNode { id: 9 };
+        assert_eq!(
+            state.apply(&remove_unknown),
+            Err(MetaRejection::UnknownNode { id: 9 })
+        );
+        assert_eq!(state, before);
+    }
+
+    #[test]
+    fn change_partitions_is_all_or_nothing_and_fenced_by_versions() {
+        let mut state = ClusterState::default();
+        let set = MetaCommand::SetPartitionTable {
+            namespace: "test".into(),
+            table: table_on(&[1, 2], 1),
+        };
+        assert_eq!(state.apply(&set), Ok(()));
+        let before = state.clone();
+        let mixed = MetaCommand::ChangePartitions {
+            namespace: "test".into(),
+            changes: vec![(0, assignment(&[2, 1], 2)), (1, assignment(&[2, 1], 1))],
+        };
+        assert!(state.apply(&mixed).is_err());
+        assert_eq!(state, before);
+        let good = MetaCommand::ChangePartitions {
+            namespace: "test".into(),
+            changes: vec![(0, assignment(&[2, 1], 2))],
+        };
+        assert_eq!(state.apply(&good), Ok(()));
+        let table = state.partition_table("test").expect("table set above");
+        assert_eq!(table.get(0), Some(&assignment(&[2, 1], 2)));
+        assert_eq!(table.get(1), Some(&assignment(&[1, 2], 1)));
+        // The earlier published state still shows the old table: copy on write.
+        let old = before.partition_table("test").expect("table set above");
+        assert_eq!(old.get(0), Some(&assignment(&[1, 2], 1)));
+    }
+
+    #[test]
+    fn truncate_marks_only_move_forward_and_sindexes_drop_once() {
+        let mut state = ClusterState::default();
+        let truncate = |before_ms| MetaCommand::Truncate {
+            namespace: "test".into(),
+            set: Some("s".into()),
+            before_ms,
+        };
+        assert_eq!(state.apply(&truncate(50)), Ok(()));
+        assert_eq!(state.apply(&truncate(20)), Ok(()));
+        let meta = state.namespace("test").expect("named above");
+        assert_eq!(meta.set_truncate_before_ms.get("s"), Some(&50));
+        let put = MetaCommand::PutSindex {
+            namespace: "test".into(),
+            name: "idx".into(),
+            definition: "{}".into(),
+        };
+        let drop = MetaCommand::DropSindex {
+            namespace: "test".into(),
+            name: "idx".into(),
+        };
+        assert_eq!(state.apply(&put), Ok(()));
+        assert_eq!(state.apply(&drop), Ok(()));
+        assert!(state.apply(&drop).is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! The commands the metadata group commits, and what applying one returns.
+//!
+//! Invariants:
+//! - A [`PartitionTable`] always has exactly [`PARTITION_COUNT`] assignments; deserializing one of
+//!   another length fails.
+//! - Commands are deterministic: applying the same command to the same state gives the same state
+//!   and the same outcome on every node.
+//! - Commands are idempotent in effect (setting a value, not adding to it), so a proposal retried
+//!   after an unclear failure does no harm beyond one more version.
+
+use model::PARTITION_COUNT;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::NodeId;
+use super::node_info::NodeInfo;
+
+/// A replica's role in its partition's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReplicaState {
+    /// Holds every acknowledged write; may serve reads and become master.
+    Full,
+    /// Receiving the partition (migration); takes replica writes but is not yet complete.
+    Filling,
+}
+
+/// One partition's configuration: its replicas in order and the version that fences it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAssignment {
+    /// The replicas in order; the first `Full` one is the master.
+    pub replicas: Vec<(NodeId, ReplicaState)>,
+    /// The configuration version, carried by every replica write; never decreases.
+    pub version: u64,
+}
+
+/// A namespace's partition table: one assignment per partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionTable {
+    assignments: Vec<PartitionAssignment>,
+}
+
+/// What one command changes; sent as the Raft request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaCommand {
+    /// Adds a node to the roster, or updates its addresses.
+    AddNode {
+        /// The node.
+        id: NodeId,
+        /// Its addresses.
+        info: NodeInfo,
+    },
+    /// Removes a node from the roster.
+    RemoveNode {
+        /// The node.
+        id: NodeId,
+    },
+    /// Replaces a namespace's whole partition table (committed only when it changes).
+    SetPartitionTable {
+        /// The namespace.
+        namespace: String,
+        /// The new table.
+        table: PartitionTable,
+    },
+    /// Changes some partitions of a namespace that already has a table, all or none.
+    ChangePartitions {
+        /// The namespace.
+        namespace: String,
+        /// `(partition id, new assignment)`; each partition at most once.
+        changes: Vec<(u16, PartitionAssignment)>,
+    },
+    /// Adds or replaces a secondary-index definition.
+    PutSindex {
+        /// The namespace.
+        namespace: String,
+        /// The index name, unique in the namespace.
+        name: String,
+        /// The definition, opaque to the metadata group.
+        definition: String,
+    },
+    /// Drops a secondary index.
+    DropSindex {
+        /// The namespace.
+        namespace: String,
+        /// The index name.
+        name: String,
+    },
+    /// Marks records last updated before `before_ms` as deleted, in a set or the namespace.
+    Truncate {
+        /// The namespace.
+        namespace: String,
+        /// The set, or `None` for the whole namespace.
+        set: Option<String>,
+        /// Milliseconds since the Unix epoch; a lower mark than the current one changes nothing.
+        before_ms: u64,
+    },
+    /// Turns a set's set index on or off.
+    SetIndexSwitch {
+        /// The namespace.
+        namespace: String,
+        /// The set.
+        set: String,
+        /// Whether the set index is kept.
+        enabled: bool,
+    },
+}
+
+/// Why the state machine refused a command (it then changes nothing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum MetaRejection {
+    /// `RemoveNode` of a node that is not in the roster.
+    #[error("node {id} is not in the roster")]
+    UnknownNode {
+        /// The node.
+        id: NodeId,
+    },
+    /// A partition table whose length is not the partition count.
+    #[error("a partition table needs {PARTITION_COUNT} assignments, got {count}")]
+    PartitionCountMismatch {
+        /// The length given.
+        count: usize,
+    },
+    /// A partition id at or above the partition count.
+    #[error("partition {pid} is out of range")]
+    PartitionOutOfRange {
+        /// The partition id.
+        pid: u16,
+    },
+    /// The same partition twice in one `ChangePartitions`.
+    #[error("partition {pid} appears twice in one change")]
+    DuplicatePartition {
+        /// The partition id.
+        pid: u16,
+    },
+    /// `ChangePartitions` on a namespace without a table.
+    #[error("namespace {namespace} has no partition table")]
+    NoPartitionTable {
+        /// The namespace.
+        namespace: String,
+    },
+    /// An assignment that changes without raising the version, or that lowers it.
+    #[error("partition {pid}: version {proposed} does not follow {current}")]
+    VersionNotRaised {
+        /// The partition id.
+        pid: u16,
+        /// The committed version.
+        current: u64,
+        /// The proposed version.
+        proposed: u64,
+    },
+    /// `DropSindex` of an index that does not exist.
+    #[error("namespace {namespace} has no secondary index {name}")]
+    UnknownSindex {
+        /// The namespace.
+        namespace: String,
+        /// The index name.
+        name: String,
+    },
+}
+
+/// What applying one log entry returned (openraft's response type).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaResponse {
+    /// [`super::ClusterState::version`] after the entry.
+    pub version: u64,
+    /// Whether the command was accepted.
+    pub outcome: Result<(), MetaRejection>,
+}
+
+impl PartitionTable {
+    /// A table from one assignment per partition.
+    ///
+    /// # Errors
+    /// [`MetaRejection::PartitionCountMismatch`] unless there are exactly [`PARTITION_COUNT`].
+    pub fn new(assignments: Vec<PartitionAssignment>) -> Result<Self, MetaRejection> {
+        if assignments.len() != PARTITION_COUNT {
+            return Err(MetaRejection::PartitionCountMismatch {
+                count: assignments.len(),
+            });
+        }
+        Ok(Self { assignments })
+    }
+
+    /// A table where no partition has replicas, every version 0.
+    pub fn unassigned() -> Self {
+        Self {
+            assignments: vec![PartitionAssignment::default(); PARTITION_COUNT],
+        }
+    }
+
+    /// The assignment of partition `pid`, or `None` when `pid` is out of range.
+    pub fn get(&self, pid: u16) -> Option<&PartitionAssignment> {
+        self.assignments.get(usize::from(pid))
+    }
+
+    /// Every assignment, indexed by partition id.
+    pub fn assignments(&self) -> &[PartitionAssignment] {
+        &self.assignments
+    }
+
+    /// Replaces one assignment; the caller has checked `pid` and the version rule.
+    pub(crate) fn set(&mut self, pid: u16, assignment: PartitionAssignment) {
+        let slot = self
+            .assignments
+            .get_mut(usize::from(pid))
+            .expect("the caller checked the partition id against PARTITION_COUNT");
+        *slot = assignment;
+    }
+}
+
+impl Serialize for PartitionTable {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.assignments.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for PartitionTable {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let assignments = Vec::<PartitionAssignment>::deserialize(deserializer)?;
+        PartitionTable::new(assignments).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Checks that `proposed` may follow `current` for partition `pid`: an unchanged assignment
+/// keeps its version or raises it; a changed one must raise it.
+pub(crate) fn check_version(
+    pid: u16,
+    current: &PartitionAssignment,
+    proposed: &PartitionAssignment,
+) -> Result<(), MetaRejection> {
+    let unchanged = current.replicas == proposed.replicas;
+    let raised = proposed.version > current.version;
+    let kept = proposed.version == current.version;
+    if raised || (unchanged && kept) {
+        return Ok(());
+    }
+    Err(MetaRejection::VersionNotRaised {
+        pid,
+        current: current.version,
+        proposed: proposed.version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(nodes: &[NodeId], version: u64) -> PartitionAssignment {
+        PartitionAssignment {
+            replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
+            version,
+        }
+    }
+
+    #[test]
+    fn partition_table_rejects_a_wrong_length_and_round_trips_through_json() {
+        let short = PartitionTable::new(vec![PartitionAssignment::default(); 3]);
+        assert_eq!(
+            short,
+            Err(MetaRejection::PartitionCountMismatch { count: 3 })
+        );
+        let mut table = PartitionTable::unassigned();
+        table.set(7, assignment(&[1, 2], 3));
+        let json = serde_json::to_string(&table).expect("a table serializes");
+        let back: PartitionTable = serde_json::from_str(&json).expect("and deserializes");
+        assert_eq!(back, table);
+        let bad: Result<PartitionTable, _> = serde_json::from_str("[]");
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn version_rule_accepts_raises_and_unchanged_and_refuses_silent_changes() {
+        let current = assignment(&[1, 2], 5);
+        assert!(check_version(0, &current, &assignment(&[1, 2], 5)).is_ok());
+        assert!(check_version(0, &current, &assignment(&[2, 1], 6)).is_ok());
+        assert!(check_version(0, &current, &assignment(&[2, 1], 5)).is_err());
+        assert!(check_version(0, &current, &assignment(&[1, 2], 4)).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! A node's addresses, as the metadata group records them (openraft's `Node` type).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a node can be reached: `host:port` of each of its listeners.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The node-to-node fabric listener; metadata-group messages travel there.
+    pub fabric_addr: String,
+    /// The Aerospike-protocol service listener, as clients are told in `peers-*`.
+    pub service_addr: String,
+    /// The RESP listener.
+    pub resp_addr: String,
+}
+
+impl fmt::Display for NodeInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "fabric={} service={} resp={}",
+            self.fabric_addr, self.service_addr, self.resp_addr
+        )
+    }
+}

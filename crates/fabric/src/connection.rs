@@ -1,0 +1,335 @@
+//! [`Connection`]: one handshaken stream to a peer, with its writer task, its reader task
+//! and the requests waiting for replies on it.
+//!
+//! Both directions are served the same way: a node sends its own requests and heartbeats on
+//! the connection it dialed, and answers requests on the connection they arrived on; a reply
+//! is matched to a waiting request of the connection it arrived on.
+//!
+//! Invariants:
+//! - Frames leave in the order they were queued ([`WriteQueue`]); the writer copies small
+//!   frames into one buffer, so a burst of frames costs few writes.
+//! - A request is registered as pending before its frame is queued, so its reply always
+//!   finds it; a pending request is removed by its reply, by its waiter giving up
+//!   ([`PendingReply`] is dropped), or by the connection closing, which wakes the waiter with
+//!   "connection lost".
+//! - Once closed, a connection stays closed: the queue refuses frames, no request can be
+//!   registered, and both tasks end.
+//! - The frame handler runs on the reader task, in arrival order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, timeout_at};
+use tracing::{debug, warn};
+use wire_fabric::Message;
+
+use crate::config::WRITE_BUFFER_BYTES;
+use crate::error::FabricError;
+use crate::fabric::Shared;
+use crate::frame::{FrameRole, OwnedFrame};
+use crate::frame_reader::{FrameReader, ReadError};
+use crate::handler::Responder;
+use crate::network::BoxedStream;
+use crate::write_queue::{PushRefused, WriteQueue};
+
+/// The reading side of a handshaken stream.
+pub(crate) type StreamReader = FrameReader<ReadHalf<BoxedStream>>;
+
+/// The writing side of a handshaken stream.
+pub(crate) type StreamWriter = WriteHalf<BoxedStream>;
+
+/// Which side dialed, for logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// This node dialed the peer.
+    Outgoing,
+    /// The peer dialed this node.
+    Incoming,
+}
+
+/// One live connection to a peer.
+pub(crate) struct Connection {
+    peer_node_id: u64,
+    direction: Direction,
+    queue: WriteQueue,
+    pending: Mutex<PendingRequests>,
+    requests_pending_max: usize,
+    closed: watch::Sender<bool>,
+}
+
+struct PendingRequests {
+    waiters_by_request_id: HashMap<u64, oneshot::Sender<OwnedFrame>>,
+    closed: bool,
+}
+
+impl Connection {
+    /// Starts the writer and reader tasks of a handshaken stream to `peer_node_id`.
+    pub(crate) fn start(
+        shared: &Arc<Shared>,
+        peer_node_id: u64,
+        direction: Direction,
+        reader: StreamReader,
+        writer: StreamWriter,
+    ) -> Arc<Connection> {
+        let config = shared.config();
+        let connection = Arc::new(Connection {
+            peer_node_id,
+            direction,
+            queue: WriteQueue::new(config.write_queue_bytes_max, config.write_queue_frames_max),
+            pending: Mutex::new(PendingRequests {
+                waiters_by_request_id: HashMap::new(),
+                closed: false,
+            }),
+            requests_pending_max: config.requests_pending_max,
+            closed: watch::Sender::new(false),
+        });
+        shared.spawn(run_writer(Arc::clone(&connection), writer));
+        shared.spawn(run_reader(
+            Arc::clone(shared),
+            Arc::clone(&connection),
+            reader,
+        ));
+        connection
+    }
+
+    /// The node at the other end.
+    pub(crate) fn peer_node_id(&self) -> u64 {
+        self.peer_node_id
+    }
+
+    /// Queues one encoded frame behind every frame queued before it.
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::NotConnected`] once closed, [`FabricError::Overloaded`] when full.
+    pub(crate) fn push(&self, frame: Bytes) -> Result<(), FabricError> {
+        let node_id = self.peer_node_id;
+        self.queue.push(frame).map_err(|refused| match refused {
+            PushRefused::Closed => FabricError::NotConnected { node_id },
+            PushRefused::Full => FabricError::Overloaded { node_id },
+        })
+    }
+
+    /// Registers a request about to be queued, and returns the guard its caller waits on.
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::NotConnected`] once closed, [`FabricError::Overloaded`] when too many
+    /// requests wait already.
+    pub(crate) fn register_request(
+        self: &Arc<Connection>,
+        request_id: u64,
+        deadline: Instant,
+        timeout_ms: u64,
+    ) -> Result<PendingReply, FabricError> {
+        let node_id = self.peer_node_id;
+        let mut pending = self.pending.lock();
+        if pending.closed {
+            return Err(FabricError::NotConnected { node_id });
+        }
+        if pending.waiters_by_request_id.len() >= self.requests_pending_max {
+            return Err(FabricError::Overloaded { node_id });
+        }
+        let (waiter, reply) = oneshot::channel();
+        let replaced = pending.waiters_by_request_id.insert(request_id, waiter);
+        assert!(replaced.is_none(), "request id {request_id} is used twice");
+        Ok(PendingReply {
+            connection: Arc::clone(self),
+            request_id,
+            reply,
+            deadline,
+            timeout_ms,
+        })
+    }
+
+    /// Closes the connection: both tasks end, queued frames are dropped, and every waiting
+    /// request fails with "connection lost".
+    pub(crate) fn close(&self) {
+        self.queue.close();
+        let waiters = {
+            let mut pending = self.pending.lock();
+            pending.closed = true;
+            std::mem::take(&mut pending.waiters_by_request_id)
+        };
+        // Dropping the senders wakes each waiter with an error.
+        drop(waiters);
+        self.closed.send_replace(true);
+    }
+
+    /// Waits until the connection is closed.
+    pub(crate) async fn wait_closed(&self) {
+        let mut closed = self.closed.subscribe();
+        // The sender lives in `self`, so `wait_for` cannot fail while we borrow it.
+        let _ = closed.wait_for(|closed| *closed).await;
+    }
+
+    fn forget_request(&self, request_id: u64) {
+        self.pending
+            .lock()
+            .waiters_by_request_id
+            .remove(&request_id);
+    }
+
+    /// Hands a reply to its waiting request; `false` when none waits for it (it timed out,
+    /// or the peer is confused).
+    fn complete_request(&self, frame: OwnedFrame) -> bool {
+        let Some(request_id) = frame.request_id() else {
+            return false;
+        };
+        let waiter = self
+            .pending
+            .lock()
+            .waiters_by_request_id
+            .remove(&request_id);
+        waiter.is_some_and(|waiter| waiter.send(frame).is_ok())
+    }
+}
+
+/// A request waiting for its reply; dropping it forgets the request.
+pub(crate) struct PendingReply {
+    connection: Arc<Connection>,
+    request_id: u64,
+    reply: oneshot::Receiver<OwnedFrame>,
+    deadline: Instant,
+    timeout_ms: u64,
+}
+
+impl PendingReply {
+    /// The frame to queue for this request goes out on this connection.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// Waits for the reply until the deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::ConnectionLost`] if the connection closes first,
+    /// [`FabricError::Timeout`] if the deadline passes first.
+    pub(crate) async fn wait(mut self) -> Result<OwnedFrame, FabricError> {
+        let node_id = self.connection.peer_node_id;
+        match timeout_at(self.deadline, &mut self.reply).await {
+            Ok(Ok(frame)) => Ok(frame),
+            Ok(Err(_)) => Err(FabricError::ConnectionLost { node_id }),
+            Err(_) => Err(FabricError::Timeout {
+                node_id,
+                timeout_ms: self.timeout_ms,
+            }),
+        }
+    }
+}
+
+impl Drop for PendingReply {
+    fn drop(&mut self) {
+        self.connection.forget_request(self.request_id);
+    }
+}
+
+async fn run_writer(connection: Arc<Connection>, writer: StreamWriter) {
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
+    let mut batch = Vec::new();
+    while connection.queue.pop_batch(&mut batch).await {
+        // A peer that stops reading blocks the write; closing the connection must still end
+        // this task.
+        let written = tokio::select! {
+            written = write_batch(&mut writer, &mut batch) => written,
+            () = connection.wait_closed() => break,
+        };
+        if let Err(error) = written {
+            debug!(
+                node_id = connection.peer_node_id,
+                direction = ?connection.direction,
+                %error,
+                "fabric write failed"
+            );
+            break;
+        }
+    }
+    connection.close();
+}
+
+async fn write_batch(
+    writer: &mut (impl AsyncWrite + Unpin),
+    batch: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
+    for frame in batch.drain(..) {
+        writer.write_all(&frame).await?;
+    }
+    writer.flush().await
+}
+
+async fn run_reader(shared: Arc<Shared>, connection: Arc<Connection>, mut reader: StreamReader) {
+    loop {
+        let frame = tokio::select! {
+            frame = reader.next_frame() => frame,
+            () = connection.wait_closed() => break,
+            () = shared.wait_shutdown() => break,
+        };
+        let outcome = match frame {
+            Ok(frame) => dispatch(&shared, &connection, frame),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = outcome {
+            log_read_end(&connection, &error);
+            break;
+        }
+    }
+    connection.close();
+}
+
+/// Routes one frame: heartbeats and requests to the handler, replies to their waiters.
+fn dispatch(
+    shared: &Arc<Shared>,
+    connection: &Arc<Connection>,
+    frame: OwnedFrame,
+) -> Result<(), ReadError> {
+    let from = connection.peer_node_id;
+    shared.heard_from(from);
+    match FrameRole::of(frame.message_type()) {
+        FrameRole::Handshake => {
+            return Err(ReadError::Malformed(wire_fabric::Malformed::new(
+                "a Hello after the handshake",
+            )));
+        }
+        FrameRole::Heartbeat => {
+            if let Message::Heartbeat { map_version, .. } = frame.message() {
+                shared.handler().heartbeat(from, map_version);
+            }
+        }
+        FrameRole::Reply => {
+            if !connection.complete_request(frame) {
+                debug!(
+                    node_id = from,
+                    "fabric reply to no waiting request, dropped"
+                );
+            }
+        }
+        FrameRole::Request => {
+            let request_id = frame
+                .request_id()
+                .expect("every request message carries a request id");
+            let responder = Responder::new(Arc::clone(connection), request_id);
+            shared.handler().handle(from, frame, responder);
+        }
+    }
+    Ok(())
+}
+
+fn log_read_end(connection: &Connection, error: &ReadError) {
+    let node_id = connection.peer_node_id;
+    let direction = connection.direction;
+    match error {
+        ReadError::Closed => debug!(node_id, ?direction, "fabric connection closed by peer"),
+        ReadError::Io(error) => debug!(node_id, ?direction, %error, "fabric read failed"),
+        ReadError::Malformed(malformed) => warn!(
+            node_id,
+            ?direction,
+            reason = malformed.reason,
+            "fabric peer sent a malformed frame, closing"
+        ),
+    }
+}
