@@ -24,8 +24,10 @@
 //! Read `docs/ARCHITECTURE.md` (life of a read and of a write) and
 //! `docs/internals/data-model.md` (record layout) first.
 
+mod ack;
 mod bin_lookup;
 mod clock;
+mod commit;
 mod config;
 mod deadline;
 mod evict;
@@ -46,11 +48,14 @@ mod truncate;
 mod update;
 mod working_record;
 
+pub use ack::{AckError, AckLatch, Acks};
 pub use clock::{Clock, ManualClock, Now, SystemClock};
+pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion};
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use exclusive::Watch;
 pub use namespace::Namespace;
+pub use ops::UnsupportedOp;
 pub use partition::PieceEnd;
 pub use persist::OpenError;
 pub use record::{BinIter, BinRef, Bins, NativeValue};

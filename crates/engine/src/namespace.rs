@@ -7,13 +7,15 @@
 //!   update time no older than the cut-offs of its namespace and set, so a write that follows
 //!   a truncate always survives it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use model::{Digest, PARTITION_COUNT};
 use parking_lot::Mutex;
 
+use crate::ack::Acks;
 use crate::clock::{Clock, Now};
+use crate::commit::{ChangeKind, ChangeSink};
 use crate::config::NamespaceConfig;
 use crate::exclusive::{Gate, Watch, WatchRegistry};
 use crate::partition::{PartitionSlot, Visibility};
@@ -50,6 +52,8 @@ pub struct Namespace {
     pub(crate) memory_used_pct: AtomicU8,
     /// Secondary indexes (see `sindex.rs`).
     pub(crate) sindexes: SecondaryIndexes,
+    /// Where committed changes go (see `commit.rs`); unset on a single node.
+    pub(crate) change_sink: OnceLock<Arc<dyn ChangeSink>>,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -85,6 +89,7 @@ impl Namespace {
             storage: None,
             memory_used_pct: AtomicU8::new(0),
             sindexes: SecondaryIndexes::default(),
+            change_sink: OnceLock::new(),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -163,15 +168,24 @@ impl Namespace {
             let mut partition = slot.state.write();
             let indexes = self.sindexes.snapshot();
             let mut unindexed = Vec::new();
+            let mut gone = Vec::new();
             let removed = partition.remove_where(&doomed, &self.sets, |digest, record| {
                 let keys = self.indexed_keys(&indexes, digest, Some(record));
                 if !keys.is_empty() {
                     unindexed.push((*digest, keys));
                 }
                 self.forget(digest, record, counter);
+                gone.push(*digest);
             });
             for (digest, keys) in unindexed {
                 Self::reindex(&indexes, &mut partition, &digest, keys, Vec::new(), None);
+            }
+            if let Some(kind) = ChangeKind::removal(counter) {
+                // Nobody is answered for a removal the server made itself.
+                let mut acks = Acks::default();
+                for digest in &gone {
+                    self.committed(partition.version, digest, kind, None, &mut acks);
+                }
             }
             drop(partition);
             slot.counters.add(counter, removed);

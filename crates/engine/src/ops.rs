@@ -10,6 +10,40 @@ use model::{BIN_NAME_BYTES_MAX, Op, OpCode, ParticleType, ResultCode};
 use crate::msgpack::{Container, is_valid_container};
 use crate::working_record::{WorkingRecord, WorkingValue};
 
+/// A family of ops Osprey does not implement yet: a command carrying one answers
+/// UNSUPPORTED_FEATURE (16) before its record is touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsupportedOp {
+    /// List and map (CDT) reads and modifies.
+    Collection,
+    /// Bitwise reads and modifies of blob bins.
+    Bitwise,
+    /// HyperLogLog reads and modifies.
+    HyperLogLog,
+    /// Expression reads and writes.
+    Expression,
+}
+
+impl UnsupportedOp {
+    /// The family of `code` when Osprey does not implement it; `None` for the ops it runs.
+    /// Exhaustive on purpose: a new op code must be decided here.
+    pub fn of(code: OpCode) -> Option<UnsupportedOp> {
+        match code {
+            OpCode::Read
+            | OpCode::Write
+            | OpCode::Incr
+            | OpCode::Append
+            | OpCode::Prepend
+            | OpCode::Touch
+            | OpCode::Delete => None,
+            OpCode::CdtRead | OpCode::CdtModify => Some(UnsupportedOp::Collection),
+            OpCode::BitRead | OpCode::BitModify => Some(UnsupportedOp::Bitwise),
+            OpCode::HllRead | OpCode::HllModify => Some(UnsupportedOp::HyperLogLog),
+            OpCode::ExpRead | OpCode::ExpModify => Some(UnsupportedOp::Expression),
+        }
+    }
+}
+
 /// What a pre-pass over a command's ops found.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct OpsSummary {
@@ -22,6 +56,10 @@ pub(crate) struct OpsSummary {
 }
 
 /// Validates every op before the record is touched and summarizes them.
+///
+/// # Errors
+/// UNSUPPORTED_FEATURE for an op of an [`UnsupportedOp`] family; BIN_NAME or PARAMETER for a
+/// bad bin name or value.
 pub(crate) fn summarize<'a>(ops: impl Iterator<Item = Op<'a>>) -> Result<OpsSummary, ResultCode> {
     let mut summary = OpsSummary::default();
     for op in ops {
@@ -308,6 +346,28 @@ mod tests {
         let value = working.get(b"s").unwrap().value.to_vec();
         assert_eq!(value.len(), expected.len());
         assert!(value.iter().eq(expected.iter()));
+    }
+
+    /// The server counts each UNSUPPORTED_FEATURE answer under the family `UnsupportedOp::of`
+    /// names, so that function and `summarize` must agree on every op code.
+    #[test]
+    fn summarize_refuses_exactly_the_ops_of_an_unsupported_family() {
+        for byte in 0..=u8::MAX {
+            let Some(code) = OpCode::from_u8(byte) else {
+                continue;
+            };
+            let ops = [op(code, ParticleType::Integer, b"a", &[0; 8])];
+            let refused = summarize(ops.into_iter()).err() == Some(ResultCode::UnsupportedFeature);
+            assert_eq!(refused, UnsupportedOp::of(code).is_some(), "{code:?}");
+        }
+        assert_eq!(
+            UnsupportedOp::of(OpCode::CdtModify),
+            Some(UnsupportedOp::Collection)
+        );
+        assert_eq!(
+            UnsupportedOp::of(OpCode::HllRead),
+            Some(UnsupportedOp::HyperLogLog)
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use model::{Digest, VoidTime};
 use parking_lot::RwLock;
 
 use crate::clock::Now;
+use crate::commit::PartitionRole;
 use crate::record::{Record, SetId};
 use crate::sets::SetRegistry;
 use crate::sindex::PartitionEntries;
@@ -74,6 +75,13 @@ pub(crate) struct Partition {
     set_indexes: BTreeMap<SetId, BTreeSet<Digest>>,
     /// Secondary index entries of this partition's records (see `sindex.rs`).
     pub(crate) index_entries: PartitionEntries,
+    /// What this node is for the partition (see `commit.rs`).
+    pub(crate) role: PartitionRole,
+    /// The partition's version, as the cluster last assigned it: a fencing token.
+    pub(crate) version: u64,
+    /// While filling, the records the master replicated since the fill began: the snapshot's
+    /// older copies of them are ignored.
+    pub(crate) replicated_during_fill: BTreeSet<Digest>,
 }
 
 /// Where a piece of a partition walk ended.
@@ -120,6 +128,14 @@ impl Partition {
         self.index
             .get_mut(digest)
             .filter(|record| visibility.shows(record))
+    }
+
+    /// Every record, visible or not, in digest order strictly after `after`.
+    pub(crate) fn records_after(
+        &self,
+        after: Option<&Digest>,
+    ) -> impl Iterator<Item = (&Digest, &Record)> {
+        self.index.iter_after(after)
     }
 
     /// Every record, visible or not, in digest order.

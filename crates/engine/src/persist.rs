@@ -29,7 +29,9 @@ use storage::{
     StorageError, StorageStats,
 };
 
+use crate::ack::Acks;
 use crate::clock::Clock;
+use crate::commit::ChangeKind;
 use crate::config::NamespaceConfig;
 use crate::namespace::Namespace;
 use crate::partition::Partition;
@@ -193,13 +195,14 @@ impl Namespace {
     }
 
     /// Stores `record` at `digest`: on the device first (if the namespace has storage), then
-    /// in the index, with its secondary index entries; returns the record it replaced. Called
-    /// with the partition locked.
+    /// in the index, with its secondary index entries; hands the change to the commit path and
+    /// returns the record it replaced. Called with the partition locked.
     pub(crate) fn store(
         &self,
         partition: &mut Partition,
         digest: Digest,
         mut record: Record,
+        acks: &mut Acks,
     ) -> Result<Option<Record>, ResultCode> {
         if self.memory_stop_writes() {
             return Err(ResultCode::OutOfSpace);
@@ -217,12 +220,28 @@ impl Namespace {
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(&digest).and_then(Replaced::of);
             let data = record.packed_data();
-            let location = self.append_version(storage, &digest, &record, &data, replaced)?;
+            let location = self.append_version(storage, &digest, &record, &data, replaced, acks)?;
+            self.committed(
+                partition.version,
+                &digest,
+                ChangeKind::Stored,
+                Some((&record, &data)),
+                acks,
+            );
             drop(data);
             record.location = location.to_bits();
             if !self.keeps_data_in_memory() {
                 record.drop_data();
             }
+        } else if self.change_sink.get().is_some() {
+            let data = record.packed_data();
+            self.committed(
+                partition.version,
+                &digest,
+                ChangeKind::Stored,
+                Some((&record, &data)),
+                acks,
+            );
         }
         let replaced = partition.insert(digest, record, &self.sets);
         Self::reindex(
@@ -237,22 +256,28 @@ impl Namespace {
     }
 
     /// Deletes the record at `digest`: a tombstone on the device first (if the namespace has
-    /// storage), then out of the index. Called with the partition locked.
+    /// storage), then out of the index; hands the change to the commit path. Called with the
+    /// partition locked.
     pub(crate) fn unstore(
         &self,
         partition: &mut Partition,
         digest: &Digest,
+        acks: &mut Acks,
     ) -> Result<Option<Record>, ResultCode> {
         let indexes = self.sindexes.snapshot();
         let old_keys = self.current_keys(&indexes, partition, digest);
         if let Some(storage) = &self.storage {
             let replaced = partition.any_record(digest).and_then(Record::location);
-            storage
+            let durable = storage
                 .delete_record(&digest.0, replaced)
                 .map_err(|e| result_code(&e))?;
+            durable
+                .into_iter()
+                .for_each(|point| acks.add_durable(point));
         }
         let removed = partition.remove(digest, &self.sets);
         Self::reindex(&indexes, partition, digest, old_keys, Vec::new(), None);
+        self.committed(partition.version, digest, ChangeKind::Deleted, None, acks);
         Ok(removed)
     }
 
@@ -267,6 +292,7 @@ impl Namespace {
         record: &Record,
         data: &[u8],
         replaced: Option<Replaced>,
+        acks: &mut Acks,
     ) -> Result<Location, ResultCode> {
         let body = RecordBody {
             last_update_ms: record.last_update_ms,
@@ -275,9 +301,12 @@ impl Namespace {
             set_name: self.sets.name_of(record.set_id).unwrap_or_default(),
             data,
         };
-        let location = storage
+        let (location, durable) = storage
             .write_record(&digest.0, &body, replaced.map(|r| r.location))
             .map_err(|e| result_code(&e))?;
+        durable
+            .into_iter()
+            .for_each(|point| acks.add_durable(point));
         if replaced.is_some_and(|r| record.last_update_ms < r.last_update_ms) {
             storage.rewound(&digest.0);
         }

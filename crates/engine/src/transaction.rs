@@ -13,8 +13,10 @@ use model::{
     UserKey, VoidTime,
 };
 
+use crate::ack::Acks;
 use crate::bin_lookup::BinFinder;
 use crate::clock::Now;
+use crate::commit::WriteAccess;
 use crate::deadline::{Deadline, DeadlineWatch};
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
@@ -195,11 +197,10 @@ impl Namespace {
             return Err(ResultCode::Parameter);
         }
         let request_key = request.key.map(parse_key).transpose()?;
-        let visibility = self.visibility(now);
-        let _gate = self.gate.shared();
-        let partition = self.slot(&request.digest).state.read();
-        let record = partition
-            .live(&request.digest, &visibility)
+        let access = self.read_access(&request.digest, now)?;
+        let record = access
+            .partition
+            .live(&request.digest, &access.visibility)
             .ok_or(ResultCode::NotFound)?;
         self.check_set(request.set_name, record)?;
         if request.header_only {
@@ -238,8 +239,9 @@ impl Namespace {
         request: &WriteRequest<'a>,
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
+        acks: &mut Acks,
     ) -> Result<RecordMeta, ResultCode> {
-        self.write_as(Origin::Client, request, ops, sink)
+        self.write_as(Origin::Client, request, ops, sink, acks)
     }
 
     /// [`Namespace::write`], counted in `origin`'s statistics.
@@ -252,8 +254,9 @@ impl Namespace {
         request: &WriteRequest<'a>,
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
+        acks: &mut Acks,
     ) -> Result<RecordMeta, ResultCode> {
-        let result = self.write_locked(request, ops, sink);
+        let result = self.write_locked(request, ops, sink, acks);
         let outcome = match result {
             Ok(_) => Counter::WriteSuccess,
             Err(ResultCode::Timeout) => Counter::WriteTimeout,
@@ -270,16 +273,19 @@ impl Namespace {
         request: &WriteRequest<'a>,
         ops: impl Iterator<Item = Op<'a>> + Clone,
         sink: &mut impl ReplySink,
+        acks: &mut Acks,
     ) -> Result<RecordMeta, ResultCode> {
         let now = self.clock.now();
         let mut deadline = DeadlineWatch::start(request.deadline, &*self.clock, now)?;
         let summary = ops::summarize(ops.clone())?;
         check_write_shape(request, &summary)?;
         let request_key = request.key.map(parse_key).transpose()?;
-        let visibility = self.visibility(now);
-        let slot = self.slot(&request.digest);
-        let _gate = self.gate.shared();
-        let mut partition = slot.state.write();
+        let WriteAccess {
+            visibility,
+            slot,
+            mut partition,
+            ..
+        } = self.write_access(&request.digest, now)?;
         let existing = partition.live(&request.digest, &visibility);
         match existing {
             None if request.exists.requires_record() || summary.has_touch => {
@@ -332,7 +338,7 @@ impl Namespace {
             drop(working);
             return match existing {
                 Some(_) => {
-                    self.unstore(&mut partition, &request.digest)?;
+                    self.unstore(&mut partition, &request.digest, acks)?;
                     self.watches.touched(&request.digest);
                     Ok(RecordMeta::DELETED)
                 }
@@ -357,7 +363,7 @@ impl Namespace {
         drop(working);
         let stored = Record::new(header, data);
         let meta = RecordMeta::of(&stored);
-        let replaced = self.store(&mut partition, request.digest, stored)?;
+        let replaced = self.store(&mut partition, request.digest, stored, acks)?;
         self.watches.touched(&request.digest);
         if let Some(replaced) = replaced {
             // An invisible record the write replaced still counts as expired or truncated.
@@ -375,8 +381,12 @@ impl Namespace {
     /// # Errors
     /// NOT_FOUND if it does not exist or has expired; GENERATION, PARAMETER (set mismatch) or
     /// KEY_MISMATCH when a condition fails.
-    pub fn delete(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
-        self.delete_as(Origin::Client, request)
+    pub fn delete(
+        &self,
+        request: &DeleteRequest<'_>,
+        acks: &mut Acks,
+    ) -> Result<RecordMeta, ResultCode> {
+        self.delete_as(Origin::Client, request, acks)
     }
 
     /// [`Namespace::delete`], counted in `origin`'s statistics.
@@ -387,8 +397,9 @@ impl Namespace {
         &self,
         origin: Origin,
         request: &DeleteRequest<'_>,
+        acks: &mut Acks,
     ) -> Result<RecordMeta, ResultCode> {
-        let result = self.delete_locked(request);
+        let result = self.delete_locked(request, acks);
         let outcome = match result {
             Ok(_) => Counter::DeleteSuccess,
             Err(ResultCode::NotFound) => Counter::DeleteNotFound,
@@ -401,21 +412,24 @@ impl Namespace {
         result
     }
 
-    fn delete_locked(&self, request: &DeleteRequest<'_>) -> Result<RecordMeta, ResultCode> {
+    fn delete_locked(
+        &self,
+        request: &DeleteRequest<'_>,
+        acks: &mut Acks,
+    ) -> Result<RecordMeta, ResultCode> {
         let now = self.clock.now();
         // A delete's work is constant once started: one look at the deadline suffices.
         DeadlineWatch::start(request.deadline, &*self.clock, now)?;
         let request_key = request.key.map(parse_key).transpose()?;
-        let visibility = self.visibility(now);
-        let _gate = self.gate.shared();
-        let mut partition = self.slot(&request.digest).state.write();
-        let record = partition
-            .live(&request.digest, &visibility)
+        let mut access = self.write_access(&request.digest, now)?;
+        let record = access
+            .partition
+            .live(&request.digest, &access.visibility)
             .ok_or(ResultCode::NotFound)?;
         check_generation(request.generation, record)?;
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
-        self.unstore(&mut partition, &request.digest)?;
+        self.unstore(&mut access.partition, &request.digest, acks)?;
         self.watches.touched(&request.digest);
         Ok(RecordMeta::DELETED)
     }

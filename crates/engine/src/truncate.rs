@@ -35,11 +35,45 @@ impl Namespace {
         set: Option<&[u8]>,
         before_ms: Option<u64>,
     ) -> Result<bool, TruncateError> {
-        let _gate = self.gate.shared();
         let now_ms = self.clock.now().unix_ms;
         if before_ms.is_some_and(|before_ms| before_ms > now_ms) {
             return Err(TruncateError::CutoffInFuture);
         }
+        self.truncate_at(set, before_ms)
+    }
+
+    /// Applies a truncate another node of the cluster made at `before_ms`: as
+    /// [`Namespace::truncate`], but a cut-off ahead of this node's clock is taken as it is
+    /// (clocks differ between nodes; the mark is the origin's).
+    ///
+    /// # Errors
+    /// [`TruncateError`] when the set name is invalid or the device refuses the mark.
+    pub fn apply_truncate(
+        &self,
+        set: Option<&[u8]>,
+        before_ms: u64,
+    ) -> Result<bool, TruncateError> {
+        self.truncate_at(set, Some(before_ms))
+    }
+
+    /// The cut-off of `set` (or of the namespace for `None`), Unix ms; 0 if never truncated.
+    pub fn truncate_cutoff_ms(&self, set: Option<&[u8]>) -> u64 {
+        match set {
+            None => self.truncate_before_ms.load(Ordering::Acquire),
+            Some(name) => self
+                .sets
+                .id_of(name)
+                .map_or(0, |set_id| self.sets.truncate_before_ms(set_id)),
+        }
+    }
+
+    fn truncate_at(
+        &self,
+        set: Option<&[u8]>,
+        before_ms: Option<u64>,
+    ) -> Result<bool, TruncateError> {
+        let _gate = self.gate.shared();
+        let now_ms = self.clock.now().unix_ms;
         // Aerospike creates the set, so that the cut-off holds for it.
         let set_id = match set {
             None => None,
@@ -64,14 +98,18 @@ impl Namespace {
                 .map_err(|e| TruncateError::Storage(e.to_string()))?;
         }
         self.watches.touched_all();
-        Ok(match set_id {
+        let moved = match set_id {
             None => {
                 self.truncate_before_ms
                     .fetch_max(before_ms, Ordering::AcqRel)
                     < before_ms
             }
             Some(set_id) => self.sets.raise_truncate_cutoff(set_id, before_ms),
-        })
+        };
+        if let Some(sink) = self.change_sink.get().filter(|_| moved) {
+            sink.truncated(set.unwrap_or_default(), before_ms);
+        }
+        Ok(moved)
     }
 
     /// The namespace-wide truncate cut-off (Unix ms), 0 if never truncated.

@@ -13,12 +13,16 @@
 
 use model::{Generation, ResultCode, VoidTime};
 
+use crate::ack::Acks;
 use crate::clock::Now;
+use crate::commit::{ChangeKind, ReadAccess, WriteAccess};
 use crate::namespace::Namespace;
 use crate::persist::Replaced;
 use crate::record::{self, Bins, NativeValue, Record, RecordHeader};
 use crate::stats::Counter;
 use crate::transaction::RecordMeta;
+
+const STORED: ChangeKind = ChangeKind::Stored;
 
 /// The record a view finds, borrowed under the lock.
 #[derive(Clone, Copy, Debug)]
@@ -182,10 +186,12 @@ impl Namespace {
         address: &RecordAddress<'_>,
         look: impl FnOnce(Option<Current<'_>>) -> T,
     ) -> Result<T, ResultCode> {
-        let visibility = self.visibility(self.clock.now());
-        let slot = self.slot(&address.digest);
-        let _gate = self.gate.shared();
-        let partition = slot.state.read();
+        let ReadAccess {
+            visibility,
+            slot,
+            partition,
+            ..
+        } = self.read_access(&address.digest, self.clock.now())?;
         let record = partition.live(&address.digest, &visibility);
         if let Some(record) = record {
             self.check_set(address.set_name, record)?;
@@ -212,9 +218,10 @@ impl Namespace {
         &self,
         address: &RecordAddress<'_>,
         writer: &mut BinWriter,
+        acks: &mut Acks,
         decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
-        self.update_with(address, writer, true, decide)
+        self.update_with(address, writer, acks, true, decide)
     }
 
     /// [`Namespace::update`] for a decision that needs only whether the record exists, its
@@ -227,9 +234,10 @@ impl Namespace {
         &self,
         address: &RecordAddress<'_>,
         writer: &mut BinWriter,
+        acks: &mut Acks,
         decide: impl FnOnce(Option<RecordMeta>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
-        self.update_with(address, writer, false, |current, writer| {
+        self.update_with(address, writer, acks, false, |current, writer| {
             decide(current.map(|c| RecordMeta::of(c.record)), writer)
         })
     }
@@ -239,14 +247,18 @@ impl Namespace {
         &self,
         address: &RecordAddress<'_>,
         writer: &mut BinWriter,
+        acks: &mut Acks,
         reads_data: bool,
         decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
-        let now = self.clock.now();
-        let visibility = self.visibility(now);
-        let slot = self.slot(&address.digest);
-        let _gate = self.gate.shared();
-        let mut partition = slot.state.write();
+        let WriteAccess {
+            now,
+            visibility,
+            slot,
+            mut partition,
+            ..
+        } = self.write_access(&address.digest, self.clock.now())?;
+        let partition_version = partition.version;
         let mut existing = partition.live_mut(&address.digest, &visibility);
         if let Some(record) = existing.as_deref() {
             self.check_set(address.set_name, record)?;
@@ -286,8 +298,24 @@ impl Namespace {
                             last_update_ms: before.1,
                         });
                         let data = read_back.as_ref().unwrap_or(record).packed_data();
-                        let appended =
-                            self.append_version(storage, &address.digest, record, &data, replaced);
+                        let appended = self.append_version(
+                            storage,
+                            &address.digest,
+                            record,
+                            &data,
+                            replaced,
+                            acks,
+                        );
+                        if appended.is_ok() {
+                            let stored = Some((&*record, &*data));
+                            self.committed(
+                                partition_version,
+                                &address.digest,
+                                STORED,
+                                stored,
+                                acks,
+                            );
+                        }
                         drop(data);
                         match appended {
                             Ok(location) => record.location = location.to_bits(),
@@ -297,6 +325,10 @@ impl Namespace {
                                 return Err(code);
                             }
                         }
+                    } else if self.change_sink.get().is_some() {
+                        let data = record.packed_data();
+                        let stored = Some((&*record, &*data));
+                        self.committed(partition_version, &address.digest, STORED, stored, acks);
                     }
                     // What user-key entries keep of the record (see `sindex::Stamp`).
                     let (_, last_update_before_ms, void_time_before) = before;
@@ -321,7 +353,7 @@ impl Namespace {
                     // set have it: account that before removing it, or they keep the rest.
                     let (set_id, after_bytes) = (record.set_id, record.data_size_bytes());
                     partition.resized(set_id, before_bytes, after_bytes, &self.sets);
-                    if let Err(code) = self.unstore(&mut partition, &address.digest) {
+                    if let Err(code) = self.unstore(&mut partition, &address.digest, acks) {
                         partition.resized(set_id, after_bytes, before_bytes, &self.sets);
                         return Err(code);
                     }
@@ -365,7 +397,7 @@ impl Namespace {
                 Record::new(header, data)
             }
         };
-        self.store(&mut partition, address.digest, record)?;
+        self.store(&mut partition, address.digest, record, acks)?;
         self.watches.touched(&address.digest);
         slot.counters.add(Counter::WriteSuccess, 1);
         Ok(result)

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use engine::{
-    BinRef, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
+    Acks, BinRef, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
     NamespaceConfig, ReadRequest, ReplySink, WriteRequest,
 };
 use model::{
@@ -203,6 +203,7 @@ fn put(namespace: &Namespace, model: &mut Model, rng: &mut Rng, key: u64, contex
         &request(key, exists, ttl),
         [op].into_iter(),
         &mut Collect::default(),
+        &mut Acks::default(),
     );
     let existing = model.live(key).cloned();
     let expected = match (&existing, exists) {
@@ -254,7 +255,12 @@ fn incr_or_append(
         }
     };
     let request = request(key, ExistsPolicy::Update, TtlRequest::Unchanged);
-    let result = namespace.write(&request, [op].into_iter(), &mut Collect::default());
+    let result = namespace.write(
+        &request,
+        [op].into_iter(),
+        &mut Collect::default(),
+        &mut Acks::default(),
+    );
     let existing = model.live(key).cloned();
     let mut bins = existing
         .as_ref()
@@ -290,7 +296,12 @@ fn touch(namespace: &Namespace, model: &mut Model, rng: &mut Rng, key: u64, cont
         value: b"",
     };
     let request = request(key, ExistsPolicy::Update, ttl);
-    let result = namespace.write(&request, [op].into_iter(), &mut Collect::default());
+    let result = namespace.write(
+        &request,
+        [op].into_iter(),
+        &mut Collect::default(),
+        &mut Acks::default(),
+    );
     let expected = match model.live(key).cloned() {
         None => Err(ResultCode::NotFound),
         Some(existing) => {
@@ -336,7 +347,7 @@ fn delete(namespace: &Namespace, model: &mut Model, key: u64, context: &str) {
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
     };
-    let result = namespace.delete(&request);
+    let result = namespace.delete(&request, &mut Acks::default());
     if model.live(key).is_some() {
         assert!(result.is_ok(), "delete of a live record, {context}");
         model.records.remove(&key);

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use engine::{
-    BinWriter, Clock, Decision, Expiry, ManualClock, Namespace, NamespaceConfig, RecordAddress,
+    Acks, BinWriter, Clock, Decision, Expiry, ManualClock, Namespace, NamespaceConfig,
+    RecordAddress,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ResultCode, UserKey, VoidTime};
 use rand::rngs::SmallRng;
@@ -78,16 +79,24 @@ fn put(
     value: &[u8],
     expiry: Expiry,
 ) -> Result<(), ResultCode> {
-    ns.update(&address(set, key), &mut BinWriter::default(), |_, out| {
-        out.bin(b"value", STRING, value);
-        Ok((Decision::Store(expiry), ()))
-    })
+    ns.update(
+        &address(set, key),
+        &mut BinWriter::default(),
+        &mut Acks::default(),
+        |_, out| {
+            out.bin(b"value", STRING, value);
+            Ok((Decision::Store(expiry), ()))
+        },
+    )
 }
 
 fn delete(ns: &Namespace, set: &[u8], key: &[u8]) -> Result<(), ResultCode> {
-    ns.update(&address(set, key), &mut BinWriter::default(), |_, _| {
-        Ok((Decision::Delete, ()))
-    })
+    ns.update(
+        &address(set, key),
+        &mut BinWriter::default(),
+        &mut Acks::default(),
+        |_, _| Ok((Decision::Delete, ())),
+    )
 }
 
 /// (value, generation, void time) of a visible record.

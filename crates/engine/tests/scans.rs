@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use engine::{
-    Deadline, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ScanScope,
-    WriteRequest,
+    Acks, Deadline, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
+    ScanScope, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest,
@@ -92,7 +92,12 @@ impl Harness {
             value: &value,
         };
         self.namespace
-            .write(&request, [op].into_iter(), &mut NoSink)
+            .write(
+                &request,
+                [op].into_iter(),
+                &mut NoSink,
+                &mut Acks::default(),
+            )
             .expect("a plain put succeeds");
         self.model.insert(key, set);
         match ttl_seconds {
@@ -109,7 +114,7 @@ impl Harness {
 
     fn delete(&mut self, key: u64) {
         let request = delete_request(key);
-        let result = self.namespace.delete(&request);
+        let result = self.namespace.delete(&request, &mut Acks::default());
         let expected = if self.model.remove(&key).is_some() {
             Ok(())
         } else {

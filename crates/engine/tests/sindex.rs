@@ -17,7 +17,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use engine::{
-    Deadline, ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey,
+    Acks, Deadline, ExistsPolicy, GenerationPolicy, IndexCollection, IndexDefinition, IndexKey,
     IndexKind, IndexSource, KeyRange, ManualClock, Namespace, NamespaceConfig, QueryPieceEnd,
     SecondaryIndex, WriteRequest,
 };
@@ -83,7 +83,7 @@ impl Harness {
 
     fn delete(&mut self, key: u64) {
         let request = delete_request(key);
-        let _ = self.namespace.delete(&request);
+        let _ = self.namespace.delete(&request, &mut Acks::default());
         self.model.remove(&key);
     }
 
@@ -171,7 +171,12 @@ fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
         deadline: Deadline::NONE,
     };
     namespace
-        .write(&request, ops.iter().cloned(), &mut NoSink)
+        .write(
+            &request,
+            ops.iter().cloned(),
+            &mut NoSink,
+            &mut Acks::default(),
+        )
         .expect("a plain write succeeds");
 }
 
@@ -333,7 +338,12 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
             value: &number.to_be_bytes(),
         };
         namespace
-            .write(&request, std::iter::once(op), &mut NoSink)
+            .write(
+                &request,
+                std::iter::once(op),
+                &mut NoSink,
+                &mut Acks::default(),
+            )
             .expect("a plain put succeeds");
     };
     for number in (0..120).rev() {
@@ -352,7 +362,7 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
     };
     let (index, _) = namespace.create_index(definition).expect("created");
     namespace.build_index(&index);
-    let _ = namespace.delete(&delete_request(55));
+    let _ = namespace.delete(&delete_request(55), &mut Acks::default());
     let read = |begin: Bound<&str>, end: Bound<&str>, limit: usize| {
         let key = |text: &str| IndexKey::Str(text.as_bytes().into());
         let range = KeyRange {
@@ -530,7 +540,12 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             bin_name: b"k",
             value: &key.to_be_bytes(),
         };
-        namespace.write(&request, std::iter::once(op), &mut NoSink)
+        namespace.write(
+            &request,
+            std::iter::once(op),
+            &mut NoSink,
+            &mut Acks::default(),
+        )
     };
     let definition = IndexDefinition {
         name: "by_key".to_owned(),
@@ -554,7 +569,7 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             let people = set_of(key) == b"people";
             match rng.random_range(0..10) {
                 0 => {
-                    let _ = namespace.delete(&delete_request(key));
+                    let _ = namespace.delete(&delete_request(key), &mut Acks::default());
                     model.remove(&key);
                 }
                 1 => {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use engine::{
-    BinRef, Clock, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace,
-    NamespaceConfig, Origin, ReadRequest, RecordMeta, ReplySink, WriteRequest,
+    Acks, BinRef, Clock, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock,
+    Namespace, NamespaceConfig, Origin, ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 use model::{
     CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Generation, Op, OpCode, ParticleType, ResultCode,
@@ -110,14 +110,22 @@ fn put_request(key: &str) -> WriteRequest<'static> {
 
 impl Fixture {
     fn write(&self, request: WriteRequest<'_>, ops: &[Op<'_>]) -> Result<RecordMeta, ResultCode> {
-        self.namespace
-            .write(&request, ops.iter().copied(), &mut Collect::default())
+        self.namespace.write(
+            &request,
+            ops.iter().copied(),
+            &mut Collect::default(),
+            &mut Acks::default(),
+        )
     }
 
     fn operate(&self, request: WriteRequest<'_>, ops: &[Op<'_>]) -> Result<Collect, ResultCode> {
         let mut sink = Collect::default();
-        self.namespace
-            .write(&request, ops.iter().copied(), &mut sink)?;
+        self.namespace.write(
+            &request,
+            ops.iter().copied(),
+            &mut sink,
+            &mut Acks::default(),
+        )?;
         Ok(sink)
     }
 
@@ -435,17 +443,19 @@ fn delete_checks_generation_and_reports_missing_records() {
         deadline: Deadline::NONE,
     };
     assert_eq!(
-        f.namespace.delete(&delete(GenerationPolicy::None)),
+        f.namespace
+            .delete(&delete(GenerationPolicy::None), &mut Acks::default()),
         Err(ResultCode::NotFound)
     );
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
     assert_eq!(
-        f.namespace.delete(&delete(GenerationPolicy::Equal(5))),
+        f.namespace
+            .delete(&delete(GenerationPolicy::Equal(5)), &mut Acks::default()),
         Err(ResultCode::Generation)
     );
     assert!(
         f.namespace
-            .delete(&delete(GenerationPolicy::Equal(1)))
+            .delete(&delete(GenerationPolicy::Equal(1)), &mut Acks::default())
             .is_ok()
     );
     assert_eq!(f.get_all("k").unwrap_err(), ResultCode::NotFound);
@@ -599,7 +609,7 @@ fn set_counts_follow_creates_and_deletes() {
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
     };
-    f.namespace.delete(&delete).unwrap();
+    f.namespace.delete(&delete, &mut Acks::default()).unwrap();
     let sets = f.namespace.sets();
     assert_eq!((sets[0].name.as_str(), sets[0].objects), ("demo", 2));
     assert_eq!(f.namespace.summary().objects, 2);
@@ -739,9 +749,16 @@ fn requests_past_their_deadline_answer_timeout_are_counted_and_change_nothing() 
         );
         assert_eq!(read, Err(ResultCode::Timeout));
         let ops = [write_op("a", b"2"), write_op("b", b"3")];
-        let written = namespace.write_as(origin, &write, ops.iter().copied(), &mut sink);
+        let written = namespace.write_as(
+            origin,
+            &write,
+            ops.iter().copied(),
+            &mut sink,
+            &mut Acks::default(),
+        );
         assert_eq!(written, Err(ResultCode::Timeout));
-        let deleted = namespace.delete_as(origin, &delete_request("k", deadline));
+        let deleted =
+            namespace.delete_as(origin, &delete_request("k", deadline), &mut Acks::default());
         assert_eq!(deleted, Err(ResultCode::Timeout));
     }
     let (meta, bins) = f.get_all("k").unwrap();
@@ -775,7 +792,9 @@ fn requests_past_their_deadline_answer_timeout_are_counted_and_change_nothing() 
         .read(&read_request("k", ahead), std::iter::empty(), &mut sink)
         .unwrap();
     assert_eq!(sink.0[0].3, b"2");
-    namespace.delete(&delete_request("k", ahead)).unwrap();
+    namespace
+        .delete(&delete_request("k", ahead), &mut Acks::default())
+        .unwrap();
 }
 
 /// The bug: a batch whose rows each read 32,767 bins of a 32,767-bin record, sent with a total
@@ -791,7 +810,12 @@ fn long_requests_stop_at_their_deadline_midway_and_a_write_leaves_nothing_behind
     let writes: Vec<Op<'_>> = names.iter().map(|n| write_op(n, b"v")).collect();
     let mut sink = Collect::default();
     namespace
-        .write(&put_request("wide"), writes.iter().copied(), &mut sink)
+        .write(
+            &put_request("wide"),
+            writes.iter().copied(),
+            &mut sink,
+            &mut Acks::default(),
+        )
         .unwrap();
 
     // About 100 looks at the clock fit before each deadline: 6,400 of the 10,000 steps.
@@ -804,7 +828,12 @@ fn long_requests_stop_at_their_deadline_midway_and_a_write_leaves_nothing_behind
         ..put_request("wide")
     };
     let mut sink = Collect::default();
-    let result = namespace.write(&write, operate.iter().copied(), &mut sink);
+    let result = namespace.write(
+        &write,
+        operate.iter().copied(),
+        &mut sink,
+        &mut Acks::default(),
+    );
     assert_eq!(result, Err(ResultCode::Timeout));
     let mut sink = Collect::default();
     let read_all = namespace.read(&read_request("wide", soon()), std::iter::empty(), &mut sink);

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use engine::{
-    BinRef, BinWriter, Current, Deadline, Decision, ExistsPolicy, Expiry, GenerationPolicy,
+    Acks, BinRef, BinWriter, Current, Deadline, Decision, ExistsPolicy, Expiry, GenerationPolicy,
     ManualClock, Namespace, NamespaceConfig, NativeValue, ReadRequest, RecordAddress, ReplySink,
     WriteRequest,
 };
@@ -51,7 +51,7 @@ fn first_value(current: &Current<'_>) -> Vec<u8> {
 
 /// Adds `by` to the decimal number in bin "value", as Redis INCRBY does.
 fn increment(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter, by: i64) -> i64 {
-    ns.update(at, writer, |current, out| {
+    ns.update(at, writer, &mut Acks::default(), |current, out| {
         let old: i64 = current.map_or(0, |c| {
             String::from_utf8(first_value(&c.get()))
                 .expect("utf8")
@@ -101,25 +101,30 @@ fn keep_delete_and_an_empty_store_decide_what_happens() {
     let at = address(b"redis", b"k");
     let mut writer = BinWriter::default();
     increment(&ns, &at, &mut writer, 5);
-    let kept: Result<u8, ResultCode> = ns.update(&at, &mut writer, |current, out| {
-        assert!(current.is_some());
-        out.bin(b"value", STRING, b"ignored");
-        Ok((Decision::Keep, 1))
-    });
+    let kept: Result<u8, ResultCode> =
+        ns.update(&at, &mut writer, &mut Acks::default(), |current, out| {
+            assert!(current.is_some());
+            out.bin(b"value", STRING, b"ignored");
+            Ok((Decision::Keep, 1))
+        });
     assert_eq!(kept, Ok(1));
     assert_eq!(value(&ns, &at), Some(b"5".to_vec()));
     let failed: Result<(), ResultCode> =
-        ns.update(&at, &mut writer, |_, _| Err(ResultCode::IncompatibleType));
+        ns.update(&at, &mut writer, &mut Acks::default(), |_, _| {
+            Err(ResultCode::IncompatibleType)
+        });
     assert_eq!(failed, Err(ResultCode::IncompatibleType));
     assert_eq!(value(&ns, &at), Some(b"5".to_vec()));
-    ns.update(&at, &mut writer, |_, _| {
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, _| {
         Ok((Decision::Store(Expiry::Keep), ()))
     })
     .expect("storing no bins deletes");
     assert_eq!(value(&ns, &at), None);
     increment(&ns, &at, &mut writer, 1);
-    ns.update(&at, &mut writer, |_, _| Ok((Decision::Delete, ())))
-        .expect("delete");
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, _| {
+        Ok((Decision::Delete, ()))
+    })
+    .expect("delete");
     assert_eq!(value(&ns, &at), None);
     assert_eq!(ns.summary().objects, 0);
 }
@@ -130,7 +135,7 @@ fn expiry_key_set_and_size_rules() {
     let at = address(b"redis", b"k");
     let mut writer = BinWriter::default();
     let void_time = VoidTime::after(ns.now().epoch_seconds(), 100);
-    ns.update(&at, &mut writer, |_, out| {
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
         out.bin(b"value", STRING, b"v");
         Ok((Decision::Store(Expiry::At(void_time)), ()))
     })
@@ -142,10 +147,11 @@ fn expiry_key_set_and_size_rules() {
         .expect("same set");
     assert_eq!(seen, Some((void_time, Some(b"k".to_vec()))));
     increment_keeps_expiry(&ns, &at, &mut writer, void_time);
-    let too_big: Result<(), ResultCode> = ns.update(&at, &mut writer, |_, out| {
-        out.bin(b"value", STRING, &[b'x'; 100]);
-        Ok((Decision::Store(Expiry::Never), ()))
-    });
+    let too_big: Result<(), ResultCode> =
+        ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
+            out.bin(b"value", STRING, &[b'x'; 100]);
+            Ok((Decision::Store(Expiry::Never), ()))
+        });
     assert_eq!(too_big, Err(ResultCode::RecordTooBig));
     let other_set = RecordAddress {
         set_name: b"other",
@@ -163,7 +169,7 @@ fn increment_keeps_expiry(
     writer: &mut BinWriter,
     void_time: VoidTime,
 ) {
-    ns.update(at, writer, |_, out| {
+    ns.update(at, writer, &mut Acks::default(), |_, out| {
         out.bin(b"value", STRING, b"7");
         Ok((Decision::Store(Expiry::Keep), ()))
     })
@@ -190,7 +196,7 @@ const BLOB: u8 = 4;
 
 /// Appends `byte` to the native Items at `at`, creating it; returns its length.
 fn push(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter, byte: u8) -> usize {
-    ns.update(at, writer, |current, _| {
+    ns.update(at, writer, &mut Acks::default(), |current, _| {
         let Some(mut current) = current else {
             return Ok((
                 Decision::StoreNative(Box::new(Items(vec![byte])), Expiry::Keep),
@@ -254,7 +260,7 @@ fn a_native_value_emptied_in_place_and_deleted_leaves_no_bytes_counted() {
     }
     assert!(ns.summary().data_used_bytes > 0);
     // As LPOP of the last elements does: empty the value in place, then delete the record.
-    ns.update(&at, &mut writer, |current, _| {
+    ns.update(&at, &mut writer, &mut Acks::default(), |current, _| {
         let mut current = current.expect("exists");
         let native = current.native_mut().expect("a native record");
         let items = (native as &mut dyn Any)
@@ -290,8 +296,13 @@ fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
         bin_name: b"other",
         value: b"x",
     };
-    ns.write(&request, std::iter::once(op), &mut Collect(Vec::new()))
-        .expect("write");
+    ns.write(
+        &request,
+        std::iter::once(op),
+        &mut Collect(Vec::new()),
+        &mut Acks::default(),
+    )
+    .expect("write");
     let (native, bins) = ns
         .view(&at, |c| {
             let c = c.expect("exists");
@@ -313,15 +324,19 @@ fn a_watch_turns_dirty_on_any_write_to_its_key_only() {
     increment(&ns, &other, &mut writer, 1);
     assert!(!watch.is_dirty(), "another key");
     let kept: () = ns
-        .update(&at, &mut writer, |_, _| Ok((Decision::Keep, ())))
+        .update(&at, &mut writer, &mut Acks::default(), |_, _| {
+            Ok((Decision::Keep, ()))
+        })
         .expect("keep");
     let () = kept;
     assert!(!watch.is_dirty(), "a decision to keep writes nothing");
     increment(&ns, &at, &mut writer, 1);
     assert!(watch.is_dirty(), "an update");
     let watch = ns.watch(at.digest);
-    ns.update(&at, &mut writer, |_, _| Ok((Decision::Delete, ())))
-        .expect("delete");
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, _| {
+        Ok((Decision::Delete, ()))
+    })
+    .expect("delete");
     assert!(watch.is_dirty(), "a delete");
     let watch = ns.watch(at.digest);
     ns.truncate(None, None).expect("truncate");

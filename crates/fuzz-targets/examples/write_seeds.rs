@@ -1,7 +1,7 @@
 //! Writes the hand-made seed inputs of every fuzz target into `<folder>/<target>/<name>`:
 //! real frames (get, put, operate, delete, batch, scan, query, info, security), RESP
-//! pipelines and replies, msgpack lists and maps, each particle type, request sequences and a
-//! write block a namespace really wrote.
+//! pipelines and replies, msgpack lists and maps, each particle type, request sequences, a
+//! write block a namespace really wrote, and every fabric message.
 //!
 //! `cargo run -p fuzz-targets --example write_seeds -- <folder>`. The seeds are merged with the
 //! fuzzer's own finds and minimized before they go into `fuzz/corpus/` (see
@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine::{
-    BinRef, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ReplySink,
-    WriteRequest,
+    Acks, BinRef, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
+    ReplySink, WriteRequest,
 };
-use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, TtlRequest, UserKey};
+use model::{
+    CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Generation, Op, OpCode, PartitionId, TtlRequest,
+    UserKey, VoidTime,
+};
 use storage::test_device::TestDevice;
 use storage::{Device, Flushing, StorageConfig};
 use wire_aerospike::{
@@ -22,6 +25,7 @@ use wire_aerospike::{
     encode_batch_row, encode_info_request, encode_message, encode_proto_header, field_type, info1,
     info2, info3,
 };
+use wire_fabric::{ForwardProtocol, Hello, List, Message, RaftKind, RecordVersion};
 
 type Seeds = Vec<(&'static str, String, Vec<u8>)>;
 
@@ -36,6 +40,7 @@ fn main() {
     particle_seeds(&mut seeds);
     engine_ops_seeds(&mut seeds);
     storage_record_seeds(&mut seeds);
+    fabric_seeds(&mut seeds);
     for (target, name, data) in &seeds {
         let path: PathBuf = Path::new(&folder).join(target).join(name);
         std::fs::create_dir_all(path.parent().expect("a file in a folder")).expect("mkdir");
@@ -488,7 +493,12 @@ fn storage_record_seeds(seeds: &mut Seeds) {
             deadline: engine::Deadline::NONE,
         };
         namespace
-            .write(&request, ops.iter().copied(), &mut Ignore)
+            .write(
+                &request,
+                ops.iter().copied(),
+                &mut Ignore,
+                &mut Acks::default(),
+            )
             .expect("a seed write succeeds");
     }
     let delete = engine::DeleteRequest {
@@ -498,7 +508,9 @@ fn storage_record_seeds(seeds: &mut Seeds) {
         generation: GenerationPolicy::None,
         deadline: engine::Deadline::NONE,
     };
-    namespace.delete(&delete).expect("the seed record exists");
+    namespace
+        .delete(&delete, &mut Acks::default())
+        .expect("the seed record exists");
     namespace.flush_storage().expect("a test device flushes");
     let image = device.durable_image();
     let block = &image[..BLOCK_BYTES as usize];
@@ -521,4 +533,137 @@ struct Ignore;
 
 impl ReplySink for Ignore {
     fn bin(&mut self, _op_code: OpCode, _bin: BinRef<'_>) {}
+}
+
+/// Every fabric message type once, in the stream form (flags byte 0, then one frame), plus a
+/// pipeline of all of them and a body-only input (flags byte 1, type byte, body).
+fn fabric_seeds(seeds: &mut Seeds) {
+    let records = [
+        RecordVersion {
+            digest: Digest([0x11; 20]),
+            set_name: b"users",
+            generation: Generation(3),
+            last_update_ms: 1_700_000_000_123,
+            void_time: VoidTime(500_000_000),
+            data: Some(b"\x00\x01bins"),
+        },
+        RecordVersion {
+            digest: Digest([0x22; 20]),
+            set_name: b"",
+            generation: Generation(1),
+            last_update_ms: 1,
+            void_time: VoidTime::NEVER,
+            data: None,
+        },
+    ];
+    let hello = Hello {
+        node_id: 0xBB9_0000_0001,
+        cluster_name: "prod",
+        service_addresses: List::from_items(&["10.0.0.1:3000", "[::1]:3000"]),
+        resp_addresses: List::from_items(&["10.0.0.1:6379"]),
+        fabric_address: "10.0.0.1:3001",
+    };
+    let messages: [(&str, Message<'_>); 12] = [
+        ("hello", Message::Hello(hello)),
+        ("hello-ack", Message::HelloAck(hello)),
+        (
+            "heartbeat",
+            Message::Heartbeat {
+                node_id: 1,
+                sent_at_ms: 1_700_000_000_000,
+                map_version: 42,
+                peer_node_ids: List::from_items(&[2, 3]),
+            },
+        ),
+        (
+            "raft-append-entries",
+            Message::Raft {
+                request_id: 7,
+                kind: RaftKind::AppendEntries,
+                payload: b"{\"term\":3}",
+            },
+        ),
+        (
+            "raft-reply",
+            Message::RaftReply {
+                request_id: 7,
+                payload: b"{}",
+            },
+        ),
+        (
+            "forward-resp",
+            Message::Forward {
+                request_id: 8,
+                protocol: ForwardProtocol::Resp,
+                time_left_ms: 1000,
+                payload: b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            },
+        ),
+        (
+            "forward-reply",
+            Message::ForwardReply {
+                request_id: 8,
+                payload: b"$-1\r\n",
+            },
+        ),
+        (
+            "replica-write",
+            Message::ReplicaWrite {
+                request_id: 9,
+                namespace: b"test",
+                partition: PartitionId(4095),
+                partition_version: 5,
+                sequence: 1000,
+                record: records[0],
+            },
+        ),
+        (
+            "replica-truncate",
+            Message::ReplicaTruncate {
+                request_id: 10,
+                namespace: b"test",
+                set_name: b"users",
+                before_ms: 1_700_000_000_000,
+            },
+        ),
+        (
+            "replica-ack",
+            Message::ReplicaAck {
+                request_id: 9,
+                result_code: 7,
+            },
+        ),
+        (
+            "partition-stream-request",
+            Message::PartitionStreamRequest {
+                request_id: 11,
+                namespace: b"test",
+                partition: PartitionId(12),
+                after_digest: Some(Digest([0xab; 20])),
+                chunk_size_bytes_max: 1 << 20,
+            },
+        ),
+        (
+            "partition-chunk",
+            Message::PartitionChunk {
+                request_id: 11,
+                namespace: b"test",
+                partition: PartitionId(12),
+                done: true,
+                records: List::from_items(&records),
+            },
+        ),
+    ];
+    let mut pipeline = vec![0];
+    for (name, message) in &messages {
+        let mut data = vec![0];
+        wire_fabric::encode(message, &mut data);
+        pipeline.extend_from_slice(&data[1..]);
+        seeds.push(("fabric", (*name).to_owned(), data));
+    }
+    seeds.push(("fabric", "pipeline-of-every-message".to_owned(), pipeline));
+    let mut body_only = vec![1, 0x41];
+    wire_fabric::encode(&messages[11].1, &mut body_only);
+    body_only.drain(2..2 + wire_fabric::FRAME_HEADER_SIZE_BYTES);
+    seeds.push(("fabric", "body-only-partition-chunk".to_owned(), body_only));
 }

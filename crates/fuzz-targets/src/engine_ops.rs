@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use engine::{
-    DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, ReadRequest,
+    Acks, DeleteRequest, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, ReadRequest,
     WriteRequest,
 };
 use model::{Generation, Op, OpCode, ParticleType, ResultCode, TtlRequest, VoidTime};
@@ -123,7 +123,12 @@ fn step_write(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) {
         respond_all_ops: write.respond_all_ops,
         deadline: engine::Deadline::NONE,
     };
-    let got = namespace.write(&request, write.ops.iter().copied(), &mut Collect::default());
+    let got = namespace.write(
+        &request,
+        write.ops.iter().copied(),
+        &mut Collect::default(),
+        &mut Acks::default(),
+    );
     let expected = predict_write(model, &write);
     let context = format!(
         "write {:?} {:?} {:?}",
@@ -370,7 +375,7 @@ fn step_delete(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) 
         generation,
         deadline: engine::Deadline::NONE,
     };
-    let got = namespace.delete(&request).map(|_| ());
+    let got = namespace.delete(&request, &mut Acks::default()).map(|_| ());
     let expected = check_key_field(key_field.as_deref()).and_then(|()| {
         let record = model.live(key).ok_or(ResultCode::NotFound)?;
         check_generation(generation, record)?;

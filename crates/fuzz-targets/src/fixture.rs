@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use engine::{
-    BinRef, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig, ReadRequest,
-    RecordMeta, ReplySink, WriteRequest,
+    Acks, BinRef, ExistsPolicy, GenerationPolicy, ManualClock, Namespace, NamespaceConfig,
+    ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, Op, OpCode, ResultCode, TtlRequest, UserKey};
 
@@ -64,7 +64,12 @@ pub fn write(
         respond_all_ops: false,
         deadline: engine::Deadline::NONE,
     };
-    namespace.write(&request, ops.iter().copied(), &mut Collect::default())
+    namespace.write(
+        &request,
+        ops.iter().copied(),
+        &mut Collect::default(),
+        &mut Acks::default(),
+    )
 }
 
 /// Every bin of the record at `digest`, with its metadata.

@@ -10,7 +10,6 @@
 //! - Once `failure` is set it stays set: after a failed write or sync nothing later can be
 //!   called durable, and every waiter not yet satisfied gets the failure.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -167,32 +166,46 @@ impl Future for Durable {
     }
 }
 
-thread_local! {
-    /// Per storage, the newest seq this thread appended for a client since it last asked.
-    static PENDING: RefCell<Vec<(Arc<Durability>, u64)>> = const { RefCell::new(Vec::new()) };
+/// A point in one storage's log that must be durable before a write is acknowledged: the
+/// value a write hands its caller with `commit-to-device`. Cheap to keep and merge; waiting
+/// starts only with [`DurablePoint::into_durable`], so a pipeline of writes asks the flusher for
+/// one flush, not one each.
+#[derive(Clone, Debug)]
+pub struct DurablePoint {
+    durability: Arc<Durability>,
+    seq: u64,
 }
 
-/// Notes that this thread appended `seq` to a storage whose writes must be durable before they
-/// are acknowledged.
-pub(crate) fn note_pending(durability: &Arc<Durability>, seq: u64) {
-    PENDING.with_borrow_mut(|pending| {
-        match pending.iter_mut().find(|(d, _)| Arc::ptr_eq(d, durability)) {
-            Some((_, newest)) => *newest = (*newest).max(seq),
-            None => pending.push((Arc::clone(durability), seq)),
+impl DurablePoint {
+    pub(crate) fn new(durability: &Arc<Durability>, seq: u64) -> DurablePoint {
+        DurablePoint {
+            durability: Arc::clone(durability),
+            seq,
         }
-    });
-}
+    }
 
-/// What this thread must wait for before acknowledging the writes it made since the last call
-/// (empty when none needs to be durable first). A connection calls it after running a batch of
-/// commands and awaits every returned [`Durable`] before sending the replies.
-pub fn take_pending() -> Vec<Durable> {
-    PENDING.with_borrow_mut(|pending| {
-        pending
-            .drain(..)
-            .map(|(durability, seq)| Durable::new(durability, seq))
-            .collect()
-    })
+    /// Folds `other` into this point when both are in the same log (keeping the later seq);
+    /// hands it back otherwise.
+    ///
+    /// # Errors
+    /// `other`, untouched, when it belongs to another storage.
+    pub fn merge(&mut self, other: DurablePoint) -> Result<(), DurablePoint> {
+        if !Arc::ptr_eq(&self.durability, &other.durability) {
+            return Err(other);
+        }
+        self.seq = self.seq.max(other.seq);
+        Ok(())
+    }
+
+    /// The seq to wait for.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Starts waiting: wakes the flusher if the point is not durable yet.
+    pub fn into_durable(self) -> Durable {
+        Durable::new(self.durability, self.seq)
+    }
 }
 
 #[cfg(test)]
@@ -222,17 +235,18 @@ mod tests {
     }
 
     #[test]
-    fn pending_seqs_are_kept_per_storage_and_taken_once() {
+    fn points_merge_within_one_log_only() {
         let (a, b) = (
             Arc::new(Durability::default()),
             Arc::new(Durability::default()),
         );
-        note_pending(&a, 3);
-        note_pending(&a, 7);
-        note_pending(&b, 2);
-        let taken = take_pending();
-        let seqs: Vec<u64> = taken.iter().map(Durable::seq).collect();
-        assert_eq!(seqs, vec![7, 2]);
-        assert!(take_pending().is_empty());
+        let mut point = DurablePoint::new(&a, 3);
+        assert!(point.merge(DurablePoint::new(&a, 7)).is_ok());
+        assert!(point.merge(DurablePoint::new(&a, 5)).is_ok());
+        assert_eq!(point.seq(), 7);
+        let other = point
+            .merge(DurablePoint::new(&b, 2))
+            .expect_err("another log");
+        assert_eq!((point.seq(), other.seq()), (7, 2));
     }
 }

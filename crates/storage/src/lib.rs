@@ -28,7 +28,7 @@ pub use config::{
     WRITE_BLOCK_SIZE_BYTES_MIN,
 };
 pub use device::Device;
-pub use durability::{Durable, take_pending};
+pub use durability::{Durable, DurablePoint};
 pub use file_device::FileDevice;
 pub use format::{DigestBytes, Entry, EntryKind, Location, RecordBody};
 pub use recovery::{BlockImage, Recovered};

@@ -5,8 +5,8 @@
 //! under the writer lock and gets the next seq and a [`Location`]; the engine keeps that location
 //! in its index. The flusher thread (`flusher.rs`) writes blocks out: a full block at once, a
 //! partly filled one after `flush-max-ms` or as soon as a writer waits for durability. With
-//! `commit-to-device`, the connection waits for [`crate::take_pending`]'s promises before it
-//! acknowledges: one sync serves every write it covers (group commit).
+//! `commit-to-device`, each client write hands back a [`DurablePoint`] that the connection waits
+//! for before it acknowledges: one sync serves every write it covers (group commit).
 //!
 //! Invariants:
 //! - Entries are appended in seq order, under the writer lock; a block's entries are written to
@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use crate::blocks::Blocks;
 use crate::config::StorageConfig;
 use crate::device::Device;
-use crate::durability::{self, Durability};
+use crate::durability::{Durability, DurablePoint};
 use crate::flusher::Unsynced;
 use crate::format::{
     self, BLOCK_HEADER_SIZE_BYTES, DigestBytes, END_MARKER_SIZE_BYTES, Entry, EntryBody, EntryKind,
@@ -221,9 +221,6 @@ impl Shared {
             _ => &self.counters.client_bytes,
         };
         counter.fetch_add(len as u64, Ordering::Relaxed);
-        if origin != Origin::Internal && self.config.commit_to_device {
-            durability::note_pending(&self.durability, seq);
-        }
         Ok((location, seq))
     }
 
@@ -321,12 +318,21 @@ impl Storage {
         digest: &DigestBytes,
         body: &RecordBody<'_>,
         replaced: Option<Location>,
-    ) -> Result<Location, StorageError> {
-        let (location, _) =
+    ) -> Result<(Location, Option<DurablePoint>), StorageError> {
+        let (location, seq) =
             self.shared
                 .append(EntryKind::Record, digest, body, Origin::ClientWrite)?;
         self.after_new_version(digest, replaced);
-        Ok(location)
+        Ok((location, self.durable_point(seq)))
+    }
+
+    /// With `commit-to-device`, the point a client change appended at `seq` must reach before
+    /// it is acknowledged.
+    fn durable_point(&self, seq: u64) -> Option<DurablePoint> {
+        self.shared
+            .config
+            .commit_to_device
+            .then(|| DurablePoint::new(&self.shared.durability, seq))
     }
 
     /// Appends a tombstone for the record at `digest`, whose current version is at `replaced`.
@@ -338,7 +344,7 @@ impl Storage {
         &self,
         digest: &DigestBytes,
         replaced: Option<Location>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Option<DurablePoint>, StorageError> {
         let body = Shared::tombstone_body(0);
         let (location, seq) = self.shared.append(
             EntryKind::Tombstone,
@@ -356,7 +362,7 @@ impl Storage {
         if let Some(replaced) = replaced {
             self.shared.supersede(replaced);
         }
-        Ok(())
+        Ok(self.durable_point(seq))
     }
 
     /// The record at `location` expired and left the index: its entry now shadows its older

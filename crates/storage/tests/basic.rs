@@ -61,11 +61,12 @@ fn writes_and_deletes_survive_a_restart() {
             1,
         ];
         let value = vec![i as u8; 300];
-        let location = storage
+        let (location, _) = storage
             .write_record(&digest, &body(&value), None)
             .expect("written");
         locations.insert(digest, location);
     }
+    let mut points = Vec::new();
     for i in 0..100u32 {
         let digest = [
             i as u8,
@@ -89,12 +90,13 @@ fn writes_and_deletes_survive_a_restart() {
             0,
             1,
         ];
-        storage
+        let point = storage
             .delete_record(&digest, locations.remove(&digest))
             .expect("deleted");
+        points.extend(point);
     }
-    for pending in storage::take_pending() {
-        pending.wait().expect("durable");
+    for point in points {
+        point.into_durable().wait().expect("durable");
     }
     let stats = storage.stats();
     assert!(stats.flushes >= 1);

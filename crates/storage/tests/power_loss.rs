@@ -710,7 +710,7 @@ impl Sim {
         self.note(|sim| format!("write {} v{number}: {result:?}", sim.name(&digest)));
         match result {
             Ok(_) if self.failed => self.fail("a write was accepted after a device failure"),
-            Ok(location) => {
+            Ok((location, durable)) => {
                 self.appended_at(location);
                 self.versions.written.insert(number, version);
                 self.model.index.insert(digest, (location, number));
@@ -719,7 +719,7 @@ impl Sim {
                     .entry(digest)
                     .or_default()
                     .push(Some(number));
-                self.collect_pending();
+                self.collect_pending(durable);
             }
             Err(error) => self.refused(error, "write"),
         }
@@ -733,11 +733,11 @@ impl Sim {
         let result = self.storage().delete_record(&digest, Some(location));
         self.note(|sim| format!("delete {}: {result:?}", sim.name(&digest)));
         match result {
-            Ok(()) if self.failed => self.fail("a delete was accepted after a device failure"),
-            Ok(()) => {
+            Ok(_) if self.failed => self.fail("a delete was accepted after a device failure"),
+            Ok(durable) => {
                 self.model.index.remove(&digest);
                 self.model.unacked.entry(digest).or_default().push(None);
-                self.collect_pending();
+                self.collect_pending(durable);
             }
             Err(error) => self.refused(error, "delete"),
         }
@@ -786,14 +786,17 @@ impl Sim {
     }
 
     /// After a client write: its promise must not be kept yet (nothing was flushed).
-    fn collect_pending(&mut self) {
-        let pending = storage::take_pending();
+    fn collect_pending(&mut self, durable: Option<storage::DurablePoint>) {
+        let pending: Vec<storage::Durable> = durable
+            .into_iter()
+            .map(|point| point.into_durable())
+            .collect();
         // Only flushes move it (Flushing::Manual); read at each one, as stats() is not free.
         let durable_seq = self.durable_seq;
         let expected = usize::from(self.config.commit_to_device);
         if pending.len() != expected {
             self.fail(format!(
-                "take_pending gave {} promises after one write, expected {expected}",
+                "a write gave {} durable points, expected {expected}",
                 pending.len()
             ));
         }
@@ -912,7 +915,7 @@ impl Sim {
         let flush = self.storage().flush();
         let outcomes = [
             ("write", write.map(|_| ())),
-            ("delete", delete),
+            ("delete", delete.map(|_| ())),
             ("truncate", truncate),
             ("flush", flush),
         ];
@@ -1190,7 +1193,6 @@ impl Sim {
         let pending = self.devices.iter().any(|d| d.pending_write_count() > 0);
         self.collect_storage_coverage();
         self.model.waiting.clear();
-        drop(storage::take_pending());
         self.storage = None;
         let kinds: Vec<CrashKind> = self
             .devices
@@ -1498,7 +1500,6 @@ impl Sim {
             self.collect_storage_coverage();
         }
         self.model.waiting.clear();
-        drop(storage::take_pending());
         self.coverage.clone()
     }
 }
@@ -1691,16 +1692,18 @@ impl Engine {
         let location = self
             .storage
             .write_record(&digest, &body, replaced)
-            .expect("written");
+            .expect("written")
+            .0;
         self.index.insert(digest, location);
         location
     }
 
-    fn delete(&mut self, digest: DigestBytes) {
+    /// Deletes `digest`; returns what its acknowledgement waits for.
+    fn delete(&mut self, digest: DigestBytes) -> Option<storage::DurablePoint> {
         let replaced = self.index.remove(&digest);
         self.storage
             .delete_record(&digest, replaced)
-            .expect("deleted");
+            .expect("deleted")
     }
 
     /// Defragments every block that qualifies; returns them.
@@ -1765,14 +1768,17 @@ fn a_torn_reuse_of_a_dropped_tombstones_block_does_not_resurrect() {
     // The old version in sector 0, a filler across the sector boundary, the tombstone after.
     let old_block = engine.write(deleted, 50).block();
     engine.write(filler(1), 600);
-    engine.delete(deleted);
+    let promise = engine.delete(deleted);
     let mut i = 2;
     while engine.write(filler(i), 3000).block() == old_block {
         i += 1;
     }
     engine.storage.flush().expect("flushed");
-    for promise in storage::take_pending() {
-        promise.wait().expect("the delete is acknowledged");
+    if let Some(promise) = promise {
+        promise
+            .into_durable()
+            .wait()
+            .expect("the delete is acknowledged");
     }
     assert_eq!(
         engine.storage.drop_outlived_tombstones(),
@@ -1797,7 +1803,6 @@ fn a_torn_reuse_of_a_dropped_tombstones_block_does_not_resurrect() {
         let _ = engine.defrag_all();
         j = j % 30 + 1;
     }
-    drop(storage::take_pending());
     device.fail_after(0, FaultOp::Sync);
     assert!(engine.storage.flush().is_err(), "the sync fails");
     drop(engine);
@@ -2003,7 +2008,6 @@ fn truncate_covered_by_a_mark_that_is_not_durable_is_refused() {
     let digest = [1; 20];
     engine.write(digest, 100);
     engine.storage.flush().expect("flushed");
-    drop(storage::take_pending());
     device.fail_after(0, FaultOp::Sync);
     let (first, flushed) = truncate_flushing(&engine.storage, b"s", 100);
     assert!(matches!(first, Err(StorageError::Failed(_))), "{first:?}");

@@ -36,7 +36,10 @@ fn write(storage: &Storage, i: u32, flush_each: bool) -> Location {
         set_name: b"",
         data: &data,
     };
-    let location = storage.write_record(&digest, &body, None).expect("written");
+    let location = storage
+        .write_record(&digest, &body, None)
+        .expect("written")
+        .0;
     if flush_each {
         storage.flush().expect("flushed");
     }

@@ -44,6 +44,7 @@ fn write(storage: &Storage, count: u32) -> Vec<Location> {
             storage
                 .write_record(&digest(i), &body, None)
                 .expect("written")
+                .0
         })
         .collect()
 }
@@ -186,7 +187,8 @@ fn defragmentation_waits_until_free_space_falls_below_its_start_threshold() {
             *location = Some(
                 storage
                     .write_record(&digest(i as u32), &body, *location)
-                    .expect("written"),
+                    .expect("written")
+                    .0,
             );
         }
         storage.flush().expect("flushed");

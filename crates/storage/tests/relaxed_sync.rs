@@ -68,6 +68,7 @@ fn write_versions(
             storage
                 .write_record(&digest, &body, replaced)
                 .expect("written")
+                .0
         })
         .collect()
 }
