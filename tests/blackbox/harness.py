@@ -62,6 +62,13 @@ NAMESPACE_DEFAULTS: dict[str, Any] = {
 }
 
 
+def free_port() -> int:
+    """A port free on loopback now (another process may take it before it is used)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def osprey_bin(release: bool = False) -> Path:
     """The binary under test; `release` asks for the optimized build (OSPREY_RELEASE_BIN), which
     tests that assert latency bounds need: a debug build is ten to thirty times slower per
@@ -86,7 +93,7 @@ def _toml_value(v: Any) -> str:
 
 
 def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None,
-                  admin: dict[str, Any] | None = None) -> str:
+                  admin: dict[str, Any] | None = None, cluster: dict[str, Any] | None = None) -> str:
     """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
     tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys; a dict
     value (`storage-engine`) becomes a table nested in it, `[namespaces.storage-engine]`. The
@@ -103,6 +110,11 @@ def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], res
     lines.append("[admin]")
     for k, v in {"port": 0, **(admin or {})}.items():
         lines.append(f"{k} = {_toml_value(v)}")
+    if cluster:
+        lines.append("")
+        lines.append("[cluster]")
+        for k, v in cluster.items():
+            lines.append(f"{k} = {_toml_value(v)}")
     for ns in namespaces:
         lines.append("")
         lines.append("[[namespaces]]")
@@ -168,14 +180,14 @@ class OspreyServer:
 
     def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey",
                  resp: dict[str, Any] | None = None, admin: dict[str, Any] | None = None,
-                 release: bool = False):
+                 release: bool = False, cluster: dict[str, Any] | None = None):
         self.release = release
         self.service = dict(SERVICE_DEFAULTS)
         self.service.update(service)
         self.namespaces = namespaces
         self.dir = Path(tempfile.mkdtemp(prefix=f"{tag}-"))
         self.config_path = self.dir / "osprey.toml"
-        self.config_path.write_text(render_config(self.service, self.namespaces, resp, admin))
+        self.config_path.write_text(render_config(self.service, self.namespaces, resp, admin, cluster))
         self.log_path = self.dir / "stderr.log"
         self.stdout_path = self.dir / "stdout.log"
         self.proc: subprocess.Popen | None = None

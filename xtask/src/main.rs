@@ -32,9 +32,15 @@
 //! `cargo xtask set-index [ARGS]` builds release binaries and runs the set-index experiment
 //! (`scripts/set-index-experiment`), passing `ARGS` through (`--quick` for a smoke run).
 //!
+//! `cargo xtask local-cluster [--nodes N]` starts N nodes (3 by default) on 127.0.0.1 that form
+//! one cluster (Aerospike ports 3000.., Redis ports 6379..), prints `cluster ready`, and stops
+//! them on Ctrl-C or SIGTERM (`local_cluster.rs`).
+//!
 //! Builds go to cargo's target directory: `target/`, or `CARGO_TARGET_DIR` when set (so a long
 //! benchmark build need not share `target/` with other builds); `scripts/set-index-experiment`,
 //! `scripts/compare-resp` and `scripts/compare-durability` look for the binaries by the same rule.
+
+mod local_cluster;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -50,11 +56,15 @@ fn main() -> ExitCode {
         "compare-resp" => compare_resp(&rest),
         "compare-durability" => compare_durability(&rest),
         "set-index" => set_index(&rest),
+        "local-cluster" => {
+            let root = workspace_root();
+            local_cluster::run(&rest, &root, &cargo_target_dir(&root))
+        }
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci|blackbox|fuzz [--seconds N] [TARGET...]|\
                  compare-redis [ARGS]|compare-resp [ARGS]|compare-durability [ARGS]|\
-                 set-index [ARGS]>"
+                 set-index [ARGS]|local-cluster [--nodes N]>"
             );
             return ExitCode::from(2);
         }
@@ -455,7 +465,7 @@ fn ensure_venv(root: &Path, requirements: &[&str]) -> Result<PathBuf, String> {
     Ok(python)
 }
 
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)

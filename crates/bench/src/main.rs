@@ -4,13 +4,14 @@
 //! the options; `docs/benchmarks.md` shows how the project's comparisons use it.
 //!
 //! Layer: a top-level binary; depends on `model`, `wire-aerospike` and `wire-resp` for the
-//! protocols, never on the server or the engine.
+//! protocols and on `client` for the partition map, never on the server or the engine.
 
 mod modes;
 mod options;
 mod protocol;
 mod query;
 mod report;
+mod routes;
 mod runner;
 mod scan;
 mod source;

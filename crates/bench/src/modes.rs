@@ -169,6 +169,7 @@ fn run_with_lines(
             "interval",
             kinds,
             interval.stats,
+            interval.nodes,
             interval.elapsed,
             interval.length,
         );
@@ -206,6 +207,7 @@ pub fn single(options: &Options, seed: u64, stop: &Arc<AtomicBool>) -> Result<()
         "summary",
         workload_kinds(plan.workload),
         &result.totals,
+        &result.nodes,
         result.elapsed,
         result.elapsed,
     );

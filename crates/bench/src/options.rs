@@ -27,7 +27,8 @@ pub struct Options {
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
 
-    /// Server hosts, comma-separated `host[:port]`; a single node uses the first.
+    /// Server hosts, comma-separated `host[:port]`. Aerospike: the seeds the partition map is
+    /// learned from (each command goes to its partition's master); Redis: the first only.
     #[arg(short = 'h', long, default_value = "127.0.0.1")]
     pub hosts: String,
 
@@ -231,9 +232,15 @@ impl Options {
             None if self.workload.is_count_based() => None,
             None => Some(DEFAULT_DURATION_S),
         };
+        let address = self.address()?;
+        let seeds = match self.protocol {
+            Protocol::Aerospike => self.seeds()?,
+            Protocol::Redis => vec![address],
+        };
         Ok(Plan {
             target: Target {
-                address: self.address()?,
+                address,
+                seeds,
                 protocol: self.protocol,
                 resp3: self.resp_version == 3,
             },
@@ -310,7 +317,21 @@ impl Options {
 
     /// The first host, with `-p` or the protocol's port where it names none.
     pub fn address(&self) -> Result<SocketAddr, String> {
-        let first = self.hosts.split(',').next().unwrap_or_default().trim();
+        self.resolve(self.hosts.split(',').next().unwrap_or_default())
+    }
+
+    /// Every host, in order, with `-p` or the protocol's port where one names none.
+    pub fn seeds(&self) -> Result<Vec<SocketAddr>, String> {
+        self.hosts
+            .split(',')
+            .filter(|host| !host.trim().is_empty())
+            .map(|host| self.resolve(host))
+            .collect()
+    }
+
+    /// One `host[:port]` of `--hosts`.
+    fn resolve(&self, host: &str) -> Result<SocketAddr, String> {
+        let first = host.trim();
         let port = self.port.unwrap_or(self.protocol.default_port());
         let with_port =
             if first.contains(':') && !first.starts_with('[') && first.matches(':').count() > 1 {
@@ -449,8 +470,23 @@ mod tests {
             .unwrap();
         assert_eq!(plan.target.address.port(), 6379);
         assert!(plan.target.resp3);
-        let plan = parse(&["-h", "127.0.0.1:4000,10.0.0.1"]).plan(1).unwrap();
+        let plan = parse(&["-h", "127.0.0.1:4000, 10.0.0.1,"]).plan(1).unwrap();
         assert_eq!(plan.target.address.port(), 4000);
+        let seeds: Vec<String> = plan.target.seeds.iter().map(ToString::to_string).collect();
+        assert_eq!(seeds, ["127.0.0.1:4000", "10.0.0.1:3000"]);
+        let plan = parse(&[
+            "--protocol",
+            "redis",
+            "-h",
+            "127.0.0.1,no.such.host.invalid",
+        ])
+        .plan(1)
+        .unwrap();
+        assert_eq!(
+            plan.target.seeds,
+            [plan.target.address],
+            "RESP uses the first host"
+        );
         let plan = parse(&["-h", "::1"]).plan(1).unwrap();
         assert_eq!(plan.target.address, "[::1]:3000".parse().unwrap());
         let options = parse(&["--per-connection", "--connection-counts", "1,3"]);

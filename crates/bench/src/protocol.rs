@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use model::{Digest, ParticleType, UserKey};
+use model::{Digest, ParticleType, PartitionId, UserKey};
 use wire_aerospike::{
     MessageHeader, PROTO_BODY_SIZE_BYTES_MAX, ProtoType, begin_response, decode_frame, field_type,
     finish_response, info1, info2, info3, write_field, write_op,
@@ -53,6 +53,8 @@ pub enum ErrorLabel {
     Redis(String),
     /// The connection failed or the server sent bytes that are not a reply.
     Connection,
+    /// Not sent: no node of the partition map claims the key's partition as master.
+    NoMaster,
 }
 
 impl fmt::Display for ErrorLabel {
@@ -64,6 +66,7 @@ impl fmt::Display for ErrorLabel {
             },
             ErrorLabel::Redis(word) => f.write_str(word),
             ErrorLabel::Connection => f.write_str("connection"),
+            ErrorLabel::NoMaster => f.write_str("no master"),
         }
     }
 }
@@ -103,6 +106,22 @@ pub enum Outcome {
     Error(ErrorLabel),
 }
 
+/// An op with what routes it: under Aerospike its key's digest, computed once for both the
+/// partition (which picks the node) and the request; under RESP nothing, since any node
+/// serves any key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyedOp {
+    op: Op,
+    digest: Option<Digest>,
+}
+
+impl KeyedOp {
+    /// The partition of the key (Aerospike); `None` under RESP.
+    pub fn partition(&self) -> Option<PartitionId> {
+        self.digest.as_ref().map(Digest::partition_id)
+    }
+}
+
 /// Encodes ops into request bytes for one connection.
 #[derive(Debug)]
 pub struct Encoder {
@@ -140,17 +159,34 @@ impl Encoder {
         }
     }
 
-    /// Appends the request for `op` to `out`.
-    pub fn encode(&mut self, op: &Op, out: &mut Vec<u8>) {
+    /// `op` with its key's digest under Aerospike.
+    pub fn key(&self, op: Op) -> KeyedOp {
+        let digest = match self.protocol {
+            Protocol::Aerospike => Some(self.digest(&op)),
+            Protocol::Redis => None,
+        };
+        KeyedOp { op, digest }
+    }
+
+    /// Appends the request for `keyed` (from [`Encoder::key`]) to `out`.
+    pub fn encode(&mut self, keyed: &KeyedOp, out: &mut Vec<u8>) {
         match self.protocol {
-            Protocol::Aerospike => self.encode_aerospike(op, out),
-            Protocol::Redis => self.encode_redis(op, out),
+            Protocol::Aerospike => {
+                let digest = keyed.digest.unwrap_or_else(|| self.digest(&keyed.op));
+                self.encode_aerospike(&keyed.op, &digest, out);
+            }
+            Protocol::Redis => self.encode_redis(&keyed.op, out),
         }
     }
 
-    fn encode_aerospike(&mut self, op: &Op, out: &mut Vec<u8>) {
+    /// The digest of the op's integer user key in this encoder's set.
+    fn digest(&self, op: &Op) -> Digest {
         let key = i64::try_from(op.key).unwrap_or(i64::MAX);
-        let digest = Digest::compute(&self.set, &UserKey::Integer(key));
+        Digest::compute(&self.set, &UserKey::Integer(key))
+    }
+
+    fn encode_aerospike(&mut self, op: &Op, digest: &Digest, out: &mut Vec<u8>) {
+        let key = i64::try_from(op.key).unwrap_or(i64::MAX);
         let mut header = MessageHeader {
             transaction_ttl: self.timeout_ms,
             field_count: 3,
@@ -292,6 +328,13 @@ mod tests {
         Encoder::new(protocol, "test", "demo", &spec.parse().unwrap(), 250, 1)
     }
 
+    fn redis_encode(spec: &str, op: Op, out: &mut Vec<u8>) {
+        let mut encoder = encoder(Protocol::Redis, spec);
+        let keyed = encoder.key(op);
+        assert_eq!(keyed.partition(), None, "any node serves any key over RESP");
+        encoder.encode(&keyed, out);
+    }
+
     fn op(kind: OpKind, key: u64) -> Op {
         Op {
             kind,
@@ -304,13 +347,11 @@ mod tests {
     fn aerospike_write_carries_namespace_set_digest_and_every_bin() {
         let mut out = Vec::new();
         let mut encoder = encoder(Protocol::Aerospike, "I,S:10");
-        encoder.encode(
-            &Op {
-                replace: true,
-                ..op(OpKind::Write, 1)
-            },
-            &mut out,
-        );
+        let keyed = encoder.key(Op {
+            replace: true,
+            ..op(OpKind::Write, 1)
+        });
+        encoder.encode(&keyed, &mut out);
         let frame = decode_frame(&out, PROTO_BODY_SIZE_BYTES_MAX)
             .unwrap()
             .unwrap();
@@ -345,7 +386,7 @@ mod tests {
             (OpKind::Delete, 0, info2::WRITE | info2::DELETE),
         ] {
             let mut out = Vec::new();
-            encoder.encode(&op(kind, 9), &mut out);
+            encoder.encode(&encoder.key(op(kind, 9)), &mut out);
             let frame = decode_frame(&out, PROTO_BODY_SIZE_BYTES_MAX)
                 .unwrap()
                 .unwrap();
@@ -390,17 +431,17 @@ mod tests {
     #[test]
     fn redis_commands_follow_the_bin_layout() {
         let mut out = Vec::new();
-        encoder(Protocol::Redis, "S:3").encode(&op(OpKind::Write, 42), &mut out);
+        redis_encode("S:3", op(OpKind::Write, 42), &mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n$2\r\n42\r\n$3\r\n"));
         out.clear();
-        encoder(Protocol::Redis, "I,I").encode(&op(OpKind::Write, 7), &mut out);
+        redis_encode("I,I", op(OpKind::Write, 7), &mut out);
         let expected = b"*6\r\n$4\r\nHSET\r\n$1\r\n7\r\n$7\r\ntestbin\r\n$1\r\n7\r\n$9\r\ntestbin_2\r\n$1\r\n7\r\n";
         assert_eq!(out, expected);
         out.clear();
-        encoder(Protocol::Redis, "I,I").encode(&op(OpKind::Read, 7), &mut out);
+        redis_encode("I,I", op(OpKind::Read, 7), &mut out);
         assert_eq!(out, b"*2\r\n$7\r\nHGETALL\r\n$1\r\n7\r\n");
         out.clear();
-        encoder(Protocol::Redis, "I").encode(&op(OpKind::Delete, 7), &mut out);
+        redis_encode("I", op(OpKind::Delete, 7), &mut out);
         assert_eq!(out, b"*2\r\n$3\r\nDEL\r\n$1\r\n7\r\n");
     }
 

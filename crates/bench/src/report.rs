@@ -2,7 +2,8 @@
 //! summary, and the tables of the scaling and per-connection tests, as text, JSON or CSV.
 //!
 //! Text is for people (aerospike-benchmark's `write(tps=...)` style); JSON is one object per
-//! line (`"type"` says which); CSV has one header and one row per operation kind per line.
+//! line (`"type"` says which); CSV has one header, and per window one row per operation kind
+//! then one per node.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::routes::RoutedNode;
 use crate::source::OpKind;
 use crate::stats::{OpStats, Stats};
 
@@ -104,15 +106,10 @@ impl OpReport {
     /// The report of the commands in `op`, named `name`, over a window of `window`.
     pub fn of(name: &'static str, op: &OpStats, window: Duration) -> OpReport {
         let count = op.finished();
-        let seconds = window.as_secs_f64();
         OpReport {
             op: name,
             count,
-            ops_per_s: if seconds > 0.0 {
-                round_1(count as f64 / seconds)
-            } else {
-                0.0
-            },
+            ops_per_s: per_second(count, window),
             ok: op.ok,
             not_found: op.not_found,
             timeouts: op.timeouts,
@@ -136,6 +133,54 @@ pub fn op_reports(kinds: &[OpKind], stats: &Stats, window: Duration) -> Vec<OpRe
         .collect()
 }
 
+/// The commands one node got over a window of time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeReport {
+    /// The node's id (upper-case hex) from the partition map; `None` when the map was not
+    /// learned (RESP, or a server that does not answer the cluster's info commands).
+    pub node_id: Option<String>,
+    /// Where the tool sent its commands.
+    pub address: String,
+    /// Finished commands sent to it, whatever their outcome.
+    pub requests: u64,
+    /// `requests` per second of the window.
+    pub ops_per_s: f64,
+}
+
+impl NodeReport {
+    /// The node's id, or its address when the id is unknown.
+    pub fn label(&self) -> &str {
+        self.node_id.as_deref().unwrap_or(&self.address)
+    }
+}
+
+/// Reports of every node, in node index order.
+pub fn node_reports(nodes: &[RoutedNode], stats: &Stats, window: Duration) -> Vec<NodeReport> {
+    let requests_by_node = stats.requests_by_node();
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(node_index, node)| {
+            let requests = requests_by_node.get(node_index).copied().unwrap_or(0);
+            NodeReport {
+                node_id: node.id.map(|id| id.to_string()),
+                address: node.address.to_string(),
+                requests,
+                ops_per_s: per_second(requests, window),
+            }
+        })
+        .collect()
+}
+
+fn per_second(count: u64, window: Duration) -> f64 {
+    let seconds = window.as_secs_f64();
+    if seconds > 0.0 {
+        round_1(count as f64 / seconds)
+    } else {
+        0.0
+    }
+}
+
 /// A per-second line or the final summary.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WindowReport {
@@ -152,14 +197,22 @@ pub struct WindowReport {
     pub total_ops_per_s: f64,
     /// All finished commands.
     pub total_count: u64,
+    /// Commands per node: each key's partition master under Aerospike, the one server
+    /// under RESP.
+    pub nodes: Vec<NodeReport>,
+    /// Commands not sent because no node claimed their key's partition as master (also
+    /// counted as `no master` errors); 0 unless the partition map is incomplete.
+    pub keys_without_master: u64,
 }
 
 impl WindowReport {
-    /// A report of `stats` finished over `window`, ending `elapsed` after the start.
+    /// A report of `stats` finished over `window`, ending `elapsed` after the start, with
+    /// the requests of each of `nodes`.
     pub fn new(
         kind: &'static str,
         kinds: &[OpKind],
         stats: &Stats,
+        nodes: &[RoutedNode],
         elapsed: Duration,
         window: Duration,
     ) -> WindowReport {
@@ -171,15 +224,18 @@ impl WindowReport {
             total_ops_per_s: round_1(ops.iter().map(|op| op.ops_per_s).sum()),
             total_count: ops.iter().map(|op| op.count).sum(),
             ops,
+            nodes: node_reports(nodes, stats, window),
+            keys_without_master: stats.keys_without_master(),
         }
     }
 }
 
 /// The CSV header matching [`csv_rows`].
 pub const CSV_HEADER: &str = "type,elapsed_s,op,count,ops_per_s,ok,not_found,timeouts,errors,\
-p50_us,p90_us,p99_us,p99_9_us,max_us,mean_us,errors_by_code";
+p50_us,p90_us,p99_us,p99_9_us,max_us,mean_us,errors_by_code,node";
 
-/// One CSV row per operation kind of `report`; errors by code as `code:count` joined by `;`.
+/// One CSV row per operation kind of `report` (errors by code as `code:count` joined by `;`,
+/// node empty: every node), then one per node (op `all`: its requests and their rate).
 pub fn csv_rows(report: &WindowReport) -> String {
     let mut rows = String::new();
     for op in &report.ops {
@@ -191,7 +247,7 @@ pub fn csv_rows(report: &WindowReport) -> String {
             .collect();
         let _ = writeln!(
             rows,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},",
             report.kind,
             report.elapsed_s,
             op.op,
@@ -208,6 +264,17 @@ pub fn csv_rows(report: &WindowReport) -> String {
             latency.max,
             latency.mean,
             errors.join(";")
+        );
+    }
+    for node in &report.nodes {
+        let _ = writeln!(
+            rows,
+            "{},{},all,{},{},,,,,,,,,,,,{}",
+            report.kind,
+            report.elapsed_s,
+            node.requests,
+            node.ops_per_s,
+            node.label()
         );
     }
     rows
@@ -234,6 +301,17 @@ pub fn text_line(report: &WindowReport) -> String {
         );
     }
     let _ = write!(line, " total(tps={:.0})", report.total_ops_per_s);
+    if report.nodes.len() > 1 {
+        let per_node: Vec<String> = report
+            .nodes
+            .iter()
+            .map(|node| format!("{}={:.0}", node.label(), node.ops_per_s))
+            .collect();
+        let _ = write!(line, " nodes(tps {})", per_node.join(" "));
+    }
+    if report.keys_without_master > 0 {
+        let _ = write!(line, " no_master={}", report.keys_without_master);
+    }
     line
 }
 
@@ -294,6 +372,38 @@ pub fn text_summary(report: &WindowReport) -> String {
             errors_text(&op.errors_by_code)
         );
     }
+    text.push_str(&text_nodes(report));
+    text
+}
+
+/// The per-node table of the summary, and the keys that had no master.
+fn text_nodes(report: &WindowReport) -> String {
+    let mut text = format!(
+        "\n{:<18}{:>24}{:>11}{:>11}{:>8}\n",
+        "node", "address", "requests", "ops/s", "share"
+    );
+    let requests_total: u64 = report.nodes.iter().map(|node| node.requests).sum();
+    for node in &report.nodes {
+        let share_percent = if requests_total > 0 {
+            100.0 * node.requests as f64 / requests_total as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            text,
+            "{:<18}{:>24}{:>11}{:>11.0}{:>7.1}%",
+            node.node_id.as_deref().unwrap_or("-"),
+            node.address,
+            node.requests,
+            node.ops_per_s,
+            share_percent
+        );
+    }
+    let _ = writeln!(
+        text,
+        "keys without a known master: {}",
+        report.keys_without_master
+    );
     text
 }
 
@@ -492,6 +602,7 @@ mod tests {
     use crate::protocol::{ErrorLabel, Outcome};
     use crate::stats::Completion;
 
+    /// 100 reads on node 0, a busy write and a timed-out write on node 1.
     fn sample_stats() -> Stats {
         let mut stats = Stats::default();
         for micros in 1..=100u64 {
@@ -499,15 +610,28 @@ mod tests {
                 outcome: Outcome::Ok,
                 latency_ns: micros * 1000,
             };
-            stats.record(OpKind::Read, completion);
+            stats.record_at_node(0, OpKind::Read, completion);
         }
         let busy = Completion::Replied {
             outcome: Outcome::Error(ErrorLabel::ResultCode(14)),
             latency_ns: 5_000,
         };
-        stats.record(OpKind::Write, busy);
-        stats.record(OpKind::Write, Completion::TimedOut);
+        stats.record_at_node(1, OpKind::Write, busy);
+        stats.record_at_node(1, OpKind::Write, Completion::TimedOut);
         stats
+    }
+
+    fn sample_nodes() -> Vec<RoutedNode> {
+        vec![
+            RoutedNode {
+                id: Some(model::NodeId(0xBB9020011AC4202)),
+                address: "127.0.0.1:3000".parse().unwrap(),
+            },
+            RoutedNode {
+                id: None,
+                address: "127.0.0.1:3001".parse().unwrap(),
+            },
+        ]
     }
 
     fn sample_report() -> WindowReport {
@@ -516,6 +640,7 @@ mod tests {
             "summary",
             &[OpKind::Write, OpKind::Read],
             &sample_stats(),
+            &sample_nodes(),
             window,
             window,
         )
@@ -563,6 +688,32 @@ mod tests {
         assert_eq!(json["ops"][1]["latency_us"]["p99.9"], 100.0);
         assert_eq!(json["ops"][0]["errors_by_code"]["14 KEY_BUSY"], 1);
         assert_eq!(json["total_count"], 102);
+        assert_eq!(json["nodes"][0]["node_id"], "BB9020011AC4202");
+        assert_eq!(json["nodes"][0]["requests"], 100);
+        assert_eq!(json["nodes"][0]["ops_per_s"], 50.0);
+        assert_eq!(json["nodes"][1]["node_id"], serde_json::Value::Null);
+        assert_eq!(json["nodes"][1]["address"], "127.0.0.1:3001");
+        assert_eq!(json["keys_without_master"], 0);
+    }
+
+    #[test]
+    fn commands_without_a_master_are_counted_and_shown() {
+        let mut stats = sample_stats();
+        stats.record(OpKind::Read, Completion::NoMaster);
+        let window = Duration::from_secs(1);
+        let report = WindowReport::new("interval", &[], &stats, &sample_nodes(), window, window);
+        assert_eq!(report.keys_without_master, 1);
+        assert_eq!(
+            report.nodes[0].requests, 100,
+            "an unsent command counts on no node"
+        );
+        assert_eq!(report.ops[1].errors_by_code.get("no master"), Some(&1));
+        assert!(
+            text_line(&report).ends_with(" no_master=1"),
+            "{}",
+            text_line(&report)
+        );
+        assert!(text_summary(&report).contains("keys without a known master: 1"));
     }
 
     #[test]
@@ -570,15 +721,17 @@ mod tests {
         let rows = csv_rows(&sample_report());
         let columns = CSV_HEADER.split(',').count();
         let lines: Vec<&str> = rows.lines().collect();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 4);
         for line in &lines {
             assert_eq!(line.split(',').count(), columns, "{line}");
         }
         assert_eq!(
             lines[1],
-            "summary,2,read,100,50,100,0,0,0,50,90,99,100,100,50.5,"
+            "summary,2,read,100,50,100,0,0,0,50,90,99,100,100,50.5,,"
         );
-        assert!(lines[0].ends_with(",14 KEY_BUSY:1"), "{}", lines[0]);
+        assert!(lines[0].ends_with(",14 KEY_BUSY:1,"), "{}", lines[0]);
+        assert_eq!(lines[2], "summary,2,all,100,50,,,,,,,,,,,,BB9020011AC4202");
+        assert_eq!(lines[3], "summary,2,all,2,1,,,,,,,,,,,,127.0.0.1:3001");
     }
 
     #[test]
@@ -593,11 +746,27 @@ mod tests {
             line.contains("read(tps=50 timeouts=0 errors=0 p50=50 p90=90 p99=99"),
             "{line}"
         );
-        assert!(line.ends_with("total(tps=51)"), "{line}");
+        assert!(
+            line.ends_with("total(tps=51) nodes(tps BB9020011AC4202=50 127.0.0.1:3001=1)"),
+            "{line}"
+        );
         let summary = text_summary(&report);
         assert!(summary.contains("102 commands in 2.0 s"), "{summary}");
         assert!(
             summary.contains("write errors by code: 14 KEY_BUSY: 1"),
+            "{summary}"
+        );
+        let node_line = summary
+            .lines()
+            .find(|line| line.starts_with("BB9020011AC4202"))
+            .unwrap();
+        let columns: Vec<&str> = node_line.split_whitespace().collect();
+        assert_eq!(
+            columns,
+            ["BB9020011AC4202", "127.0.0.1:3000", "100", "50", "98.0%"]
+        );
+        assert!(
+            summary.contains("keys without a known master: 0"),
             "{summary}"
         );
     }

@@ -5,6 +5,13 @@
 //! every reply of the batch before sending the next. Synchronous mode is one connection per
 //! thread with a pipeline of 1; `--async` opens `max-inflight / pipeline` connections.
 //!
+//! Under Aerospike each command goes to its partition's master ([`crate::routes`]): a
+//! connection holds one stream per node (a lane), opened when a command first goes there, so
+//! every node gets the configured connections. A batch is split over the lanes of its
+//! commands' nodes, and their replies are awaited together. A background thread re-tends the
+//! partition map every [`REFRESH_INTERVAL`]; connections pick up new routes before their next
+//! batch.
+//!
 //! Latency: unthrottled, from the moment a batch is handed to the socket to its reply.
 //! Throttled (`-g`), every command has an intended start on a fixed schedule. A command that
 //! leaves late because the connection was still waiting for earlier replies is timed from its
@@ -13,12 +20,16 @@
 //! from when it left, so the pacer's 1 ms timer resolution is not charged to the server.
 //!
 //! Invariants:
-//! - Every command that was encoded is recorded exactly once ([`Completion`]): a reply, a
-//!   timeout, or a connection error when the connection failed before its reply.
-//! - After a timeout or a bad reply the connection is dropped (its reply stream can no longer
-//!   be matched to requests) and reopened.
+//! - Every command that was drawn is recorded exactly once ([`Completion`]): a reply, a
+//!   timeout, a connection error when the connection failed before its reply, or `no master`
+//!   when no node claims its partition (then it is not sent).
+//! - A command is recorded against the node whose lane carried it.
+//! - After a timeout or a bad reply the lane's stream is dropped (its reply stream can no
+//!   longer be matched to requests) and reopened.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -28,13 +39,23 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use client::ClusterMap;
+
 use crate::protocol::{Encoder, ErrorLabel, Outcome, Protocol, decode_reply};
+use crate::routes::{self, RoutedNode, Routes, SharedRoutes};
 use crate::source::{KeyRange, OpKind, OpSource};
 use crate::spec::{KeyDistribution, ObjectSpec, Workload};
 use crate::stats::{Completion, Stats};
 
 /// How often the reporter collects an interval.
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often the partition map is tended during a run: the smart clients' tend interval
+/// (the Go client's `TendInterval`).
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often the tend thread checks, between tends, whether the run is over.
+const REFRESH_STOP_CHECK: Duration = Duration::from_millis(20);
 
 /// A connection whose unread replies exceed this is dropped (no reply is that large).
 const READ_BUFFER_BYTES_MAX: usize = 256 * 1024 * 1024;
@@ -54,8 +75,11 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(100);
 /// Where to connect and how to talk.
 #[derive(Clone, Debug)]
 pub struct Target {
-    /// The server's address.
+    /// The server's address: the first host.
     pub address: SocketAddr,
+    /// Every host given, the first being `address`: under Aerospike, the seeds the partition
+    /// map is learned from.
+    pub seeds: Vec<SocketAddr>,
     /// The protocol it speaks.
     pub protocol: Protocol,
     /// Redis only: switch the connection to RESP3 with `HELLO 3`.
@@ -106,6 +130,8 @@ pub struct Interval<'a> {
     pub stats: &'a Stats,
     /// Commands finished since the start.
     pub totals: &'a Stats,
+    /// The nodes, by the index the stats count their requests under.
+    pub nodes: &'a [RoutedNode],
 }
 
 /// The outcome of a whole run.
@@ -115,6 +141,8 @@ pub struct RunResult {
     pub elapsed: Duration,
     /// Every finished command.
     pub totals: Stats,
+    /// The nodes, by the index the stats count their requests under.
+    pub nodes: Vec<RoutedNode>,
 }
 
 /// State shared by all connections of a run.
@@ -124,6 +152,7 @@ struct Shared {
     stop: AtomicBool,
     next_offset: Arc<AtomicU64>,
     started: Instant,
+    routes: SharedRoutes,
 }
 
 /// Runs `plan` to its end (count, duration, or `stop` set by the caller, e.g. on Ctrl-C),
@@ -138,30 +167,21 @@ pub fn run(
     mut on_interval: impl FnMut(&Interval<'_>),
 ) -> Result<RunResult, String> {
     check_reachable(&plan.target)?;
+    let (routes, map) = routes::discover(&plan.target, &plan.namespace);
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         stop: AtomicBool::new(false),
         next_offset: Arc::default(),
         started: Instant::now(),
+        routes: SharedRoutes::new(routes),
     });
+    let tender = map.and_then(|map| spawn_tender(map, shared.clone()));
     let thread_stats: Vec<Arc<Mutex<Stats>>> = (0..plan.threads)
         .map(|_| Arc::new(Mutex::new(Stats::default())))
         .collect();
-    let (done_sender, done) = mpsc::channel::<()>();
-    let mut workers = Vec::with_capacity(plan.threads);
-    for (thread_index, stats) in thread_stats.iter().enumerate() {
-        let (shared, stats, done_sender) = (shared.clone(), stats.clone(), done_sender.clone());
-        let worker = std::thread::Builder::new()
-            .name(format!("bench-{thread_index}"))
-            .spawn(move || {
-                run_thread(&shared, thread_index, &stats);
-                // The reporter may have returned already; nobody to tell then.
-                let _ = done_sender.send(());
-            })
-            .map_err(|error| format!("cannot start a worker thread: {error}"))?;
-        workers.push(worker);
-    }
-    drop(done_sender);
+    let (workers, done) = spawn_workers(&shared, &thread_stats)
+        // Stops the workers already started and the tend thread.
+        .inspect_err(|_| shared.stop.store(true, Ordering::Relaxed))?;
 
     let mut totals = Stats::default();
     let mut interval = Stats::default();
@@ -183,23 +203,92 @@ pub fn run(
         if now >= next_report || running == 0 {
             collect(&thread_stats, &mut interval);
             totals.merge(&interval);
+            let (_, routes) = shared.routes.load();
             on_interval(&Interval {
                 elapsed: now - shared.started,
                 length: now - last_report,
                 stats: &interval,
                 totals: &totals,
+                nodes: routes.nodes(),
             });
             interval.reset();
             last_report = now;
         }
     }
     let elapsed = last_report - shared.started;
-    for worker in workers {
+    // Count-based runs end without the stop flag; the tend thread waits for it.
+    shared.stop.store(true, Ordering::Relaxed);
+    for worker in workers.into_iter().chain(tender) {
         worker
             .join()
-            .map_err(|_| "a worker thread panicked".to_owned())?;
+            .map_err(|_| "a worker or the partition map thread panicked".to_owned())?;
     }
-    Ok(RunResult { elapsed, totals })
+    let (_, routes) = shared.routes.load();
+    Ok(RunResult {
+        elapsed,
+        totals,
+        nodes: routes.nodes().to_vec(),
+    })
+}
+
+/// Starts one worker thread per stats slot; each sends on the returned channel when done.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    thread_stats: &[Arc<Mutex<Stats>>],
+) -> Result<(Vec<std::thread::JoinHandle<()>>, mpsc::Receiver<()>), String> {
+    let (done_sender, done) = mpsc::channel::<()>();
+    let mut workers = Vec::with_capacity(thread_stats.len());
+    for (thread_index, stats) in thread_stats.iter().enumerate() {
+        let (shared, stats, done_sender) = (shared.clone(), stats.clone(), done_sender.clone());
+        let worker = std::thread::Builder::new()
+            .name(format!("bench-{thread_index}"))
+            .spawn(move || {
+                run_thread(&shared, thread_index, &stats);
+                // The reporter may have returned already; nobody to tell then.
+                let _ = done_sender.send(());
+            })
+            .map_err(|error| format!("cannot start a worker thread: {error}"))?;
+        workers.push(worker);
+    }
+    Ok((workers, done))
+}
+
+/// Starts the thread that tends `map` every [`REFRESH_INTERVAL`] until the run stops, and
+/// warns on stderr when the nodes that fail change. Without the thread (it could not
+/// start) the run keeps the routes it learned.
+fn spawn_tender(mut map: ClusterMap, shared: Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
+    let spawned = std::thread::Builder::new()
+        .name("bench-tend".to_owned())
+        .spawn(move || {
+            let mut last_warning = String::new();
+            while sleep_unless_stopped(&shared, REFRESH_INTERVAL) {
+                let warning = routes::refresh(&mut map, &shared.plan.namespace, &shared.routes);
+                if !warning.is_empty() && warning != last_warning {
+                    eprintln!("osprey-bench: {warning}");
+                }
+                last_warning = warning;
+            }
+        });
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(error) => {
+            eprintln!("osprey-bench: the partition map will not be refreshed: {error}");
+            None
+        }
+    }
+}
+
+/// Sleeps `duration` unless the run stops first; returns whether it is still running.
+fn sleep_unless_stopped(shared: &Shared, duration: Duration) -> bool {
+    let until = Instant::now() + duration;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(REFRESH_STOP_CHECK));
+    }
+    false
 }
 
 /// Moves every thread's counters into `interval`.
@@ -253,9 +342,11 @@ struct InFlight {
     kind: OpKind,
     /// Where its latency is measured from.
     start: Instant,
+    /// With `-g`: when it was due.
+    intended: Option<Instant>,
 }
 
-/// Why a batch's exchange ended early; the connection is dropped either way.
+/// Why a batch's exchange ended early; the stream is dropped either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ExchangeFailure {
     /// No reply before the timeout.
@@ -271,21 +362,49 @@ struct Pacer {
     next_start: Instant,
 }
 
-/// One connection's loop: batch, send, read replies, record.
+impl Pacer {
+    /// The due time of the next command.
+    fn next_slot(&mut self) -> Instant {
+        let intended = self.next_start;
+        self.next_start += self.interval;
+        intended
+    }
+}
+
+/// One connection's loop: batch, route, send, read replies, record.
 struct ConnectionDriver {
     shared: Arc<Shared>,
     stats: Arc<Mutex<Stats>>,
     source: OpSource,
     encoder: Encoder,
     pacer: Option<Pacer>,
+    /// The routes this connection follows, and their version in `shared.routes`.
+    routes: Arc<Routes>,
+    routes_version: u64,
+    /// One per node of `routes`, by node index.
+    lanes: Vec<Lane>,
+    /// With `-g`: when the last command of the batch is due.
+    batch_due: Option<Instant>,
+    /// Whether no other connection shares this worker thread (blocking waits are harmless).
+    alone_on_thread: bool,
+}
+
+/// One node's share of a connection's batches, on the connection's own stream to that node.
+struct Lane {
+    node_index: usize,
     stream: Option<TcpStream>,
     request: Vec<u8>,
     replies: Vec<u8>,
     in_flight: Vec<InFlight>,
-    /// With `-g`: when each command of the batch was due (kept to reuse its allocation).
-    intended_starts: Vec<Option<Instant>>,
-    /// Whether no other connection shares this worker thread (blocking waits are harmless).
-    alone_on_thread: bool,
+}
+
+/// What every lane of a connection needs for one batch.
+struct LaneContext<'a> {
+    shared: &'a Shared,
+    stats: &'a Mutex<Stats>,
+    routes: &'a Routes,
+    /// Whether the batch waited for its schedule (its commands left on time).
+    slept: bool,
 }
 
 impl ConnectionDriver {
@@ -326,71 +445,90 @@ impl ConnectionDriver {
                 next_start: shared.started + offset,
             }
         });
-        ConnectionDriver {
+        let (routes_version, routes) = shared.routes.load();
+        let mut driver = ConnectionDriver {
             shared,
             stats,
             source,
             encoder,
             pacer,
-            stream: None,
-            request: Vec::new(),
-            replies: Vec::with_capacity(READ_CHUNK_BYTES),
-            in_flight: Vec::new(),
-            intended_starts: Vec::new(),
+            routes,
+            routes_version,
+            lanes: Vec::new(),
+            batch_due: None,
             alone_on_thread,
-        }
+        };
+        driver.add_lanes();
+        driver
     }
 
     async fn run(&mut self) {
         while !self.shared.stop.load(Ordering::Relaxed) {
-            self.fill_batch();
-            if self.in_flight.is_empty() {
-                return;
-            }
+            self.follow_routes();
+            let exhausted = self.fill_batch();
             let slept = self.wait_for_schedule().await;
-            if self.ensure_connected().await.is_err() {
-                self.fail_from(0);
-                tokio::time::sleep(RECONNECT_DELAY).await;
+            let busy_count = self.lanes.iter().filter(|lane| lane.is_busy()).count();
+            if busy_count == 0 {
+                if exhausted {
+                    return;
+                }
                 continue;
             }
-            let sent_at = Instant::now();
-            for (in_flight, intended) in self.in_flight.iter_mut().zip(&self.intended_starts) {
-                in_flight.start = match intended {
-                    Some(intended) if !slept => *intended,
-                    _ => sent_at,
-                };
-            }
-            if let Err(failure) = self.exchange(sent_at).await {
-                self.stream = None;
-                if failure == ExchangeFailure::Broken {
-                    tokio::time::sleep(RECONNECT_DELAY).await;
-                }
-            }
+            self.exchange_batch(slept, busy_count).await;
         }
     }
 
-    /// Takes up to `pipeline` ops, encodes them into `request`, and notes their intended
-    /// start times when throttled.
-    fn fill_batch(&mut self) {
-        self.request.clear();
-        self.in_flight.clear();
-        self.intended_starts.clear();
+    /// Takes the shared routes when they changed since the last batch.
+    fn follow_routes(&mut self) {
+        if self.shared.routes.version() == self.routes_version {
+            return;
+        }
+        (self.routes_version, self.routes) = self.shared.routes.load();
+        self.add_lanes();
+    }
+
+    /// A lane for every node of the routes (nodes keep their indexes, so lanes only grow).
+    fn add_lanes(&mut self) {
+        while self.lanes.len() < self.routes.nodes().len() {
+            self.lanes.push(Lane {
+                node_index: self.lanes.len(),
+                stream: None,
+                request: Vec::new(),
+                replies: Vec::with_capacity(READ_CHUNK_BYTES),
+                in_flight: Vec::new(),
+            });
+        }
+    }
+
+    /// Takes up to `pipeline` ops and encodes each into the lane of its node, noting their
+    /// intended start times when throttled. Returns whether the source is exhausted.
+    fn fill_batch(&mut self) -> bool {
+        for lane in &mut self.lanes {
+            lane.request.clear();
+            lane.in_flight.clear();
+        }
+        self.batch_due = None;
+        let filled_at = Instant::now();
         for _ in 0..self.shared.plan.pipeline {
             let Some(op) = self.source.next_op() else {
-                break;
+                return true;
             };
-            self.encoder.encode(&op, &mut self.request);
-            let now = Instant::now();
-            self.in_flight.push(InFlight {
+            let intended = self.pacer.as_mut().map(Pacer::next_slot);
+            self.batch_due = intended;
+            let keyed = self.encoder.key(op);
+            let Some(node_index) = self.routes.node_index(&keyed) else {
+                self.stats.lock().record(op.kind, Completion::NoMaster);
+                continue;
+            };
+            let lane = &mut self.lanes[node_index];
+            self.encoder.encode(&keyed, &mut lane.request);
+            lane.in_flight.push(InFlight {
                 kind: op.kind,
-                start: now,
+                start: filled_at,
+                intended,
             });
-            self.intended_starts.push(self.pacer.as_mut().map(|pacer| {
-                let intended = pacer.next_start;
-                pacer.next_start += pacer.interval;
-                intended
-            }));
         }
+        false
     }
 
     /// Waits until the last command of the batch is due; returns whether it waited.
@@ -400,7 +538,7 @@ impl ConnectionDriver {
     /// its thread to itself (synchronous mode), else by yielding to the thread's other
     /// connections until the time comes.
     async fn wait_for_schedule(&self) -> bool {
-        let Some(Some(due)) = self.intended_starts.last().copied() else {
+        let Some(due) = self.batch_due else {
             return false;
         };
         if due <= Instant::now() {
@@ -422,26 +560,91 @@ impl ConnectionDriver {
         }
     }
 
-    async fn ensure_connected(&mut self) -> std::io::Result<()> {
+    /// Runs the batch on every busy lane. Several nodes' replies are awaited together, so that
+    /// each reply is timed when it arrives rather than after another node's.
+    async fn exchange_batch(&mut self, slept: bool, busy_count: usize) {
+        let context = LaneContext {
+            shared: &self.shared,
+            stats: &self.stats,
+            routes: &self.routes,
+            slept,
+        };
+        let mut batches = self
+            .lanes
+            .iter_mut()
+            .filter(|lane| lane.is_busy())
+            .map(|lane| lane.run_batch(&context));
+        if busy_count == 1 {
+            if let Some(batch) = batches.next() {
+                batch.await;
+            }
+            return;
+        }
+        let mut pending: Vec<Pin<Box<_>>> = batches.map(Box::pin).collect();
+        std::future::poll_fn(|cx| {
+            pending.retain_mut(|batch| batch.as_mut().poll(cx).is_pending());
+            if pending.is_empty() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+impl Lane {
+    fn is_busy(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Connects if needed, sends the lane's share of the batch and reads its replies.
+    async fn run_batch(&mut self, context: &LaneContext<'_>) {
+        if self.ensure_connected(context).await.is_err() {
+            self.fail_from(0, context);
+            tokio::time::sleep(RECONNECT_DELAY).await;
+            return;
+        }
+        let sent_at = Instant::now();
+        for in_flight in &mut self.in_flight {
+            in_flight.start = match in_flight.intended {
+                Some(intended) if !context.slept => intended,
+                _ => sent_at,
+            };
+        }
+        if let Err(failure) = self.exchange(sent_at, context).await {
+            self.stream = None;
+            if failure == ExchangeFailure::Broken {
+                tokio::time::sleep(RECONNECT_DELAY).await;
+            }
+        }
+    }
+
+    async fn ensure_connected(&mut self, context: &LaneContext<'_>) -> std::io::Result<()> {
         if self.stream.is_none() {
-            let stream = open_connection(&self.shared.plan.target).await?;
+            let address = context.routes.nodes()[self.node_index].address;
+            let stream = open_connection(address, &context.shared.plan.target).await?;
             self.replies.clear();
             self.stream = Some(stream);
         }
         Ok(())
     }
 
-    /// Sends the batch and reads its replies, recording each command.
-    async fn exchange(&mut self, sent_at: Instant) -> Result<(), ExchangeFailure> {
+    /// Sends the lane's requests and reads their replies, recording each command.
+    async fn exchange(
+        &mut self,
+        sent_at: Instant,
+        context: &LaneContext<'_>,
+    ) -> Result<(), ExchangeFailure> {
         // Taken for the exchange and put back only if it ends cleanly.
         let Some(mut stream) = self.stream.take() else {
-            return Err(self.fail_from(0));
+            return Err(self.fail_from(0, context));
         };
         if stream.write_all(&self.request).await.is_err() {
-            return Err(self.fail_from(0));
+            return Err(self.fail_from(0, context));
         }
-        let deadline = self.shared.plan.timeout.map(|timeout| sent_at + timeout);
-        let protocol = self.shared.plan.target.protocol;
+        let deadline = context.shared.plan.timeout.map(|timeout| sent_at + timeout);
+        let protocol = context.shared.plan.target.protocol;
         let mut answered = 0;
         let mut consumed = 0;
         while answered < self.in_flight.len() {
@@ -449,25 +652,25 @@ impl ConnectionDriver {
             match decode_reply(protocol, kind, &self.replies[consumed..]) {
                 Ok(Some((outcome, size))) => {
                     consumed += size;
-                    self.record_reply(answered, outcome);
+                    self.record_reply(answered, outcome, context);
                     answered += 1;
                     continue;
                 }
                 Ok(None) => {}
-                Err(_) => return Err(self.fail_from(answered)),
+                Err(_) => return Err(self.fail_from(answered, context)),
             }
             self.replies.drain(..consumed);
             consumed = 0;
             if self.replies.len() > READ_BUFFER_BYTES_MAX {
-                return Err(self.fail_from(answered));
+                return Err(self.fail_from(answered, context));
             }
             self.replies.reserve(READ_CHUNK_BYTES);
-            let read = match self.read_more(&mut stream, deadline).await {
+            let read = match self.read_more(&mut stream, deadline, context.shared).await {
                 Some(read) => read,
-                None => return Err(self.time_out_from(answered)),
+                None => return Err(self.time_out_from(answered, context)),
             };
             if !matches!(read, Ok(count) if count > 0) {
-                return Err(self.fail_from(answered));
+                return Err(self.fail_from(answered, context));
             }
         }
         self.replies.drain(..consumed);
@@ -482,6 +685,7 @@ impl ConnectionDriver {
         &mut self,
         stream: &mut TcpStream,
         deadline: Option<Instant>,
+        shared: &Shared,
     ) -> Option<std::io::Result<usize>> {
         loop {
             let check_at = Instant::now() + STOP_GRACE;
@@ -491,39 +695,40 @@ impl ConnectionDriver {
                 return Some(read);
             }
             let timed_out = deadline.is_some_and(|deadline| Instant::now() >= deadline);
-            if timed_out || self.shared.stop.load(Ordering::Relaxed) {
+            if timed_out || shared.stop.load(Ordering::Relaxed) {
                 return None;
             }
         }
     }
 
-    fn record_reply(&self, index: usize, outcome: Outcome) {
+    fn record_reply(&self, index: usize, outcome: Outcome, context: &LaneContext<'_>) {
         let in_flight = self.in_flight[index];
         let completion = Completion::Replied {
             outcome,
             latency_ns: nanos_since(in_flight.start),
         };
-        self.stats.lock().record(in_flight.kind, completion);
+        let mut stats = context.stats.lock();
+        stats.record_at_node(self.node_index, in_flight.kind, completion);
     }
 
     /// Records every unanswered command from `index` on as a connection error.
-    fn fail_from(&self, index: usize) -> ExchangeFailure {
-        let mut stats = self.stats.lock();
+    fn fail_from(&self, index: usize, context: &LaneContext<'_>) -> ExchangeFailure {
+        let mut stats = context.stats.lock();
         for in_flight in &self.in_flight[index..] {
             let completion = Completion::Replied {
                 outcome: Outcome::Error(ErrorLabel::Connection),
                 latency_ns: nanos_since(in_flight.start),
             };
-            stats.record(in_flight.kind, completion);
+            stats.record_at_node(self.node_index, in_flight.kind, completion);
         }
         ExchangeFailure::Broken
     }
 
     /// Records every unanswered command from `index` on as timed out.
-    fn time_out_from(&self, index: usize) -> ExchangeFailure {
-        let mut stats = self.stats.lock();
+    fn time_out_from(&self, index: usize, context: &LaneContext<'_>) -> ExchangeFailure {
+        let mut stats = context.stats.lock();
         for in_flight in &self.in_flight[index..] {
-            stats.record(in_flight.kind, Completion::TimedOut);
+            stats.record_at_node(self.node_index, in_flight.kind, Completion::TimedOut);
         }
         ExchangeFailure::TimedOut
     }
@@ -534,9 +739,10 @@ fn nanos_since(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Opens a connection: no Nagle delay, and `HELLO 3` first when RESP3 is asked for.
-async fn open_connection(target: &Target) -> std::io::Result<TcpStream> {
-    let mut stream = TcpStream::connect(target.address).await?;
+/// Opens a connection to `address`: no Nagle delay, and `HELLO 3` first when RESP3 is asked
+/// for.
+async fn open_connection(address: SocketAddr, target: &Target) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(address).await?;
     stream.set_nodelay(true)?;
     if target.protocol == Protocol::Redis && target.resp3 {
         let mut hello = Vec::new();

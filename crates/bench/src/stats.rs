@@ -7,7 +7,9 @@
 //! Invariants:
 //! - Every finished command is counted exactly once: as ok, not found, timeout or one error.
 //! - Every command that got a reply (ok, not found or error) has one latency sample; timeouts
-//!   have none (their time is the timeout).
+//!   have none (their time is the timeout), nor do commands never sent for want of a master.
+//! - Every command sent to a node counts once in that node's requests, whatever its outcome;
+//!   a command never sent counts in no node's.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +36,9 @@ pub enum Completion {
     },
     /// No reply within the timeout (`-T`).
     TimedOut,
+    /// Not sent: no node claims the key's partition as master. Counted as an error
+    /// ([`ErrorLabel::NoMaster`]) without a latency sample.
+    NoMaster,
 }
 
 /// Counters and latency of one operation kind.
@@ -69,6 +74,7 @@ impl OpStats {
     pub fn record(&mut self, completion: Completion) {
         match completion {
             Completion::TimedOut => self.timeouts += 1,
+            Completion::NoMaster => *self.errors.entry(ErrorLabel::NoMaster).or_default() += 1,
             Completion::Replied {
                 outcome,
                 latency_ns,
@@ -116,10 +122,12 @@ impl OpStats {
     }
 }
 
-/// Counters of every operation kind.
+/// Counters of every operation kind, and of the commands sent to each node.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     by_kind: [OpStats; OpKind::ALL.len()],
+    /// Finished commands per node, by the node's index in the run's routes.
+    requests_by_node: Vec<u64>,
 }
 
 impl Stats {
@@ -128,9 +136,29 @@ impl Stats {
         &self.by_kind[kind as usize]
     }
 
-    /// Counts one finished command of `kind`.
+    /// Counts one finished command of `kind` that was not sent to any node.
     pub fn record(&mut self, kind: OpKind, completion: Completion) {
         self.by_kind[kind as usize].record(completion);
+    }
+
+    /// Counts one finished command of `kind` sent to the node at `node_index`.
+    pub fn record_at_node(&mut self, node_index: usize, kind: OpKind, completion: Completion) {
+        if self.requests_by_node.len() <= node_index {
+            self.requests_by_node.resize(node_index + 1, 0);
+        }
+        self.requests_by_node[node_index] += 1;
+        self.record(kind, completion);
+    }
+
+    /// Finished commands sent to each node, by node index (nodes past the end got none).
+    pub fn requests_by_node(&self) -> &[u64] {
+        &self.requests_by_node
+    }
+
+    /// Commands not sent because no node claimed their key's partition as master.
+    pub fn keys_without_master(&self) -> u64 {
+        let no_master = |stats: &OpStats| stats.errors.get(&ErrorLabel::NoMaster).copied();
+        self.by_kind.iter().filter_map(no_master).sum()
     }
 
     /// Adds `other` into `self`.
@@ -138,11 +166,25 @@ impl Stats {
         for (mine, theirs) in self.by_kind.iter_mut().zip(&other.by_kind) {
             mine.merge(theirs);
         }
+        if self.requests_by_node.len() < other.requests_by_node.len() {
+            self.requests_by_node
+                .resize(other.requests_by_node.len(), 0);
+        }
+        for (mine, theirs) in self
+            .requests_by_node
+            .iter_mut()
+            .zip(&other.requests_by_node)
+        {
+            *mine += theirs;
+        }
     }
 
     /// Back to zero.
     pub fn reset(&mut self) {
         self.by_kind.iter_mut().for_each(OpStats::reset);
+        self.requests_by_node
+            .iter_mut()
+            .for_each(|count| *count = 0);
     }
 
     /// Finished commands of every kind.
@@ -197,6 +239,30 @@ mod tests {
         let p50_ns = write.latency_ns.value_at_quantile(0.5);
         assert!((499_000..=501_000).contains(&p50_ns), "p50 {p50_ns}");
         assert!(write.latency_ns.max() >= 999_000);
+    }
+
+    #[test]
+    fn requests_count_per_node_and_unsent_commands_count_as_keys_without_master() {
+        let mut interval = Stats::default();
+        interval.record_at_node(1, OpKind::Read, replied(Outcome::Ok, 1_000));
+        interval.record_at_node(1, OpKind::Write, Completion::TimedOut);
+        interval.record_at_node(0, OpKind::Write, replied(Outcome::Ok, 1_000));
+        interval.record(OpKind::Read, Completion::NoMaster);
+        assert_eq!(interval.requests_by_node(), [1, 2]);
+        assert_eq!(interval.keys_without_master(), 1);
+        assert_eq!(
+            interval.of(OpKind::Read).latency_ns.len(),
+            1,
+            "no sample when unsent"
+        );
+        assert_eq!(interval.finished(), 4);
+        let mut total = Stats::default();
+        total.merge(&interval);
+        total.merge(&interval);
+        interval.reset();
+        assert_eq!(interval.requests_by_node(), [0, 0]);
+        assert_eq!(total.requests_by_node(), [2, 4]);
+        assert_eq!(total.keys_without_master(), 2);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A small blocking client for Osprey's Aerospike protocol, on one connection to one node:
 //! info commands, puts and gets by key, and secondary-index queries with what Osprey adds to
 //! Aerospike's: ranges on strings (closed or open-ended), results in index order with a limit,
-//! and user-key indexes that read a set in key order from any start key.
+//! and user-key indexes that read a set in key order from any start key. [`ClusterMap`] learns
+//! a cluster's partition map from seed nodes, as Aerospike's smart clients do, and says which
+//! node masters each partition.
 //!
 //! Layer: client (above the codecs; no engine). Used by `osprey-bench` and its tests.
 //!
@@ -27,10 +29,12 @@
 //!   query), so the connection is always between requests when a call returns `Ok`; after an
 //!   error the connection should be dropped.
 
+mod cluster;
 mod query;
 
 use std::io::{BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
 
 use model::{Digest, Op, OpCode, UserKey};
 use wire_aerospike::{
@@ -38,6 +42,7 @@ use wire_aerospike::{
     ProtoType, encode_info_request, encode_message, field_type, info1, info2,
 };
 
+pub use cluster::{ClusterError, ClusterMap, Node, NodeFailure};
 pub use query::{Query, QueryRange};
 
 /// Size of a connection's read buffer, and the most a reply's body reserves before its bytes
@@ -156,6 +161,53 @@ impl Client {
             buffer: Vec::new(),
             task_ids: 0,
         })
+    }
+
+    /// Connects to `address`, giving up after `timeout`; later reads and writes also fail
+    /// after `timeout` without progress (so that a silent node cannot hang the caller).
+    ///
+    /// # Errors
+    /// [`ClientError::Io`] when the connection fails or times out.
+    pub fn connect_timeout(address: &SocketAddr, timeout: Duration) -> Result<Client, ClientError> {
+        let stream = TcpStream::connect_timeout(address, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            stream: BufReader::with_capacity(READ_BUFFER_BYTES, stream),
+            buffer: Vec::new(),
+            task_ids: 0,
+        })
+    }
+
+    /// Sends several info commands in one request, so that their values describe one moment
+    /// of the node; returns the values in the order of `commands`.
+    ///
+    /// # Errors
+    /// [`ClientError`] on a failed connection or a malformed reply, including a reply that
+    /// lacks the line of one of the commands.
+    pub fn info_values(&mut self, commands: &[&str]) -> Result<Vec<String>, ClientError> {
+        self.buffer.clear();
+        encode_info_request(&mut self.buffer, commands);
+        self.stream.get_mut().write_all(&self.buffer)?;
+        let body = self.read_proto(ProtoType::Info)?;
+        let text = String::from_utf8_lossy(&body);
+        let lines: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .collect();
+        commands
+            .iter()
+            .map(|command| {
+                lines
+                    .iter()
+                    .find(|(name, _)| name == command)
+                    .map(|(_, value)| (*value).to_owned())
+                    .ok_or(ClientError::Malformed(
+                        "an info reply without a requested line",
+                    ))
+            })
+            .collect()
     }
 
     /// Sends one info command; returns its value (the text after the tab).

@@ -179,6 +179,9 @@ fn truncate_scope(state: &ServerState, params: &[u8], set: Option<&[u8]>, value:
     };
     match namespace.truncate(set, before_ms) {
         Ok(_) => {
+            if let Some(node) = state.cluster_node() {
+                node.replicate_truncate(namespace.name(), set, namespace.truncate_cutoff_ms(set));
+            }
             reclaim_in_background(namespace.clone());
             value.push_str("ok");
         }
@@ -191,7 +194,7 @@ fn truncate_scope(state: &ServerState, params: &[u8], set: Option<&[u8]>, value:
     }
 }
 
-fn reclaim_in_background(namespace: Arc<Namespace>) {
+pub(crate) fn reclaim_in_background(namespace: Arc<Namespace>) {
     spawn_background("truncate", move || {
         let removed = namespace.reclaim_truncated();
         info!(

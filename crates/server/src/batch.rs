@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use engine::Origin;
+use engine::{Acks, Origin};
 use model::ResultCode;
 use wire_aerospike::{
     BatchPosition, BatchRequest, BatchRow, Fields, MESSAGE_HEADER_SIZE_BYTES, Message,
@@ -41,6 +41,7 @@ const NO_DEADLINE: RequestDeadline = RequestDeadline {
     engine: engine::Deadline::NONE,
 };
 use crate::state::ServerState;
+use crate::unsupported::Unsupported;
 
 /// Size at which a proto of rows is handed to the connection: Aerospike's 128 KiB batch block.
 const CHUNK_BYTES: usize = 128 * 1024;
@@ -123,9 +124,9 @@ impl BatchJob {
         rows > LONG_BATCH_ROWS_MIN || self.body.len() > LONG_BATCH_BODY_BYTES_MIN
     }
 
-    /// Appends the next complete proto frames of the reply to `out`; returns true once the
-    /// reply, LAST message included, is complete.
-    pub fn next_chunk(&mut self, out: &mut Vec<u8>) -> bool {
+    /// Appends the next complete proto frames of the reply to `out`, and what its rows' writes
+    /// wait for to `acks`; returns true once the reply, LAST message included, is complete.
+    pub fn next_chunk(&mut self, out: &mut Vec<u8>, acks: &mut Acks) -> bool {
         let position = match self.progress {
             Progress::Finished => return true,
             Progress::Answering(position) => position,
@@ -138,7 +139,7 @@ impl BatchJob {
                 }
             },
         };
-        match answer_chunk(&self.state, &self.body, position, self.deadline, out) {
+        match answer_chunk(&self.state, &self.body, position, self.deadline, out, acks) {
             ChunkEnd::More(position) => {
                 self.progress = Progress::Answering(position);
                 false
@@ -205,7 +206,7 @@ fn validate(state: &ServerState, body: &[u8]) -> Result<(), ResultCode> {
     }
     // A batch-level filter expression applies to every row; Osprey has no expressions yet.
     if fields.filter_expression.is_some() {
-        return Err(ResultCode::UnsupportedFeature);
+        return Err(state.unsupported.refuse(Unsupported::FilterExpression));
     }
     for row in request.rows() {
         let row = row.map_err(|_| ResultCode::Parameter)?;
@@ -231,6 +232,7 @@ fn answer_chunk(
     position: BatchPosition,
     deadline: RequestDeadline,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> ChunkEnd {
     let request = match parse_request(body) {
         Ok((_, request)) => request,
@@ -241,7 +243,7 @@ fn answer_chunk(
         }
     };
     let proto_start = wire_aerospike::begin_proto(out);
-    let end = answer_rows(state, &request, position, deadline, proto_start, out);
+    let end = answer_rows(state, &request, position, deadline, proto_start, out, acks);
     if let ChunkEnd::Last(code) = end {
         let last_start = wire_aerospike::begin_message(out);
         wire_aerospike::finish_message(out, last_start, &dispatch::last_header(code));
@@ -259,6 +261,7 @@ fn answer_rows(
     deadline: RequestDeadline,
     proto_start: usize,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> ChunkEnd {
     let started = Instant::now();
     let mut rows = request.rows_from(position);
@@ -271,7 +274,7 @@ fn answer_rows(
             // Aerospike ends a batch at its deadline: the rows not answered get nothing.
             return ChunkEnd::Last(ResultCode::Timeout);
         }
-        let code = answer_row(state, &row, deadline, out);
+        let code = answer_row(state, &row, deadline, out, acks);
         if ends_batch(code) && !request.reports_all_errors() {
             // Aerospike drops the output it has not sent yet, and so does this.
             out.truncate(proto_start + PROTO_HEADER_SIZE_BYTES);
@@ -290,9 +293,10 @@ fn answer_row(
     row: &BatchRow<'_>,
     deadline: RequestDeadline,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> ResultCode {
     let start = wire_aerospike::begin_message(out);
-    let (code, header) = match execute_row(state, row, deadline, out) {
+    let (code, header) = match execute_row(state, row, deadline, out, acks) {
         Ok((meta, op_count)) => (ResultCode::Ok, dispatch::success_header(&meta, op_count)),
         Err(code) => {
             // Bins the engine streamed before the error are not part of the answer.
@@ -317,6 +321,7 @@ fn execute_row(
     row: &BatchRow<'_>,
     deadline: RequestDeadline,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> Result<(engine::RecordMeta, u16), ResultCode> {
     dispatch::check_ops_count(state, &row.header)?;
     let namespace = row
@@ -331,7 +336,14 @@ fn execute_row(
         digest: row.digest,
         deadline: deadline.engine,
     };
-    dispatch::execute_record(namespace, &command, Origin::Batch, out)
+    dispatch::execute_record(
+        namespace,
+        &state.unsupported,
+        &command,
+        Origin::Batch,
+        out,
+        acks,
+    )
 }
 
 /// Whether a row result ends a batch that does not report all errors (Aerospike's
@@ -456,7 +468,7 @@ mod tests {
         let mut protos = Vec::new();
         loop {
             let mut out = Vec::new();
-            let complete = job.next_chunk(&mut out);
+            let complete = job.next_chunk(&mut out, &mut Acks::default());
             protos.extend(split_protos(&out));
             if complete {
                 return protos;
@@ -679,7 +691,7 @@ mod tests {
         };
         let mut job = BatchJob::new(state.clone(), body, received);
         let mut out = Vec::new();
-        assert!(job.next_chunk(&mut out));
+        assert!(job.next_chunk(&mut out, &mut Acks::default()));
         assert_eq!(
             outcome(&split_protos(&out)),
             (vec![], ResultCode::Timeout.code())

@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use engine::NamespaceConfig;
+
+use crate::cluster::{ClusterConfig, CommitLevelOverride};
 use serde::{Deserialize, Serialize};
 use storage::StorageConfig;
 
@@ -28,6 +30,8 @@ pub struct Config {
     pub resp: RespConfig,
     /// The admin port: info commands only, with connections of its own.
     pub admin: AdminConfig,
+    /// Membership of a cluster: the fabric, seeds, heartbeats.
+    pub cluster: ClusterConfig,
 }
 
 /// The `[admin]` section: Aerospike's admin port. It serves info (and security) frames only,
@@ -182,6 +186,11 @@ pub struct NamespaceSection {
     pub stop_writes_sys_memory_pct: u8,
     /// Thousandths of the records with a TTL evicted per round.
     pub evict_tenths_pct: u16,
+    /// Copies of each record on a cluster (master and replicas), capped by the node count.
+    pub replication_factor: u8,
+    /// Whether writes wait for their replicas whatever the client asks: `off` (as each write
+    /// asks; clients ask for all by default), `all` or `master`.
+    pub write_commit_level_override: CommitLevelOverride,
 }
 
 /// Which storage engine a namespace uses.
@@ -358,6 +367,8 @@ impl Default for NamespaceSection {
             evict_sys_memory_pct: defaults.evict_sys_memory_pct,
             stop_writes_sys_memory_pct: defaults.stop_writes_sys_memory_pct,
             evict_tenths_pct: defaults.evict_tenths_pct,
+            replication_factor: 2,
+            write_commit_level_override: CommitLevelOverride::Off,
         }
     }
 }
@@ -369,6 +380,7 @@ impl Default for Config {
             namespaces: vec![NamespaceSection::default()],
             resp: RespConfig::default(),
             admin: AdminConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -490,6 +502,15 @@ impl Config {
                     section.name
                 )));
             }
+            if !(1..=8).contains(&section.replication_factor) {
+                return Err(invalid(format!(
+                    "namespaces[{position}].replication-factor = {} is outside 1..=8",
+                    section.replication_factor
+                )));
+            }
+        }
+        if let Some(problem) = self.cluster.problem() {
+            return Err(invalid(problem));
         }
         let service = &self.service;
         if service.frame_size_max_bytes < wire_aerospike::MESSAGE_HEADER_SIZE_BYTES as u64

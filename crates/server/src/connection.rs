@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use engine::Acks;
 use model::ResultCode;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -108,6 +109,8 @@ struct Connection {
     /// When the last read completed: the arrival time of the frames it completed, from which
     /// their deadlines count.
     received: dispatch::Received,
+    /// What the writes answered in `output` wait for before it may be sent.
+    acks: Acks,
 }
 
 /// What answering the buffered frames left to do.
@@ -120,6 +123,8 @@ enum Next {
     Stream(Streamed),
     /// A request to run on the long-request pool: the frame's body, and when it was received.
     Long(Vec<u8>, dispatch::Received),
+    /// A request for a partition another node is master of: the frame's body, and that node.
+    Forward(Vec<u8>, model::NodeId),
 }
 
 /// Serves `stream` until the peer leaves, misbehaves, times out, or the server shuts down.
@@ -140,6 +145,7 @@ pub async fn serve(
         account,
         role,
         received: dispatch::Received::now(),
+        acks: Acks::default(),
     };
     let reason = connection.run(shutdown).await;
     match reason {
@@ -217,6 +223,10 @@ impl Connection {
                     }
                     continue;
                 }
+                Next::Forward(body, owner) => {
+                    self.run_forwarded(&body, owner).await;
+                    continue;
+                }
             }
             frame_started = match (self.input.is_empty(), progressed) {
                 (true, _) => None,
@@ -281,6 +291,13 @@ impl Connection {
                 return Err(Close::NotAdmin);
             }
             let received = self.received;
+            if frame.proto_type == ProtoType::Message
+                && self.state.is_clustered()
+                && let Some(owner) = dispatch::forward_target(&self.state, frame.body)
+            {
+                next = Next::Forward(frame.body.to_vec(), owner);
+                break;
+            }
             if frame.proto_type == ProtoType::Message && dispatch::is_long(frame.body) {
                 next = Next::Long(frame.body.to_vec(), received);
                 break;
@@ -291,11 +308,30 @@ impl Connection {
                 frame,
                 received,
                 &mut self.output,
+                &mut self.acks,
             )?
             .map_or(Next::Read, Next::Stream);
         }
         self.input.advance(consumed);
         Ok((consumed > 0, next))
+    }
+
+    /// Sends a request to `owner`, its partition's master, and queues the reply it answers.
+    async fn run_forwarded(&mut self, body: &[u8], owner: model::NodeId) {
+        let time_left_ms =
+            u32::try_from(self.state.config.service.transaction_max_ms).unwrap_or(u32::MAX);
+        let forwarded = crate::cluster::forward::forward(
+            &self.state,
+            owner,
+            wire_fabric::ForwardProtocol::Aerospike,
+            time_left_ms,
+            body,
+        )
+        .await;
+        match forwarded {
+            Ok(reply) => self.output.extend_from_slice(&reply),
+            Err(code) => dispatch::reply_error(&mut self.output, code),
+        }
     }
 
     /// Runs one long request on the long-request pool and gathers its reply.
@@ -308,15 +344,17 @@ impl Connection {
         let state = Arc::clone(&self.state);
         let mut output = std::mem::take(&mut self.output);
         let job = move || {
-            let streamed = dispatch::handle_message(&state, &body, received, &mut output);
-            (output, streamed, storage::take_pending())
+            let mut acks = Acks::default();
+            let streamed =
+                dispatch::handle_message(&state, &body, received, &mut output, &mut acks);
+            (output, streamed, acks)
         };
-        let Ok((output, streamed, pending)) = self.state.long_requests.run(job).await else {
+        let Ok((output, streamed, acks)) = self.state.long_requests.run(job).await else {
             warn!("a long request failed; closing its connection");
             return Err(Close::JobFailed);
         };
         self.output = output;
-        wait_durable(pending).await?;
+        self.acks.absorb(acks);
         match streamed {
             // A long batch or scan streams like any other.
             Some(streamed) => {
@@ -342,8 +380,8 @@ impl Connection {
         if self.output.is_empty() {
             return Ok(());
         }
-        if let Err(error) = writes_durable().await {
-            // The replies would acknowledge writes the device may not keep: close instead.
+        if let Err(error) = self.acks.settled().await {
+            // The replies would acknowledge writes that may not survive: close instead.
             return Err(Close::Io(std::io::Error::other(error)));
         }
         let held_bytes = self.held_bytes();
@@ -427,7 +465,7 @@ impl Connection {
     ) -> Result<(), Close> {
         if !job.is_long() {
             loop {
-                let complete = job.next_chunk(&mut self.output);
+                let complete = job.next_chunk(&mut self.output, &mut self.acks);
                 self.flush_output(write_timeout).await?;
                 if complete {
                     return Ok(());
@@ -438,18 +476,19 @@ impl Connection {
         loop {
             let (mut running, mut output) = (job.take(), std::mem::take(&mut self.output));
             let run = move || {
+                let mut acks = Acks::default();
                 let complete = running
                     .as_mut()
-                    .is_none_or(|job| job.next_chunk(&mut output));
-                (running, output, complete, storage::take_pending())
+                    .is_none_or(|job| job.next_chunk(&mut output, &mut acks));
+                (running, output, complete, acks)
             };
-            let Ok((running, output, complete, pending)) = self.state.long_requests.run(run).await
+            let Ok((running, output, complete, acks)) = self.state.long_requests.run(run).await
             else {
                 warn!("a batch chunk failed; closing its connection");
                 return Err(Close::JobFailed);
             };
             (job, self.output) = (running, output);
-            wait_durable(pending).await?;
+            self.acks.absorb(acks);
             self.flush_output(write_timeout).await?;
             if complete {
                 return Ok(());
@@ -495,40 +534,20 @@ async fn send(
     Ok(())
 }
 
-/// Waits for writes a long-request job made on its own thread.
-async fn wait_durable(pending: Vec<storage::Durable>) -> Result<(), Close> {
-    for durable in pending {
-        if let Err(error) = durable.await {
-            return Err(Close::Io(std::io::Error::other(error)));
-        }
-    }
-    Ok(())
-}
-
-/// Waits until every write this thread made since the last call is durable, for namespaces
-/// with `commit-to-device` (group commit: one sync serves every connection waiting for it).
-/// Call it after answering requests synchronously and before sending the replies.
-///
-/// # Errors
-/// The device failed: the writes may be lost, so they must not be acknowledged.
-pub(crate) async fn writes_durable() -> Result<(), storage::StorageError> {
-    for pending in storage::take_pending() {
-        pending.await?;
-    }
-    Ok(())
-}
-
 fn answer_frame(
     state: &Arc<ServerState>,
     info: &mut InfoSession,
     frame: Frame<'_>,
     received: dispatch::Received,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> Result<Option<Streamed>, Close> {
     match frame.proto_type {
         ProtoType::Info => handle_info(state, info, frame.body, out),
         ProtoType::Message => {
-            return Ok(dispatch::handle_message(state, frame.body, received, out));
+            return Ok(dispatch::handle_message(
+                state, frame.body, received, out, acks,
+            ));
         }
         ProtoType::Security => {
             wire_aerospike::write_security_response(out, ResultCode::SecurityNotSupported.code());

@@ -2,7 +2,8 @@
 //!
 //! Classification follows the Aerospike server (`service.c`, `thr_tsvc.c`): batch flag, then
 //! namespace, then "no digest means scan/query", then write (delete or operate) or read.
-//! Anything Osprey does not implement yet answers UNSUPPORTED_FEATURE rather than being skipped.
+//! Anything Osprey does not implement yet answers UNSUPPORTED_FEATURE rather than being skipped,
+//! and is counted and logged by its kind ([`crate::unsupported`]).
 //! Field types it has no use for are ignored, as the Aerospike server ignores them.
 //!
 //! A single-record command and a batch row run through the same [`execute_record`]: the row is a
@@ -17,8 +18,8 @@
 //!   with the result code is sent instead.
 
 use engine::{
-    BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, Namespace, Origin, ReadRequest,
-    RecordMeta, ReplySink, WriteRequest,
+    Acks, BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, Namespace, Origin, ReadRequest,
+    RecordMeta, ReplySink, UnsupportedOp, WriteRequest,
 };
 use model::{Digest, OpCode, ResultCode, TtlRequest};
 use wire_aerospike::{
@@ -33,6 +34,7 @@ use engine::Clock as _;
 use crate::batch::BatchJob;
 use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
+use crate::unsupported::{Unsupported, UnsupportedStats};
 
 /// Info4 bits that start or take part in a multi-record transaction (Enterprise only).
 const INFO4_TRANSACTION_MASK: u8 = 0x1f;
@@ -138,6 +140,7 @@ pub fn handle_message(
     body: &[u8],
     received: Received,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> Option<Streamed> {
     if is_batch(body) {
         return Some(Streamed::Batch(BatchJob::new(
@@ -161,7 +164,7 @@ pub fn handle_message(
     }
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
-    match execute(state, &message, deadline.engine, out) {
+    match execute(state, &message, deadline.engine, out, acks) {
         Ok((meta, op_count)) => {
             wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
         }
@@ -171,6 +174,26 @@ pub fn handle_message(
         }
     }
     None
+}
+
+/// On a cluster, the node a single-record request should go to when this node is not the one
+/// to serve it (the master of its partition, or for a read, a full replica); `None` to serve
+/// it here (batches and scans are never forwarded: clients split them by node).
+pub fn forward_target(state: &ServerState, body: &[u8]) -> Option<model::NodeId> {
+    if is_batch(body) {
+        return None;
+    }
+    let message = Message::parse(body).ok()?;
+    let digest = Digest::from_slice(message.fields.digest?)?;
+    let namespace = std::str::from_utf8(message.fields.namespace?).ok()?;
+    let read = message.header.info2 & info2::WRITE == 0;
+    match state
+        .cluster_view()
+        .route(namespace, digest.partition_id(), read)
+    {
+        crate::cluster::Route::Forward(owner) => Some(owner),
+        crate::cluster::Route::Local | crate::cluster::Route::Unavailable => None,
+    }
 }
 
 /// Batch and scan replies are streams that end at a LAST message; a refusal must carry LAST or
@@ -207,20 +230,26 @@ pub fn reply_error(out: &mut Vec<u8>, code: ResultCode) {
 
 /// Runs one single-record command on `namespace`, counted in `origin`'s statistics, and appends
 /// its result bins to `out` as ops. Returns the record's meta and how many ops were appended.
+/// A command refused for a feature Osprey lacks is counted in `unsupported`.
 ///
 /// # Errors
 ///
 /// The command's result code; the caller then discards whatever was appended to `out`.
 pub fn execute_record(
     namespace: &Namespace,
+    unsupported: &UnsupportedStats,
     command: &RecordCommand<'_>,
     origin: Origin,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> Result<(RecordMeta, u16), ResultCode> {
     let header = &command.header;
     let fields = &command.fields;
-    if fields.udf || fields.filter_expression.is_some() {
-        return Err(ResultCode::UnsupportedFeature);
+    if fields.udf {
+        return Err(unsupported.refuse(Unsupported::Udf));
+    }
+    if fields.filter_expression.is_some() {
+        return Err(unsupported.refuse(Unsupported::FilterExpression));
     }
     if header.info4 & INFO4_TRANSACTION_MASK != 0 {
         return Err(ResultCode::EnterpriseOnly);
@@ -233,11 +262,33 @@ pub fn execute_record(
         reply_size_bytes_max: reply_size_bytes_max(namespace.config().max_record_size_bytes),
         overflowed: false,
     };
-    let meta = run_in_engine(namespace, command, origin, &mut sink)?;
+    let meta = run_in_engine(namespace, command, origin, &mut sink, acks).map_err(|code| {
+        let kind = (code == ResultCode::UnsupportedFeature).then(|| unsupported_kind(command));
+        match kind.flatten() {
+            Some(kind) => unsupported.refuse(kind),
+            None => code,
+        }
+    })?;
     if sink.overflowed {
         return Err(ResultCode::Parameter);
     }
     Ok((meta, sink.op_count))
+}
+
+/// Why the engine (or [`check_read_touch`]) answered a command UNSUPPORTED_FEATURE: its first
+/// op of a family Osprey lacks, else a read-touch. Judged only after the refusal, so that
+/// commands that run pay nothing for it.
+fn unsupported_kind(command: &RecordCommand<'_>) -> Option<Unsupported> {
+    let op_kind = command
+        .ops
+        .clone()
+        .find_map(|op| UnsupportedOp::of(op.code))
+        .map(Unsupported::from);
+    let header = &command.header;
+    let is_read = header.info2 & info2::WRITE == 0;
+    let read_touch =
+        is_read && check_read_touch(header.record_ttl) == Err(ResultCode::UnsupportedFeature);
+    op_kind.or_else(|| read_touch.then_some(Unsupported::ReadTouch))
 }
 
 /// Whether `body` is a batch parent request (info1 BATCH), judged from its header alone.
@@ -251,6 +302,7 @@ fn execute(
     message: &Message<'_>,
     deadline: engine::Deadline,
     out: &mut Vec<u8>,
+    acks: &mut Acks,
 ) -> Result<(RecordMeta, u16), ResultCode> {
     check_ops_count(state, &message.header)?;
     let fields = &message.fields;
@@ -267,7 +319,14 @@ fn execute(
         digest,
         deadline,
     };
-    execute_record(namespace, &command, Origin::Client, out)
+    execute_record(
+        namespace,
+        &state.unsupported,
+        &command,
+        Origin::Client,
+        out,
+        acks,
+    )
 }
 
 /// `ops-per-request-max`: a command (or batch row) with more ops answers PARAMETER, as
@@ -288,6 +347,7 @@ fn run_in_engine(
     command: &RecordCommand<'_>,
     origin: Origin,
     sink: &mut OpSink<'_>,
+    acks: &mut Acks,
 ) -> Result<RecordMeta, ResultCode> {
     let header = &command.header;
     let digest = command.digest;
@@ -296,12 +356,14 @@ fn run_in_engine(
     let ops = command.ops.clone();
     let deadline = command.deadline;
     if header.info2 & info2::WRITE != 0 {
+        // Commit level master: the reply does not wait for the replicas.
+        acks.set_commit_level_master(header.info3 & info3::COMMIT_MASTER != 0);
         if header.info2 & info2::DELETE != 0 {
             let request = delete_request(header, digest, set_name, key, deadline)?;
-            return namespace.delete_as(origin, &request);
+            return namespace.delete_as(origin, &request, acks);
         }
         let request = write_request(header, digest, set_name, key, deadline)?;
-        return namespace.write_as(origin, &request, ops, sink);
+        return namespace.write_as(origin, &request, ops, sink, acks);
     }
     if header.info1 & info1::READ == 0 {
         return Err(ResultCode::Parameter);

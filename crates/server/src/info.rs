@@ -1,7 +1,8 @@
 //! The info protocol: text commands clients use to validate, tend and inspect a node.
 //!
 //! Each request line is answered with `<line>\t<value>\n`, in order, so the C client's
-//! positional parser stays aligned; an unknown command answers `ERROR:4:unrecognized command`.
+//! positional parser stays aligned; an unknown command answers `ERROR:4:unrecognized command`,
+//! and a known one Osprey does not implement yet (`udf-put`...) `ERROR:16:<why>`.
 //! Values are read from the live state: object counts, memory, configuration.
 //!
 //! Why build 8.0.0.0: it is the newest version whose client-visible behaviour Osprey matches.
@@ -14,10 +15,10 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use engine::Namespace;
-use model::PARTITION_COUNT;
 use wire_aerospike::{info_command_name, info_param, info_request_lines};
 
 use crate::state::ServerState;
+use crate::unsupported::Unsupported;
 use crate::{admin, sindex_info};
 
 /// The Aerospike server version Osprey presents itself as.
@@ -30,14 +31,6 @@ pub const EDITION: &str = "Aerospike Community Edition";
 /// commands or ops Osprey lacks (CDT, UDF, geo, bit ops) are not advertised.
 pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;\
 query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
-
-/// The default port in `peers-*` replies: Aerospike always prints 3000 and writes an explicit
-/// port on every peer address that differs from it (`service_list.c` `build_peers`).
-const PEERS_DEFAULT_PORT: u16 = 3000;
-
-/// Partition map and peer list never change on a single node.
-const PARTITION_GENERATION: u32 = 1;
-const PEERS_GENERATION: u32 = 1;
 
 /// Per-connection info state.
 #[derive(Debug, Default)]
@@ -71,6 +64,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
     let (name, rest) = info_command_name(line);
     match name {
         b"node" => value.push_str(&state.node_id),
+        b"cluster-stable" => write_cluster_stable(state, rest, value),
         b"build" => value.push_str(BUILD_VERSION),
         b"version" => {
             let _ = write!(value, "{EDITION} build {BUILD_VERSION}");
@@ -79,31 +73,35 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"features" => value.push_str(FEATURES),
         b"status" => value.push_str("ok"),
         b"partition-generation" => {
-            let _ = write!(value, "{PARTITION_GENERATION}");
+            let _ = write!(value, "{}", state.cluster_view().partition_generation());
         }
         b"peers-generation" => {
-            let _ = write!(value, "{PEERS_GENERATION}");
+            let _ = write!(value, "{}", state.cluster_view().peers_generation());
         }
-        b"rebalance-generation" => value.push('1'),
+        b"rebalance-generation" => {
+            let _ = write!(value, "{}", state.cluster_view().rebalance_generation());
+        }
         b"cluster-name" => value.push_str(&state.config.service.cluster_name),
-        b"peers-clear-std" | b"peers-clear-alt" | b"peers-tls-std" | b"peers-tls-alt" => {
-            // A single node has no peers; the local node is never listed.
-            let _ = write!(value, "{PEERS_GENERATION},{PEERS_DEFAULT_PORT},[]");
+        b"peers-clear-std" => write_peers(state, true, value),
+        // No alternate addresses, and no TLS (yet): every peer is left out, as Aerospike
+        // leaves out peers without such an address.
+        b"peers-clear-alt" | b"peers-tls-std" | b"peers-tls-alt" => {
+            write_peers(state, false, value)
         }
         b"service-clear-std" | b"service-clear-alt" | b"service" => {
             value.push_str(&state.access_address);
         }
         // Legacy peer lists: a single node has none.
         b"services" | b"services-alumni" | b"services-alternate" => {}
-        b"replicas" => write_replicas(state, value, Replicas::WithRegime),
-        b"replicas-all" => write_replicas(state, value, Replicas::All),
-        b"replicas-master" => write_replicas(state, value, Replicas::Master),
+        b"replicas" => write_replicas(state, rest, value, Replicas::WithRegime),
+        b"replicas-all" => write_replicas(state, rest, value, Replicas::All),
+        b"replicas-master" => write_replicas(state, rest, value, Replicas::Master),
         b"namespaces" => {
             let names: Vec<&str> = state.namespaces.iter().map(|ns| ns.name()).collect();
             value.push_str(&names.join(";"));
         }
         b"namespace" => match state.namespace(rest) {
-            Some(namespace) => write_namespace(namespace, value),
+            Some(namespace) => write_namespace(state, namespace, value),
             None => value.push_str("type=unknown"),
         },
         b"sets" => write_sets(state, rest, value),
@@ -122,9 +120,19 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"sindex-list" => sindex_info::list(state, rest, value),
         b"sindex" => sindex_info::by_path(state, rest, value),
         b"sindex-stat" => sindex_info::stat(state, rest, value),
+        b"udf-put" | b"udf-get" | b"udf-list" | b"udf-remove" => refuse_udf(state, name, value),
         b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
         _ => value.push_str("ERROR:4:unrecognized command"),
     }
+}
+
+/// UDF module management: Osprey runs no UDFs yet, and says so in Aerospike's info error form
+/// with UNSUPPORTED_FEATURE's code, so that `udf_put` fails with a reason rather than with
+/// "unrecognized command".
+fn refuse_udf(state: &ServerState, name: &[u8], value: &mut String) {
+    let code = state.unsupported.refuse(Unsupported::Udf).code();
+    let name = String::from_utf8_lossy(name);
+    let _ = write!(value, "ERROR:{code}:{name}: UDFs are not supported yet");
 }
 
 fn write_summary(state: &ServerState, out: &mut Vec<u8>) {
@@ -157,30 +165,107 @@ enum Replicas {
     Master,
 }
 
-/// Every partition is owned by this node: replica column 0 is a bitmap with all 4096 bits set.
-fn write_replicas(state: &ServerState, value: &mut String, shape: Replicas) {
-    use base64::Engine as _;
-    let bitmap = [0xffu8; PARTITION_COUNT / 8];
-    let encoded = base64::engine::general_purpose::STANDARD.encode(bitmap);
-    for (position, namespace) in state.namespaces.iter().enumerate() {
-        if position > 0 {
-            value.push(';');
+/// `replicas` (and its older forms): what this node claims, per namespace and column;
+/// `replicas:max=<k>` keeps the first k columns.
+fn write_replicas(state: &ServerState, params: &[u8], value: &mut String, shape: Replicas) {
+    use wire_aerospike::cluster_map::{
+        format_replicas, format_replicas_all, format_replicas_master,
+    };
+    let claims: Vec<_> = state
+        .namespaces
+        .iter()
+        .map(|namespace| state.cluster_view().claims(namespace.name()))
+        .collect();
+    let columns_max = info_params(params)
+        .find(|(key, _)| *key == b"max")
+        .and_then(|(_, max)| std::str::from_utf8(max).ok()?.parse().ok());
+    value.push_str(&match shape {
+        Replicas::WithRegime => format_replicas(&claims, columns_max),
+        Replicas::All => format_replicas_all(&claims),
+        Replicas::Master => format_replicas_master(&claims),
+    });
+}
+
+/// `peers-clear-std` (`with_addresses`), or a peer list with no addresses (`-alt`, TLS).
+fn write_peers(state: &ServerState, with_addresses: bool, value: &mut String) {
+    use wire_aerospike::cluster_map::format_peers;
+    let view = state.cluster_view();
+    let peers = match with_addresses {
+        true => view.peers(),
+        false => Vec::new(),
+    };
+    value.push_str(&format_peers(
+        view.peers_generation(),
+        view.node_id(),
+        &peers,
+    ));
+}
+
+/// `cluster-stable[:size=N;ignore-migrations=B]`: the cluster key when every member sees the
+/// others, the size is N (if given) and no partition is moving (unless ignored).
+fn write_cluster_stable(state: &ServerState, params: &[u8], value: &mut String) {
+    let summary = state.cluster_view().summary();
+    let mut size_wanted: Option<usize> = None;
+    let mut ignore_migrations = false;
+    for (key, param) in info_params(params) {
+        match key {
+            b"size" => size_wanted = std::str::from_utf8(param).ok().and_then(|s| s.parse().ok()),
+            b"ignore-migrations" => ignore_migrations = param == b"true",
+            _ => {}
         }
-        let name = namespace.name();
-        let _ = match shape {
-            Replicas::WithRegime => write!(value, "{name}:0,1,{encoded}"),
-            Replicas::All => write!(value, "{name}:1,{encoded}"),
-            Replicas::Master => write!(value, "{name}:{encoded}"),
-        };
+    }
+    let stable = summary.integrity
+        && size_wanted.is_none_or(|size| size == summary.size)
+        && (ignore_migrations || summary.migrate_partitions_remaining == 0)
+        && state.cluster_view().partition_generation() >= 0;
+    match stable {
+        true => {
+            let _ = write!(value, "{:X}", summary.key);
+        }
+        false => value.push_str("ERROR:7:unstable cluster"),
     }
 }
 
-fn write_namespace(namespace: &Namespace, value: &mut String) {
+/// `key=value` pairs of an info command's parameters, separated by `;`.
+fn info_params(params: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    params
+        .split(|&byte| byte == b';')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.iter().position(|&byte| byte == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &[][..]),
+        })
+}
+
+fn section_of<'c>(
+    state: &'c ServerState,
+    namespace: &Namespace,
+) -> Option<&'c crate::config::NamespaceSection> {
+    state
+        .config
+        .namespaces
+        .iter()
+        .find(|section| section.name == namespace.name())
+}
+
+/// Copies of each record now: the configured factor, capped by the cluster's size.
+fn effective_replication_factor(state: &ServerState, namespace: &Namespace) -> usize {
+    match state.is_clustered() {
+        true => {
+            let configured = section_of(state, namespace).map_or(1, |s| s.replication_factor);
+            usize::from(configured).min(state.cluster_view().summary().size)
+        }
+        false => 1,
+    }
+}
+
+fn write_namespace(state: &ServerState, namespace: &Namespace, value: &mut String) {
     let summary = namespace.summary();
     let config = namespace.config();
+    let (master_objects, prole_objects) = namespace.objects_by_role();
     let _ = write!(
         value,
-        "objects={objects};master_objects={objects};prole_objects=0;\
+        "objects={objects};master_objects={master_objects};prole_objects={prole_objects};\
          expired_objects={expired};evicted_objects={evicted};truncated_records={truncated};\
          data_used_bytes={data};index_used_bytes={index};set_index_used_bytes={set_index};\
          memory_used_bytes={memory};\
@@ -197,10 +282,16 @@ fn write_namespace(namespace: &Namespace, value: &mut String) {
          batch_sub_delete_error={bde};batch_sub_delete_timeout={bdt};\
          pi_query_long_basic_complete={sc};pi_query_long_basic_abort={sa};\
          pi_query_long_basic_error={sf};\
-         ns_cluster_size=1;effective_replication_factor=1;replication-factor=1;\
+         ns_cluster_size={cluster_size};effective_replication_factor={effective_rf};\
+         replication-factor={rf};write-commit-level-override={commit_level};\
          strong-consistency=false;default-ttl={ttl};nsup-period={nsup};\
          allow-ttl-without-nsup={allow};max-record-size={max};default-read-touch-ttl-pct=0",
         objects = summary.objects,
+        cluster_size = state.cluster_view().summary().size,
+        effective_rf = effective_replication_factor(state, namespace),
+        rf = section_of(state, namespace).map_or(1, |s| s.replication_factor),
+        commit_level =
+            section_of(state, namespace).map_or("off", |s| s.write_commit_level_override.name()),
         expired = summary.expired_objects,
         evicted = summary.evicted_objects,
         truncated = summary.truncated_objects,
@@ -321,12 +412,21 @@ fn write_sets(state: &ServerState, filter: &[u8], value: &mut String) {
 fn write_statistics(state: &ServerState, value: &mut String) {
     let objects: u64 = state.namespaces.iter().map(|ns| ns.summary().objects).sum();
     let connections = &state.connections;
+    let cluster = state.cluster_view().summary();
     let _ = write!(
         value,
-        "cluster_size=1;cluster_integrity=true;cluster_is_member=true;uptime={uptime};\
+        "cluster_size={size};cluster_key={key:X};cluster_integrity={integrity};\
+         cluster_is_member=true;cluster_name={name};uptime={uptime};\
          objects={objects};client_connections={open};client_connections_opened={opened};\
          client_connections_closed={closed};client_connections_refused={refused};\
-         migrate_allowed=true;migrate_partitions_remaining=0;process_rss_bytes={rss}",
+         migrate_allowed=true;migrate_partitions_remaining={remaining};\
+         forwarded_requests={forwarded};process_rss_bytes={rss}",
+        size = cluster.size,
+        key = cluster.key,
+        integrity = cluster.integrity,
+        name = state.config.service.cluster_name,
+        remaining = cluster.migrate_partitions_remaining,
+        forwarded = state.cluster_stats.forwarded.load(Ordering::Relaxed),
         uptime = state.started.elapsed().as_secs(),
         open = connections.open_now(),
         opened = connections.opened.load(Ordering::Relaxed),
@@ -336,6 +436,7 @@ fn write_statistics(state: &ServerState, value: &mut String) {
     );
     crate::batch::write_batch_statistics(&state.batch, value);
     write_limit_statistics(state, value);
+    state.unsupported.write_statistics(value);
 }
 
 /// The statistics of the limits on clients (Osprey's own names; see `docs/reliability.md`).

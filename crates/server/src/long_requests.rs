@@ -16,7 +16,7 @@
 //!   meanwhile drops the answer. A job that panics answers with [`JobPanicked`] and the thread
 //!   goes on with the next job.
 //! - Writes a job makes wait for their durability on the connection: the job hands back what
-//!   its thread must wait for (`storage::take_pending`), since that is per thread.
+//!   it must wait for as a value (`engine::Acks`), which the connection awaits.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

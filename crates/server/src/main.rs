@@ -6,6 +6,7 @@
 mod admin;
 mod batch;
 mod client_memory;
+mod cluster;
 mod config;
 mod connection;
 mod dispatch;
@@ -19,6 +20,7 @@ mod server;
 mod sindex_info;
 mod sindex_store;
 mod state;
+mod unsupported;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{
-    IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, ScanOutcome, ScanScope,
-    ScannedRecord, SecondaryIndex,
+    IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, PartitionRole, ScanOutcome,
+    ScanScope, ScannedRecord, SecondaryIndex,
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
@@ -42,6 +42,7 @@ use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info
 
 use crate::jobs::{JobState, ScanJob};
 use crate::state::ServerState;
+use crate::unsupported::Unsupported;
 
 /// Size at which a scan thread hands its proto to the connection (Aerospike's 128 KiB).
 const CHUNK_BYTES: usize = 128 * 1024;
@@ -266,13 +267,8 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         .namespace_arc(namespace_name)
         .ok_or(ResultCode::Namespace)?
         .clone();
-    let background = message.header.info2 & info2::WRITE != 0;
-    if background || fields.udf || fields.filter_expression.is_some() {
-        return Err(ResultCode::UnsupportedFeature);
-    }
-    if message.header.info3 & info3::PARTITION_DONE == 0 {
-        // Aerospike 8 serves only the partition protocol, whose clients always set this flag.
-        return Err(ResultCode::UnsupportedFeature);
+    if let Some(kind) = unsupported_kind(message) {
+        return Err(state.unsupported.refuse(kind));
     }
     if scan_fields.bin_list.is_some() {
         // Pre-6.0 projection: the current protocol sends READ ops instead.
@@ -280,7 +276,10 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
     }
     let set_name = fields.set.unwrap_or_default();
     let query = index_query(&namespace, scan_fields, set_name)?;
-    let work = partition_work(scan_fields, query.as_ref())?;
+    let work = partition_work(scan_fields, query.as_ref()).map_err(|code| match code {
+        ResultCode::UnsupportedFeature => state.unsupported.refuse(Unsupported::LegacyScan),
+        other => other,
+    })?;
     let bins = bin_selection(message)?;
     let max_records = read_u64(scan_fields.max_records)?.unwrap_or(0);
     let records_per_second = read_u32(scan_fields.records_per_second)?.unwrap_or(0);
@@ -537,9 +536,28 @@ fn bval_of(key: &IndexKey) -> i64 {
     }
 }
 
+/// What a scan asks for that Osprey does not implement yet, if anything.
+fn unsupported_kind(message: &Message<'_>) -> Option<Unsupported> {
+    let fields = &message.fields;
+    let background = message.header.info2 & info2::WRITE != 0;
+    if fields.udf {
+        Some(Unsupported::Udf)
+    } else if fields.filter_expression.is_some() {
+        Some(Unsupported::FilterExpression)
+    } else if background {
+        Some(Unsupported::BackgroundQuery)
+    } else if message.header.info3 & info3::PARTITION_DONE == 0 {
+        // Aerospike 8 serves only the partition protocol, whose clients always set this flag.
+        Some(Unsupported::LegacyScan)
+    } else {
+        None
+    }
+}
+
 /// The partitions to walk: PID_ARRAY from the start, DIGEST_ARRAY after its digest (and, for
 /// a query, after the BVAL_ARRAY value at the same position). Aerospike requires at least one
-/// of them and each partition at most once.
+/// of them (a scan without is an old client's: UNSUPPORTED_FEATURE) and each partition at most
+/// once.
 fn partition_work(
     fields: &ScanFields<'_>,
     query: Option<&IndexQuery>,
@@ -886,6 +904,14 @@ impl<'s> Worker<'s> {
 
     fn walk(&mut self, mut work: PartitionWork, quota: Option<u64>) -> WalkEnd {
         let shared = self.shared;
+        if shared.namespace.partition_role(work.partition).0 != PartitionRole::Master {
+            // Not this node's to serve (a cluster whose map the client has not caught up
+            // with): Aerospike's partition-done message with UNAVAILABLE, so that the client
+            // asks the partition's master for it.
+            write_partition_unavailable(&mut self.chunk.bytes, work.partition);
+            shared.job.partitions_done.fetch_add(1, Ordering::Relaxed);
+            return WalkEnd::Next;
+        }
         let mut taken: u64 = 0;
         loop {
             if self.stopping() {
@@ -1159,6 +1185,19 @@ fn encode_record(
         record_ttl: record.void_time.0,
         field_count,
         op_count,
+        ..MessageHeader::default()
+    };
+    wire_aerospike::finish_message(out, start, &header);
+}
+
+/// The partition-done message for a partition this node does not serve: info3 PARTITION_DONE,
+/// result UNAVAILABLE (11), the partition id in the generation field (as Aerospike sends it).
+fn write_partition_unavailable(out: &mut Vec<u8>, partition: PartitionId) {
+    let start = wire_aerospike::begin_message(out);
+    let header = MessageHeader {
+        info3: info3::PARTITION_DONE,
+        result_code: ResultCode::Unavailable.code(),
+        generation: u32::from(partition.0),
         ..MessageHeader::default()
     };
     wire_aerospike::finish_message(out, start, &header);

@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
+use crate::cluster::{ClusterNode, NodeSetup};
 use crate::config::Config;
 use crate::connection::{self, Role};
 use crate::resp;
@@ -36,27 +37,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// # Errors
 /// When an address cannot be bound, or the server's threads cannot start.
 pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> std::io::Result<()> {
-    let address = (config.service.address.as_str(), config.service.port);
-    let listener = TcpListener::bind(address).await?;
+    let service = &config.service;
+    let listener = bind(&service.address, service.port, "service").await?;
     let service_address = listener.local_addr()?;
-    let namespaces = open_namespaces(&config)?;
-    let access_address = access_address(&config.service.access_address, service_address);
-    let node_id = node_id(&config.service.node_id, service_address.port());
-    let state = Arc::new(ServerState::new(
-        config,
-        namespaces,
-        node_id,
-        access_address,
-    )?);
-    let resp_listener = match state.config.resp.enabled {
-        true => {
-            let resp = &state.config.resp;
-            Some(TcpListener::bind((resp.address.as_str(), resp.port)).await?)
-        }
+    let resp_listener = match config.resp.enabled {
+        true => Some(bind(&config.resp.address, config.resp.port, "resp").await?),
         false => None,
     };
-    let admin_listener = match state.config.admin.enabled {
-        true => bind_admin(&state.config.admin).await,
+    let admin_listener = match config.admin.enabled {
+        true => bind_admin(&config.admin).await,
         false => None,
     };
     let addresses = Addresses {
@@ -70,6 +59,27 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
             .map(TcpListener::local_addr)
             .transpose()?,
     };
+    let namespaces = open_namespaces(&config)?;
+    let access_address = access_address(&config.service.access_address, service_address);
+    let configured_id = match config.cluster.node_id.is_empty() {
+        true => &config.service.node_id,
+        false => &config.cluster.node_id,
+    };
+    let node_id = node_id(configured_id, service_address.port());
+    let cluster_node = match config.cluster.is_clustered() {
+        true => {
+            Some(join_cluster(&config, &node_id, &access_address, &addresses, &namespaces).await?)
+        }
+        false => None,
+    };
+    let mut state = ServerState::new(config, namespaces, node_id, access_address)?;
+    if let Some(node) = &cluster_node {
+        state = state.in_cluster(Arc::clone(node));
+    }
+    let state = Arc::new(state);
+    if let Some(node) = &cluster_node {
+        node.attach_server(&state);
+    }
     let sweepers = Sweepers::start(&state.namespaces);
     log_ready(&state, &addresses);
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
@@ -106,6 +116,9 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     {
         warn!("connections still open after the shutdown grace period");
     }
+    if let Some(node) = &cluster_node {
+        node.shutdown().await;
+    }
     state.long_requests.stop();
     sweepers.stop();
     for namespace in &state.namespaces {
@@ -113,6 +126,74 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     }
     info!("osprey stopped");
     Ok(())
+}
+
+/// Starts this node's membership of the cluster its `[cluster]` seeds name.
+///
+/// # Errors
+/// The fabric cannot listen, or the metadata store cannot be opened.
+async fn join_cluster(
+    config: &Config,
+    node_id: &str,
+    access_address: &str,
+    addresses: &Addresses,
+    namespaces: &[Arc<Namespace>],
+) -> std::io::Result<Arc<ClusterNode>> {
+    let node_id: model::NodeId = node_id
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("node id {node_id:?} is not hex")))?;
+    let metadata_dir = match (&config.cluster.metadata_dir, &config.service.work_directory) {
+        (dir, _) if !dir.as_os_str().is_empty() => dir.clone(),
+        (_, work) if !work.as_os_str().is_empty() => work.join("cluster"),
+        _ => std::path::PathBuf::from(format!("cluster-{node_id}")),
+    };
+    let replication_factors = config
+        .namespaces
+        .iter()
+        .map(|section| section.replication_factor);
+    let setup = NodeSetup {
+        config: config.cluster.clone(),
+        cluster_name: config.service.cluster_name.clone(),
+        node_id,
+        service_address: access_address.to_owned(),
+        resp_address: addresses.resp.map(|address| address.to_string()),
+        namespaces: namespaces
+            .iter()
+            .cloned()
+            .zip(replication_factors.map(usize::from))
+            .collect(),
+        commit_levels: config
+            .namespaces
+            .iter()
+            .map(|section| section.write_commit_level_override)
+            .collect(),
+        metadata_dir,
+        network: Arc::new(fabric::TcpNetwork),
+    };
+    ClusterNode::start(setup).await
+}
+
+/// A listener on `address:port`, the settings of config section `section`.
+///
+/// # Errors
+/// When the address cannot be bound: the error names the address and the setting to change,
+/// `osprey: cannot listen on 127.0.0.1:3000 (service.port): address already in use`, rather
+/// than the operating system's bare "Address already in use".
+async fn bind(address: &str, port: u16, section: &str) -> std::io::Result<TcpListener> {
+    TcpListener::bind((address, port)).await.map_err(|error| {
+        let (setting, reason) = match error.kind() {
+            std::io::ErrorKind::AddrInUse => ("port", "address already in use".to_owned()),
+            std::io::ErrorKind::AddrNotAvailable => (
+                "address",
+                "address not available on this machine".to_owned(),
+            ),
+            _ => ("address", error.to_string()),
+        };
+        std::io::Error::new(
+            error.kind(),
+            format!("cannot listen on {address}:{port} ({section}.{setting}): {reason}"),
+        )
+    })
 }
 
 /// The addresses the server listens on.
@@ -169,10 +250,56 @@ fn open_devices(storage: &StorageConfig) -> std::io::Result<Vec<Arc<dyn Device>>
         .files
         .iter()
         .map(|path| {
+            create_missing_directory(path)?;
             let device = FileDevice::open(path, storage.file_size_bytes)?;
             Ok(Arc::new(device) as Arc<dyn Device>)
         })
         .collect()
+}
+
+/// Creates the directory of device file `path` when it is missing, as `files = ["data/test.dat"]`
+/// on a fresh checkout asks, and logs that it did. Each directory created is synced into its
+/// parent, so that the data file created in it next survives a crash.
+///
+/// # Errors
+/// When a directory cannot be created or synced; the error names it.
+fn create_missing_directory(path: &std::path::Path) -> std::io::Result<()> {
+    let Some(directory) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if directory.exists() {
+        return Ok(());
+    }
+    let named = |error: std::io::Error| {
+        std::io::Error::new(
+            error.kind(),
+            format!(
+                "cannot create directory {} for device file {}: {error}",
+                directory.display(),
+                path.display()
+            ),
+        )
+    };
+    let missing: Vec<&std::path::Path> = directory
+        .ancestors()
+        .take_while(|ancestor| !ancestor.as_os_str().is_empty() && !ancestor.exists())
+        .collect();
+    std::fs::create_dir_all(directory).map_err(named)?;
+    for created in missing.iter().rev() {
+        let parent = created
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        std::fs::File::open(parent)
+            .and_then(|parent| parent.sync_all())
+            .map_err(named)?;
+    }
+    info!(
+        directory = %directory.display(),
+        file = %path.display(),
+        "created the missing directory of a device file"
+    );
+    Ok(())
 }
 
 /// The address clients are told to connect to: the configured `access-address`, else the bound

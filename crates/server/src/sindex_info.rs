@@ -13,10 +13,12 @@ use engine::{
     IndexCollection, IndexDefinition, IndexError, IndexKind, IndexSource, Namespace,
     SINDEX_ENTRY_SIZE_BYTES, SecondaryIndex,
 };
+use model::ResultCode;
 use tracing::{info, warn};
 use wire_aerospike::info_param;
 
 use crate::state::ServerState;
+use crate::unsupported::Unsupported;
 
 /// `sindex-create:…`
 pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
@@ -24,6 +26,16 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
         value.push_str("ERROR:20:namespace not found");
         return;
     };
+    if asks_for_unsupported_index(params) {
+        state.unsupported.refuse(Unsupported::IndexType);
+        let _ = write!(
+            value,
+            "ERROR:{}:sindex-create: geospatial, blob, expression and context indexes are not \
+             supported yet",
+            ResultCode::UnsupportedFeature.code()
+        );
+        return;
+    }
     let definition = match definition(params) {
         Ok(definition) => definition,
         Err(message) => {
@@ -59,6 +71,25 @@ pub fn create_defined(
     namespace: &Arc<Namespace>,
     definition: IndexDefinition,
 ) -> Result<(), CreateFailure> {
+    let text = crate::sindex_store::definition_text(&definition);
+    let name = definition.name.clone();
+    create_local(state, namespace, definition)?;
+    // On a cluster the definition applies on every node, through the metadata group.
+    if let (Some(node), Some(text)) = (state.cluster_node(), text) {
+        node.replicate_sindex_put(namespace.name(), &name, text);
+    }
+    Ok(())
+}
+
+/// [`create_defined`] on this node only (a definition the cluster already holds).
+///
+/// # Errors
+/// As [`create_defined`].
+pub fn create_local(
+    state: &ServerState,
+    namespace: &Arc<Namespace>,
+    definition: IndexDefinition,
+) -> Result<(), CreateFailure> {
     let failure = |code: u8, error: IndexError| CreateFailure {
         code,
         message: error.to_string(),
@@ -85,6 +116,14 @@ pub fn create_defined(
 
 /// Drops the index `name` of `namespace` and saves the definitions; false if there was none.
 pub fn drop_named(state: &ServerState, namespace: &Namespace, name: &str) -> bool {
+    if let Some(node) = state.cluster_node() {
+        node.replicate_sindex_drop(namespace.name(), name);
+    }
+    drop_local(state, namespace, name)
+}
+
+/// [`drop_named`] on this node only.
+pub fn drop_local(state: &ServerState, namespace: &Namespace, name: &str) -> bool {
     if !namespace.drop_index(name) {
         return false;
     }
@@ -242,6 +281,22 @@ fn index_name_param(params: &[u8]) -> Option<&str> {
 
 /// `source=` of a user-key index (Osprey's extension: no bin).
 const USER_KEY_SOURCE: &str = "key";
+
+/// Whether `sindex-create` asks for an index Aerospike builds and Osprey cannot yet: on a
+/// geospatial or blob bin, on an expression, or on an element inside a collection (a context).
+/// That is UNSUPPORTED_FEATURE, not a bad parameter.
+fn asks_for_unsupported_index(params: &[u8]) -> bool {
+    if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
+        return true;
+    }
+    let type_name = info_param(params, b"type").or_else(|| {
+        let data = info_param(params, b"indexdata")?;
+        data.splitn(2, |&byte| byte == b',').nth(1)
+    });
+    type_name.is_some_and(|name| {
+        name.eq_ignore_ascii_case(b"geo2dsphere") || name.eq_ignore_ascii_case(b"blob")
+    })
+}
 
 /// The definition a create names, in either syntax. Osprey's extension: `source=key` (with
 /// `type=`, and no bin) indexes the records' user keys.

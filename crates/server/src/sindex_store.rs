@@ -138,6 +138,16 @@ pub fn restore(
     }
 }
 
+/// A definition as text, the form the cluster's metadata group carries.
+pub fn definition_text(definition: &IndexDefinition) -> Option<String> {
+    toml::to_string(&saved(definition)?).ok()
+}
+
+/// The definition [`definition_text`] wrote.
+pub fn definition_from_text(text: &str) -> Option<IndexDefinition> {
+    definition(toml::from_str(text).ok()?)
+}
+
 fn saved(definition: &IndexDefinition) -> Option<SavedIndex> {
     let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).ok();
     Some(SavedIndex {

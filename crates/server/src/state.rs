@@ -8,9 +8,11 @@ use engine::Namespace;
 
 use crate::batch::BatchStats;
 use crate::client_memory::ClientMemory;
+use crate::cluster::{ClusterNode, ClusterStats, ClusterView, SingleNode};
 use crate::config::Config;
 use crate::jobs::ScanJobs;
 use crate::long_requests::LongRequests;
+use crate::unsupported::UnsupportedStats;
 
 /// Everything a connection needs, shared read-only (counters are atomics).
 #[derive(Debug)]
@@ -47,6 +49,17 @@ pub struct ServerState {
     pub resp_commands: AtomicU64,
     /// Redis connections open now (INFO's `connected_clients`).
     pub resp_connected: AtomicU64,
+    /// Redis commands refused because Osprey does not know them (INFO's
+    /// `rejected_unknown_commands`).
+    pub resp_unknown_commands: AtomicU64,
+    /// Aerospike requests refused because they use a feature Osprey does not implement yet.
+    pub unsupported: UnsupportedStats,
+    /// The cluster as this node sees it: itself alone, without seeds.
+    cluster: Arc<dyn ClusterView>,
+    /// This node's membership in a cluster, when it has seeds.
+    cluster_node: Option<Arc<ClusterNode>>,
+    /// The cluster data path's counters.
+    pub cluster_stats: ClusterStats,
 }
 
 /// Client connection counters for `statistics`.
@@ -87,7 +100,6 @@ impl ServerState {
         };
         Ok(ServerState {
             access_address,
-            node_id,
             namespaces,
             started: Instant::now(),
             connections: ConnectionCounters::default(),
@@ -101,8 +113,39 @@ impl ServerState {
             resp_client_ids: AtomicU64::new(0),
             resp_commands: AtomicU64::new(0),
             resp_connected: AtomicU64::new(0),
+            resp_unknown_commands: AtomicU64::new(0),
+            unsupported: UnsupportedStats::default(),
+            cluster: Arc::new(SingleNode::new(node_id.parse().unwrap_or(model::NodeId(1)))),
+            cluster_node: None,
+            cluster_stats: ClusterStats::default(),
+            node_id,
             config,
         })
+    }
+
+    /// This state on a node of a cluster: `node` is its view and its membership.
+    pub fn in_cluster(self, node: Arc<ClusterNode>) -> ServerState {
+        ServerState {
+            node_id: node.node_id().to_string(),
+            cluster: node.clone(),
+            cluster_node: Some(node),
+            ..self
+        }
+    }
+
+    /// The cluster as this node sees it.
+    pub fn cluster_view(&self) -> &dyn ClusterView {
+        self.cluster.as_ref()
+    }
+
+    /// This node's membership, on a clustered server.
+    pub fn cluster_node(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster_node.as_ref()
+    }
+
+    /// Whether this node is part of a multi-node cluster.
+    pub fn is_clustered(&self) -> bool {
+        self.cluster_node.is_some()
     }
 
     /// The namespace called `name`.

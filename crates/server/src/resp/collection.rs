@@ -17,13 +17,13 @@
 
 use std::any::Any;
 
-use engine::{BinWriter, Current, Decision, Expiry, NativeValue};
+use engine::{Current, Decision, Expiry, NativeValue};
 use model::{ParticleType, ResultCode};
 
 use super::After;
 use super::glob::Glob;
 use super::hashes::HashValue;
-use super::keys::{self, Target, WRONGTYPE};
+use super::keys::{self, Target, WRONGTYPE, Writes};
 use super::lists::ListValue;
 use super::reply::Reply;
 use super::sets::SetValue;
@@ -171,11 +171,11 @@ pub fn read<C: Collection, T>(
 /// failure. Nothing changes on any of them.
 pub fn modify<C: Collection, T>(
     target: &Target<'_>,
-    writer: &mut BinWriter,
+    writes: &mut Writes,
     create: bool,
     change: impl FnOnce(&mut C) -> Result<Change<T>, Failure>,
 ) -> Result<Option<T>, Failure> {
-    let outcome = target.update(writer, |current, _| {
+    let outcome = target.update(writes, |current, _| {
         let Some(mut current) = current else {
             if !create {
                 return Ok((Decision::Keep, Ok(None)));

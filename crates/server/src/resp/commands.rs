@@ -13,6 +13,8 @@ use wire_resp::Args;
 
 use super::cost::{self, Reads};
 use super::reply::Reply;
+use crate::state::ServerState;
+
 use super::{
     After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
     transactions, zsets,
@@ -76,7 +78,7 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
-    let ((name, _, handler), reads) = match checked(args) {
+    let ((name, _, handler), reads) = match checked(&session.state, args) {
         Ok(found) => found,
         Err(message) => {
             reply.error(&message);
@@ -94,14 +96,18 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     after
 }
 
-/// The handler of a known command called with a valid argument count, or Redis's error.
-pub fn check(args: &Args) -> Result<Handler, String> {
-    checked(args).map(|((_, _, handler), _)| handler)
+/// The handler of a known command called with a valid argument count, or Redis's error (an
+/// unknown command is counted in `state`).
+pub fn check(state: &ServerState, args: &Args) -> Result<Handler, String> {
+    checked(state, args).map(|((_, _, handler), _)| handler)
 }
 
 /// A known command called with a valid argument count, and where it reads collections whole.
-fn checked(args: &Args) -> Result<(Command, Reads), String> {
+/// An unknown command (one of Redis's that Osprey does not serve yet, or a typo) is counted in
+/// INFO's `rejected_unknown_commands`.
+fn checked(state: &ServerState, args: &Args) -> Result<(Command, Reads), String> {
     let Some(found @ ((command, arity, _), _)) = lookup(args.get(0)) else {
+        state.resp_unknown_commands.fetch_add(1, Ordering::Relaxed);
         return Err(unknown_command(args));
     };
     let count = i32::try_from(args.len()).unwrap_or(i32::MAX);
@@ -126,17 +132,29 @@ fn lookup(name: &[u8]) -> Option<(Command, Reads)> {
     BY_NAME.get(&*lower).copied()
 }
 
-/// Redis's text: `ERR unknown command 'x', with args beginning with: 'a' 'b' `.
+/// Redis's text: `ERR unknown command 'x', with args beginning with: 'a' 'b' `. As in Redis's
+/// `processCommand`, arguments are listed until their text reaches [`ARGS_TEXT_BYTES_MAX`], the
+/// last one cut to what room is left.
 fn unknown_command(args: &Args) -> String {
     let mut text = format!(
         "ERR unknown command '{}', with args beginning with: ",
         printable(args.get(0))
     );
+    let args_start = text.len();
     for position in 1..args.len() {
-        let _ = write!(text, "'{}' ", printable(args.get(position)));
+        let listed_bytes = text.len() - args_start;
+        if listed_bytes >= ARGS_TEXT_BYTES_MAX {
+            break;
+        }
+        let arg = args.get(position);
+        let shown = &arg[..arg.len().min(ARGS_TEXT_BYTES_MAX - listed_bytes)];
+        let _ = write!(text, "'{}' ", printable(shown));
     }
     text
 }
+
+/// How much of the arguments an unknown-command error lists (Redis's 128).
+const ARGS_TEXT_BYTES_MAX: usize = 128;
 
 /// At most 128 bytes of an argument, without line breaks, for an error message.
 fn printable(bytes: &[u8]) -> String {

@@ -31,7 +31,10 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, warn};
 
+use wire_fabric::ForwardProtocol;
+
 use super::reply::Reply;
+use super::routing::{self, Routing};
 use super::{After, Session, commands};
 use crate::client_memory::{Account, ClientMemory, Evicted};
 use crate::connection::{BUFFER_KEEP_BYTES, OUTPUT_FLUSH_BYTES};
@@ -158,6 +161,8 @@ enum Step {
     Flush,
     /// The last command asked to run on the long-request pool; it has not run.
     Offload,
+    /// The last command's keys are mastered by this other node; it has not run here.
+    Forward(model::NodeId),
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
     /// The last command's reply passed the connection's limit.
@@ -283,6 +288,10 @@ impl Connection {
                     }
                     continue;
                 }
+                Step::Forward(owner) => {
+                    self.run_forwarded(owner).await;
+                    continue;
+                }
                 Step::Flush => {
                     let started = *slice_started.get_or_insert_with(Instant::now);
                     if started.elapsed() >= SLICE_TIME {
@@ -321,7 +330,7 @@ impl Connection {
                     }
                     step = self.answer(&args, filling_len_max, true);
                     if step != Step::Drained {
-                        if step == Step::Offload {
+                        if matches!(step, Step::Offload | Step::Forward(_)) {
                             // Not run: it runs again, whole, on the pool.
                             self.args = Some(args);
                             self.input.advance(consumed);
@@ -362,6 +371,20 @@ impl Connection {
         let mut reply =
             Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
                 .charged_to(&self.memory);
+        if session.state.is_clustered() && session.transaction.is_none() {
+            match routing::route(&session.state, args) {
+                Routing::Local => {}
+                Routing::Forward(owner) => return Step::Forward(owner),
+                Routing::CrossSlot => {
+                    reply.error(routing::CROSSSLOT);
+                    return Step::Drained;
+                }
+                Routing::Unavailable => {
+                    reply.error("CLUSTERDOWN Hash slot not served");
+                    return Step::Drained;
+                }
+            }
+        }
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
         self.over_budget = reply.over_budget();
@@ -420,7 +443,7 @@ impl Connection {
 
     /// Waits until the writes the step acknowledges are durable, and queues a full chunk.
     async fn after_step(&mut self, step: &Step) -> Result<(), Close> {
-        if crate::connection::writes_durable().await.is_err() {
+        if self.session().writes.acks.settled().await.is_err() {
             return Err(Close::NotDurable);
         }
         if *step == Step::Flush {
@@ -481,6 +504,30 @@ impl Connection {
         Close::Done
     }
 
+    /// Sends the command waiting in `args` to `owner`, the master of its keys, and queues the
+    /// reply it answers (or an error saying why there is none).
+    async fn run_forwarded(&mut self, owner: model::NodeId) {
+        let args = self.args.take().expect("the arguments are home");
+        let session = self.session();
+        let state = Arc::clone(&session.state);
+        let protocol = session.protocol;
+        let payload = routing::forward_payload(protocol, &args);
+        self.args = Some(args);
+        let forwarded =
+            crate::cluster::forward::forward(&state, owner, ForwardProtocol::Resp, 0, &payload)
+                .await;
+        match forwarded {
+            Ok(reply) => self.output.filling.extend_from_slice(&reply),
+            Err(code) => {
+                let message = match code {
+                    model::ResultCode::Timeout => "TIMEOUT the key's master did not answer in time",
+                    _ => "CLUSTERDOWN the key's master cannot be reached",
+                };
+                Reply::new(&mut self.output.filling, protocol).error(message);
+            }
+        }
+    }
+
     /// Runs the command that asked for the pool there, with the session, its arguments and
     /// the output, and takes them back.
     async fn run_on_pool(&mut self) -> Result<(), Close> {
@@ -497,16 +544,9 @@ impl Connection {
             let after = commands::execute(&mut session, &args, &mut reply);
             let overflow = (reply.overflowed(), reply.over_budget());
             drop(reply);
-            (
-                session,
-                args,
-                filling,
-                after,
-                overflow,
-                storage::take_pending(),
-            )
+            (session, args, filling, after, overflow)
         };
-        let Ok((session, args, filling, after, (overflowed, over_budget), pending)) =
+        let Ok((session, args, filling, after, (overflowed, over_budget))) =
             state.long_requests.run(job).await
         else {
             warn!("a Redis command failed on the long-request pool; closing its connection");
@@ -516,10 +556,8 @@ impl Connection {
         self.args = Some(args);
         self.output.filling = filling;
         self.over_budget = over_budget;
-        for durable in pending {
-            if durable.await.is_err() {
-                return Err(Close::NotDurable);
-            }
+        if self.session().writes.acks.settled().await.is_err() {
+            return Err(Close::NotDurable);
         }
         self.session().may_offload = true;
         match after {

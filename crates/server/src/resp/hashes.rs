@@ -138,7 +138,7 @@ pub fn hset(session: &mut Session, args: &Args, reply: &mut Reply<'_>, legacy_ok
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         true,
         |hash: &mut HashValue| {
             let mut added = 0;
@@ -162,7 +162,7 @@ pub fn hsetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         true,
         |hash: &mut HashValue| {
             if hash.get(args.get(2)).is_some() {
@@ -251,7 +251,7 @@ pub fn hdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |hash: &mut HashValue| {
             let removed: i64 = (2..args.len())
@@ -308,7 +308,7 @@ pub fn hincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         true,
         |hash: &mut HashValue| {
             let old = match hash.get(args.get(2)) {
@@ -335,7 +335,7 @@ pub fn hincrbyfloat(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         true,
         |hash: &mut HashValue| {
             let old = match hash.get(args.get(2)) {

@@ -8,8 +8,8 @@
 use std::any::Any;
 
 use engine::{
-    BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, NativeValue, Now, RecordAddress,
-    RecordMeta,
+    Acks, BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, NativeValue, Now,
+    RecordAddress, RecordMeta,
 };
 use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ParticleType, ResultCode, UserKey, VoidTime};
 use wire_resp::Args;
@@ -64,6 +64,16 @@ pub const COMMANDS: &[Command] = &[
 /// Longest TTL a record can hold, in seconds (Aerospike's ten years).
 const TTL_SECONDS_MAX: u64 = model::TTL_SECONDS_MAX as u64;
 
+/// What a connection's writes need: scratch space for the bins a write builds, and what the
+/// writes made so far wait for before their replies may go out (the connection awaits it).
+#[derive(Debug, Default)]
+pub struct Writes {
+    /// The bins a write builds.
+    pub bins: BinWriter,
+    /// Durability and replica confirmations the replies wait for.
+    pub acks: Acks,
+}
+
 /// One Redis key as a record of the configured namespace and set.
 pub struct Target<'s> {
     namespace: &'s Namespace,
@@ -99,19 +109,21 @@ impl<'s> Target<'s> {
     /// partition's write lock (a value kept on the device is not read back).
     pub fn overwrite<T>(
         &self,
-        writer: &mut BinWriter,
+        writes: &mut Writes,
         decide: impl FnOnce(Option<RecordMeta>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
-        self.namespace.overwrite(&self.address, writer, decide)
+        let Writes { bins, acks } = writes;
+        self.namespace.overwrite(&self.address, bins, acks, decide)
     }
 
     /// Read-modify-write of the record, under its partition's write lock.
     pub fn update<T>(
         &self,
-        writer: &mut BinWriter,
+        writes: &mut Writes,
         decide: impl FnOnce(Option<CurrentMut<'_>>, &mut BinWriter) -> Result<(Decision, T), ResultCode>,
     ) -> Result<T, ResultCode> {
-        self.namespace.update(&self.address, writer, decide)
+        let Writes { bins, acks } = writes;
+        self.namespace.update(&self.address, bins, acks, decide)
     }
 }
 
@@ -253,7 +265,7 @@ pub fn del(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut removed = 0;
     for position in 1..args.len() {
         let target = Target::of(&session.state, args.get(position));
-        let existed = target.update(&mut session.writer, |current, _| {
+        let existed = target.update(&mut session.writes, |current, _| {
             Ok((Decision::Delete, current.is_some()))
         });
         match existed {
@@ -359,8 +371,13 @@ pub fn flushdb(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         reply.error("ERR no namespace");
         return After::Continue;
     };
-    match namespace.truncate(Some(state.config.resp.set.as_bytes()), None) {
+    let set = Some(state.config.resp.set.as_bytes());
+    match namespace.truncate(set, None) {
         Ok(_) => {
+            if let Some(node) = state.cluster_node() {
+                let cutoff_ms = namespace.truncate_cutoff_ms(set);
+                node.replicate_truncate_and_wait(namespace.name(), set, cutoff_ms);
+            }
             namespace.reclaim_truncated();
             reply.ok();
         }
@@ -500,7 +517,7 @@ fn expire(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: Expir
         return After::Continue;
     };
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, _| {
+    let result = target.update(&mut session.writes, |current, _| {
         let Some(current) = current else {
             return Ok((Decision::Keep, 0));
         };
@@ -537,7 +554,7 @@ fn expiretime(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: 
 /// PERSIST key: 1 if the key had an expiry and now has none.
 fn persist(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, _| match current {
+    let result = target.update(&mut session.writes, |current, _| match current {
         Some(current) if current.get().void_time != VoidTime::NEVER => {
             Ok((Decision::Touch(Expiry::Never), 1))
         }
@@ -631,7 +648,7 @@ fn copy_key(
         return Ok(None);
     };
     let target = Target::of(&session.state, destination);
-    let stored = target.update(&mut session.writer, |current, writer| {
+    let stored = target.update(&mut session.writes, |current, writer| {
         if current.is_some() && !replace {
             return Ok((Decision::Keep, false));
         }
@@ -658,7 +675,7 @@ fn rename(
         let stored = copy_key(session, source, destination, !only_if_missing)?;
         if stored == Some(true) {
             let target = Target::of(&state, source);
-            target.update(&mut session.writer, |_, _| Ok((Decision::Delete, ())))?;
+            target.update(&mut session.writes, |_, _| Ok((Decision::Delete, ())))?;
         }
         Ok(stored)
     });

@@ -246,7 +246,7 @@ pub fn push(
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         !only_existing,
         |list: &mut ListValue| {
             for position in 2..args.len() {
@@ -280,7 +280,7 @@ pub fn pop(session: &mut Session, args: &Args, reply: &mut Reply<'_>, end: End) 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |list: &mut ListValue| {
             let Some(count) = count else {
@@ -381,7 +381,7 @@ pub fn lset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |list: &mut ListValue| {
             let index = keys::parse_i64(args.get(2))
@@ -406,7 +406,7 @@ pub fn ltrim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |list: &mut ListValue| {
             let len = list.len();
@@ -432,7 +432,7 @@ pub fn lrem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |list: &mut ListValue| {
             let removed = list.remove(args.get(3), limit, from);
@@ -456,7 +456,7 @@ pub fn linsert(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |list: &mut ListValue| {
             let Some(found) = list.iter().position(|candidate| candidate == pivot) else {

@@ -24,6 +24,7 @@ mod keyspace;
 mod lists;
 mod msgpack;
 mod reply;
+mod routing;
 mod server_info;
 mod sets;
 mod strings;
@@ -47,8 +48,8 @@ pub struct Session {
     client_id: u64,
     /// Set by `CLIENT SETNAME` or `HELLO ... SETNAME`.
     name: Option<Vec<u8>>,
-    /// Scratch space for the bins a write builds.
-    writer: engine::BinWriter,
+    /// Scratch space for writes, and what they wait for before their replies go out.
+    writes: keys::Writes,
     /// The transaction being queued, between MULTI and EXEC.
     transaction: Option<transactions::Transaction>,
     /// Keys watched by WATCH.
@@ -70,7 +71,23 @@ pub enum After {
     Offload,
 }
 
+pub use routing::serve_forwarded;
+
 impl Session {
+    /// A session for one command another node forwarded here (see `routing.rs`).
+    pub fn forwarded(state: Arc<ServerState>, protocol: u8) -> Session {
+        Session {
+            state,
+            protocol,
+            client_id: 0,
+            name: None,
+            writes: keys::Writes::default(),
+            transaction: None,
+            watched: Vec::new(),
+            may_offload: false,
+        }
+    }
+
     /// Whether a command that may take long should ask for the long-request pool: it asks
     /// when `cost` (in elements it would visit) reaches `LONG_COMMAND_COST_MIN` and it may.
     pub fn should_offload(&self, cost: usize) -> bool {
@@ -101,7 +118,7 @@ pub async fn serve(
         protocol: 2,
         client_id,
         name: None,
-        writer: engine::BinWriter::default(),
+        writes: keys::Writes::default(),
         transaction: None,
         watched: Vec::new(),
         may_offload: true,

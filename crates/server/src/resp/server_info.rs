@@ -119,7 +119,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
              rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
              expired_keys:{}\r\nevicted_clients:{}\r\n\
-             client_output_buffer_limit_disconnections:{}\r\n",
+             client_output_buffer_limit_disconnections:{}\r\nrejected_unknown_commands:{}\r\n",
             state.resp_client_ids.load(Ordering::Relaxed),
             state.resp_commands.load(Ordering::Relaxed),
             state.resp_connections.refused.load(Ordering::Relaxed),
@@ -131,6 +131,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
                 .client_memory
                 .output_limit_closed
                 .load(Ordering::Relaxed),
+            state.resp_unknown_commands.load(Ordering::Relaxed),
         ),
         _ => {
             let mut line = String::from("# Keyspace\r\n");

@@ -271,7 +271,7 @@ fn saturating_usize(count: u64) -> usize {
 /// SADD key member [member ...]: members added.
 pub fn sadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |set: &mut SetValue| {
+    let outcome = collection::modify(&target, &mut session.writes, true, |set: &mut SetValue| {
         let added: i64 = (2..args.len())
             .map(|position| i64::from(set.insert(args.get(position))))
             .sum();
@@ -285,7 +285,7 @@ pub fn sadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 /// SREM key member [member ...]: members removed.
 pub fn srem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, false, |set: &mut SetValue| {
+    let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let removed: i64 = (2..args.len())
             .map(|position| i64::from(set.remove(args.get(position))))
             .sum();
@@ -361,7 +361,7 @@ pub fn spop(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 /// SPOP key
 fn spop_one(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, false, |set: &mut SetValue| {
+    let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let member = with_rng(|rng| set.pop_random(rng));
         Ok(Change::when(member.is_some(), member))
     });
@@ -380,7 +380,7 @@ fn spop_count(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     };
     let count = saturating_usize(count);
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, false, |set: &mut SetValue| {
+    let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let popped = if count >= set.len() {
             set.take_all()
         } else {
@@ -560,13 +560,13 @@ fn move_member(
     }
     collection::modify(
         &destination_target,
-        &mut session.writer,
+        &mut session.writes,
         true,
         |set: &mut SetValue| Ok(Change::when(set.insert(member), ())),
     )?;
     collection::modify(
         &source_target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |set: &mut SetValue| Ok(Change::when(set.remove(member), ())),
     )?;
@@ -775,7 +775,7 @@ fn store(session: &mut Session, destination: &[u8], mut set: SetValue) -> Result
     };
     let target = Target::of(&session.state, destination);
     target
-        .update(&mut session.writer, |_, _| Ok((decision, ())))
+        .update(&mut session.writes, |_, _| Ok((decision, ())))
         .map_err(Failure::Engine)?;
     Ok(len)
 }

@@ -258,13 +258,13 @@ fn set_value(session: &mut Session, request: SetRequest<'_>) -> Result<SetOutcom
     let target = Target::of(&session.state, request.key);
     if !request.return_old {
         // Only whether the key exists matters: a value kept on the device is not read back.
-        return target.overwrite(&mut session.writer, |existing, writer| {
+        return target.overwrite(&mut session.writes, |existing, writer| {
             let decision = set_decision(&request, existing.is_some(), writer);
             let written = !matches!(decision, Decision::Keep);
             Ok((decision, (written, None)))
         });
     }
-    target.update(&mut session.writer, |current, writer| {
+    target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             Some(Err(())) => return Err(ResultCode::IncompatibleType),
             Some(Ok(old)) => Some(Some(old)),
@@ -416,7 +416,7 @@ fn getex(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     };
     let now = keys::now_of(session);
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, _| {
+    let result = target.update(&mut session.writes, |current, _| {
         let Some(current) = current else {
             return Ok((Decision::Keep, GetExOutcome::Missing));
         };
@@ -458,7 +458,7 @@ pub fn increment(
         return After::Continue;
     };
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, writer| {
+    let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => 0,
             Some(Ok(StringValue::Integer(value))) => value,
@@ -484,7 +484,7 @@ pub fn increment(
 pub fn append(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let suffix = args.get(2);
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, writer| {
+    let result = target.update(&mut session.writes, |current, writer| {
         let mut bytes = match current.map(|c| string_of(&c.get())) {
             None => Vec::new(),
             Some(Ok(value)) => value.into_bytes(),
@@ -539,7 +539,7 @@ pub fn mset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         for position in (1..args.len()).step_by(2) {
             let value = args.get(position + 1);
             let target = Target::of(&state, args.get(position));
-            target.update(&mut session.writer, |_, writer| {
+            target.update(&mut session.writes, |_, writer| {
                 write_string(writer, value);
                 Ok((Decision::Store(Expiry::Never), ()))
             })?;
@@ -556,7 +556,7 @@ pub fn mset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 /// GETDEL key
 pub fn getdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, _| {
+    let result = target.update(&mut session.writes, |current, _| {
         match current.map(|c| string_of(&c.get())) {
             None => Ok((Decision::Keep, None)),
             Some(Ok(value)) => Ok((Decision::Delete, Some(value))),
@@ -607,7 +607,7 @@ fn undo_msetnx(session: &mut Session, args: &Args, failed: usize) {
     for position in (1..failed).step_by(2) {
         let target = Target::of(&session.state, args.get(position));
         // The key was written by this section a moment ago; deleting it cannot fail.
-        let _ = target.update(&mut session.writer, |_, _| Ok((Decision::Delete, ())));
+        let _ = target.update(&mut session.writes, |_, _| Ok((Decision::Delete, ())));
     }
 }
 
@@ -619,7 +619,7 @@ const NOT_A_FLOAT: &str = "ERR value is not a valid float";
 fn incrbyfloat(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let increment = args.get(2);
     let target = Target::of(&session.state, args.get(1));
-    let result = target.update(&mut session.writer, |current, writer| {
+    let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => Some(0.0),
             Some(Ok(StringValue::Integer(value))) => Some(value as f64),
@@ -731,7 +731,7 @@ fn setrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     let state = Arc::clone(&session.state);
     let record_bytes_max = u64::from(keys::namespace_of(&state).config().max_record_size_bytes);
     let target = Target::of(&state, args.get(1));
-    let result = target.update(&mut session.writer, |current, writer| {
+    let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => None,
             Some(Ok(old)) => Some(old.into_bytes()),

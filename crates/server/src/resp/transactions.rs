@@ -68,7 +68,7 @@ pub fn queue_if_in_multi(
     if NOT_QUEUED.contains(&name.as_slice()) {
         return None;
     }
-    if let Err(message) = commands::check(args) {
+    if let Err(message) = commands::check(&session.state, args) {
         transaction.doomed = true;
         reply.error(&message);
         return Some(After::Continue);

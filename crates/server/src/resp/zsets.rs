@@ -840,7 +840,7 @@ pub fn zadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         elements.push((score, args.get(pair + 1)));
     }
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, !flags.xx, |zset| {
+    let outcome = collection::modify(&target, &mut session.writes, !flags.xx, |zset| {
         add_all(zset, &elements, flags)
     });
     finish(reply, outcome, |reply, counts| {
@@ -898,7 +898,7 @@ pub fn zincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     };
     let elements = [(increment, args.get(3))];
     let target = Target::of(&session.state, args.get(1));
-    let outcome = collection::modify(&target, &mut session.writer, true, |zset| {
+    let outcome = collection::modify(&target, &mut session.writes, true, |zset| {
         add_all(zset, &elements, flags)
     });
     finish(reply, outcome, |reply, counts| {
@@ -911,7 +911,7 @@ pub fn zrem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |zset: &mut ZSetValue| {
             let removed = (2..args.len())
@@ -946,7 +946,7 @@ pub fn zpop(session: &mut Session, args: &Args, reply: &mut Reply<'_>, max: bool
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |zset: &mut ZSetValue| {
             let popped: Vec<Entry> = (0..count.unwrap_or(1))
@@ -1007,7 +1007,7 @@ fn zremrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>, by: By) 
     let target = Target::of(&session.state, args.get(1));
     let outcome = collection::modify(
         &target,
-        &mut session.writer,
+        &mut session.writes,
         false,
         |zset: &mut ZSetValue| {
             let doomed: Vec<Entry> = match parsed {

@@ -1,0 +1,166 @@
+//! The map as this node uses it: the committed state of the metadata group, turned into routes,
+//! claims and roles for this node.
+//!
+//! Invariants:
+//! - A layout is immutable once built; a new committed state gives a new layout, swapped in
+//!   whole, so a reader never sees half of a change.
+//! - This node claims a column of a partition only where the table makes it a `Full` replica
+//!   in that position: a filling replica claims nothing, so clients never read from it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cluster::balance::master_of;
+use cluster::metadata::{
+    ClusterState, NodeInfo, PartitionAssignment, PartitionTable, ReplicaState,
+};
+use engine::PartitionRole;
+use model::{NodeId, PartitionId};
+use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap};
+
+/// One committed state, seen from one node.
+#[derive(Debug, Default)]
+pub struct Layout {
+    /// The metadata version it was built from (0: none yet).
+    pub version: u64,
+    /// The roster.
+    pub nodes: BTreeMap<u64, NodeInfo>,
+    /// Per namespace, its committed table.
+    pub tables: HashMap<String, Arc<PartitionTable>>,
+    /// Per namespace, what this node claims.
+    pub claims: HashMap<String, NamespaceClaims>,
+}
+
+impl Layout {
+    /// The layout of `state` for node `me`, for the namespaces named.
+    pub fn of(state: &ClusterState, me: NodeId, namespaces: &[String]) -> Layout {
+        let mut tables = HashMap::new();
+        let mut claims = HashMap::new();
+        for name in namespaces {
+            let Some(table) = state
+                .namespace(name)
+                .and_then(|meta| meta.partitions.clone())
+            else {
+                continue;
+            };
+            claims.insert(name.clone(), claims_of(name, &table, me));
+            tables.insert(name.clone(), table);
+        }
+        Layout {
+            version: state.version,
+            nodes: state.nodes.clone(),
+            tables,
+            claims,
+        }
+    }
+
+    /// The assignment of `partition` in `namespace`, once a table exists.
+    pub fn assignment(
+        &self,
+        namespace: &str,
+        partition: PartitionId,
+    ) -> Option<&PartitionAssignment> {
+        self.tables.get(namespace)?.get(partition.0)
+    }
+
+    /// Partitions with a replica still filling, over every namespace.
+    pub fn filling_partitions(&self) -> u64 {
+        self.tables
+            .values()
+            .flat_map(|table| table.assignments())
+            .filter(|a| a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling))
+            .count() as u64
+    }
+}
+
+/// This node's role for a partition with `assignment`.
+pub fn role_of(assignment: Option<&PartitionAssignment>, me: NodeId) -> (PartitionRole, u64) {
+    let Some(assignment) = assignment else {
+        return (PartitionRole::Absent, 0);
+    };
+    let role = match assignment.replicas.iter().find(|(node, _)| *node == me.0) {
+        None => PartitionRole::Absent,
+        Some((_, ReplicaState::Filling)) => PartitionRole::Filling,
+        Some(_) if master_of(assignment) == Some(me.0) => PartitionRole::Master,
+        Some(_) => PartitionRole::Replica,
+    };
+    (role, assignment.version)
+}
+
+/// What node `me` claims for `name`: column k holds the partitions where `me` is the k-th
+/// full replica (column 0: master).
+fn claims_of(name: &str, table: &PartitionTable, me: NodeId) -> NamespaceClaims {
+    let columns_count = table
+        .assignments()
+        .iter()
+        .map(|a| a.replicas.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut columns = vec![PartitionBitmap::empty(); columns_count];
+    for (assignment, pid) in table.assignments().iter().zip(PartitionId::all()) {
+        let full = assignment
+            .replicas
+            .iter()
+            .filter(|(_, state)| *state == ReplicaState::Full);
+        if let Some(column) = full.map(|(node, _)| *node).position(|node| node == me.0) {
+            columns[column].insert(pid);
+        }
+    }
+    NamespaceClaims {
+        name: name.to_owned(),
+        regime: 0,
+        columns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cluster::balance::balanced_table;
+
+    use super::*;
+
+    #[test]
+    fn every_partition_has_one_master_and_full_replicas_claim_their_columns() {
+        let nodes = [NodeId(0xA1), NodeId(0xA2), NodeId(0xA3)];
+        let table = balanced_table(&nodes, 2, None).expect("placed");
+        let claims: Vec<NamespaceClaims> = nodes
+            .iter()
+            .map(|&n| claims_of("test", &table, n))
+            .collect();
+        for column in 0..2 {
+            let mut seen = PartitionBitmap::empty();
+            for claim in &claims {
+                for pid in claim.columns[column].partition_ids() {
+                    assert!(!seen.contains(pid), "claimed twice");
+                    seen.insert(pid);
+                }
+            }
+            assert_eq!(seen.count(), 4096);
+        }
+        for (assignment, pid) in table.assignments().iter().zip(PartitionId::all()) {
+            let masters = nodes
+                .iter()
+                .filter(|&&n| role_of(Some(assignment), n).0 == PartitionRole::Master)
+                .count();
+            assert_eq!(masters, 1, "partition {pid:?}");
+        }
+    }
+
+    #[test]
+    fn a_filling_replica_claims_nothing_and_serves_nothing() {
+        let assignment = PartitionAssignment {
+            replicas: vec![(0xA1, ReplicaState::Filling), (0xA2, ReplicaState::Full)],
+            version: 3,
+        };
+        assert_eq!(
+            role_of(Some(&assignment), NodeId(0xA1)),
+            (PartitionRole::Filling, 3)
+        );
+        assert_eq!(
+            role_of(Some(&assignment), NodeId(0xA2)),
+            (PartitionRole::Master, 3)
+        );
+        assert_eq!(role_of(None, NodeId(0xA2)), (PartitionRole::Absent, 0));
+    }
+}

@@ -1,0 +1,752 @@
+//! [`ClusterNode`]: one node's membership in a cluster, wiring the fabric, the metadata group,
+//! the layout the node serves by, and replication.
+//!
+//! How a cluster forms. Every node dials its seeds on the fabric and learns their node ids from
+//! the handshake. While no peer reports a formed group (heartbeats carry the metadata version
+//! each node applied; 0 before), the node with the highest id among itself and all its seeds
+//! bootstraps the metadata group alone, once every seed has answered. Every other node asks a
+//! member to add it (`AddNode`, forwarded to the leader). The leader adds each new node as a
+//! learner, promotes learners until there are three voters, and commits each namespace's first
+//! partition table once the nodes its own seeds named have all joined; later tables follow the
+//! roster (the balancer keeps what need not move). Every node applies each committed state to
+//! its layout: its partition roles, its claims, its routes.
+//!
+//! Invariants:
+//! - Before the first table is applied, every partition is `Absent` here and
+//!   `partition-generation` is -1, so clients ignore the node and the engine refuses commands.
+//! - Roles come only from committed tables, with their versions: a node never promotes itself.
+//! - Only the metadata group's leader changes membership or tables.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use cluster::balance::balanced_table;
+use cluster::metadata::{
+    ClusterState, FileDisk, MetaCommand, MetaConfig, MetaError, MetaGroup, NodeInfo,
+};
+use engine::{Namespace, PartitionRole};
+use fabric::{Fabric, FabricConfig, Network};
+use model::{NodeId, PartitionId};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap, Peer};
+
+use super::config::{ClusterConfig, CommitLevelOverride};
+use super::handler::Handler;
+use super::layout::{Layout, role_of};
+use super::replication::ReplicationSink;
+use super::transport::FabricMetaTransport;
+use super::view::{ClusterSummary, ClusterView, Route};
+use crate::state::ServerState;
+
+/// Most voters of the metadata group; further nodes are learners.
+const VOTERS_MAX: usize = 3;
+/// How often formation and the leader's membership work run.
+const FORMATION_PERIOD: Duration = Duration::from_millis(200);
+
+/// What a node needs to join a cluster.
+pub struct NodeSetup {
+    /// The `[cluster]` section.
+    pub config: ClusterConfig,
+    /// The cluster's name (nodes of other clusters are refused).
+    pub cluster_name: String,
+    /// This node's id.
+    pub node_id: NodeId,
+    /// Where clients reach the Aerospike service and the RESP port.
+    pub service_address: String,
+    /// Where Redis clients reach this node, if it serves RESP.
+    pub resp_address: Option<String>,
+    /// The namespaces, each with its replication factor.
+    pub namespaces: Vec<(Arc<Namespace>, usize)>,
+    /// Per namespace (in the same order), its `write-commit-level-override`.
+    pub commit_levels: Vec<CommitLevelOverride>,
+    /// Where the metadata group keeps its store.
+    pub metadata_dir: PathBuf,
+    /// How the fabric reaches peers (TCP; in memory for tests).
+    pub network: Arc<dyn Network>,
+}
+
+/// One node of a cluster.
+pub struct ClusterNode {
+    me: NodeId,
+    config: ClusterConfig,
+    info: NodeInfo,
+    namespaces: Vec<(Arc<Namespace>, usize)>,
+    fabric: Arc<Fabric>,
+    meta: MetaGroup,
+    layout: Arc<RwLock<Arc<Layout>>>,
+    partition_generation: AtomicI64,
+    peers_generation: AtomicU64,
+    rebalance_generation: AtomicU64,
+    /// Per peer, the metadata version its last heartbeat reported.
+    heard_versions: Mutex<HashMap<u64, u64>>,
+    server: OnceLock<Weak<ServerState>>,
+    /// The index definitions of the last state applied, by (namespace, index name).
+    applied_sindexes: Mutex<BTreeMap<(String, String), String>>,
+    runtime: tokio::runtime::Handle,
+    stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("node_id", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterNode {
+    /// Starts the fabric and the metadata group and begins forming or joining the cluster.
+    ///
+    /// # Errors
+    /// The fabric cannot listen, or the metadata store cannot be opened.
+    pub async fn start(setup: NodeSetup) -> std::io::Result<Arc<ClusterNode>> {
+        let handler = Arc::new(Handler::default());
+        let fabric = Arc::new(start_fabric(&setup, handler.clone()).await?);
+        let info = NodeInfo {
+            fabric_addr: fabric.local_address().to_owned(),
+            service_addr: setup.service_address.clone(),
+            resp_addr: setup.resp_address.clone().unwrap_or_default(),
+        };
+        let disk = Arc::new(FileDisk::open(&setup.metadata_dir)?);
+        let transport = Arc::new(FabricMetaTransport::new(fabric.clone()));
+        let meta = MetaGroup::start(
+            setup.node_id.0,
+            info.clone(),
+            disk,
+            transport,
+            MetaConfig::default(),
+        )
+        .await
+        .map_err(std::io::Error::other)?;
+        let layout = Arc::new(RwLock::new(Arc::new(Layout::default())));
+        let runtime = tokio::runtime::Handle::current();
+        for ((namespace, _), commit_level) in setup.namespaces.iter().zip(&setup.commit_levels) {
+            for pid in PartitionId::all() {
+                // Nothing is served until the first table says what this node holds.
+                let _ = namespace.set_partition_role(pid, PartitionRole::Absent, 0);
+            }
+            let sink = ReplicationSink::new(
+                namespace.name(),
+                *commit_level,
+                setup.node_id,
+                fabric.clone(),
+                layout.clone(),
+                runtime.clone(),
+            );
+            namespace.set_change_sink(Arc::new(sink));
+        }
+        let node = Arc::new(ClusterNode {
+            me: setup.node_id,
+            config: setup.config,
+            info,
+            namespaces: setup.namespaces,
+            fabric,
+            meta,
+            layout,
+            partition_generation: AtomicI64::new(-1),
+            peers_generation: AtomicU64::new(1),
+            rebalance_generation: AtomicU64::new(0),
+            heard_versions: Mutex::default(),
+            server: OnceLock::new(),
+            applied_sindexes: Mutex::default(),
+            runtime: runtime.clone(),
+            stop: watch::channel(false).0,
+            tasks: Mutex::default(),
+        });
+        handler.attach(&node);
+        for seed in &node.config.seeds {
+            if *seed != node.info.fabric_addr {
+                node.fabric.add_peer(seed);
+            }
+        }
+        node.spawn_tasks();
+        info!(node = %node.me, fabric = %node.info.fabric_addr, seeds = ?node.config.seeds,
+            "cluster node started");
+        Ok(node)
+    }
+
+    /// Lets forwarded requests reach `state` (set once the server state exists).
+    pub fn attach_server(&self, state: &Arc<ServerState>) {
+        let _ = self.server.set(Arc::downgrade(state));
+        self.apply_sindexes(&self.meta.state());
+    }
+
+    /// The server state forwarded requests run against, while the server runs.
+    pub fn server(&self) -> Option<Arc<ServerState>> {
+        self.server.get().and_then(Weak::upgrade)
+    }
+
+    /// The fabric.
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// The metadata group.
+    pub fn meta(&self) -> &MetaGroup {
+        &self.meta
+    }
+
+    /// The namespace called `name`.
+    pub fn namespace(&self, name: &[u8]) -> Option<&Arc<Namespace>> {
+        self.namespaces
+            .iter()
+            .map(|(namespace, _)| namespace)
+            .find(|namespace| namespace.name().as_bytes() == name)
+    }
+
+    /// A peer's heartbeat reported that it applied metadata version `version`.
+    pub fn heard(&self, from: u64, version: u64) {
+        self.heard_versions.lock().insert(from, version);
+    }
+
+    /// Commits a truncate made here (cut-off `before_ms`) to the metadata group, so that every
+    /// node applies it; in the background, logged if it fails.
+    pub fn replicate_truncate(&self, namespace: &str, set: Option<&[u8]>, before_ms: u64) {
+        let command = MetaCommand::Truncate {
+            namespace: namespace.to_owned(),
+            set: set.map(|set| String::from_utf8_lossy(set).into_owned()),
+            before_ms,
+        };
+        let meta = self.meta.clone();
+        tokio::spawn(async move {
+            if let Err(error) = meta.propose_via_leader(command).await {
+                warn!(%error, "a truncate did not reach the other nodes");
+            }
+        });
+    }
+
+    /// [`ClusterNode::replicate_truncate`], blocking until every node has applied it (or two
+    /// seconds passed): Redis's FLUSHDB promises that nothing it removed is read afterwards,
+    /// from any node. Callable from a runtime worker or any other thread.
+    pub fn replicate_truncate_and_wait(&self, namespace: &str, set: Option<&[u8]>, before_ms: u64) {
+        let command = MetaCommand::Truncate {
+            namespace: namespace.to_owned(),
+            set: set.map(|set| String::from_utf8_lossy(set).into_owned()),
+            before_ms,
+        };
+        let waiting = async {
+            match self.meta.propose_via_leader(command).await {
+                Ok(applied) => self.wait_applied_everywhere(applied.version).await,
+                Err(error) => warn!(%error, "a truncate did not reach the other nodes"),
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(waiting)),
+            Err(_) => self.runtime.block_on(waiting),
+        }
+    }
+
+    /// Waits until every node's heartbeat reports metadata version `version` applied.
+    async fn wait_applied_everywhere(&self, version: u64) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let nodes = self
+                .layout
+                .read()
+                .nodes
+                .keys()
+                .copied()
+                .collect::<Vec<u64>>();
+            let heard = self.heard_versions.lock().clone();
+            let behind = nodes
+                .iter()
+                .filter(|id| **id != self.me.0)
+                .any(|id| heard.get(id).is_none_or(|applied| *applied < version));
+            if !behind {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        warn!(
+            version,
+            "not every node applied a metadata change within 2 s"
+        );
+    }
+
+    /// Commits a secondary-index definition created here, so that every node creates it.
+    pub fn replicate_sindex_put(&self, namespace: &str, name: &str, definition: String) {
+        self.propose_in_background(MetaCommand::PutSindex {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            definition,
+        });
+    }
+
+    /// Commits the drop of a secondary index, so that every node drops it.
+    pub fn replicate_sindex_drop(&self, namespace: &str, name: &str) {
+        self.propose_in_background(MetaCommand::DropSindex {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+
+    fn propose_in_background(&self, command: MetaCommand) {
+        let meta = self.meta.clone();
+        self.runtime.spawn(async move {
+            if let Err(error) = meta.propose_via_leader(command).await {
+                warn!(%error, "a metadata change did not reach the other nodes");
+            }
+        });
+    }
+
+    /// Creates the indexes the cluster defines and this node lacks, and drops those the
+    /// cluster dropped since the last state this node applied.
+    fn apply_sindexes(&self, state: &ClusterState) {
+        let Some(server) = self.server() else {
+            return;
+        };
+        let mut applied = self.applied_sindexes.lock();
+        let mut now = BTreeMap::new();
+        for (namespace, _) in &self.namespaces {
+            let Some(meta) = state.namespace(namespace.name()) else {
+                continue;
+            };
+            for (name, text) in &meta.sindexes {
+                now.insert((namespace.name().to_owned(), name.clone()), text.clone());
+                if namespace.index_named(name).is_some() {
+                    continue;
+                }
+                let Some(definition) = crate::sindex_store::definition_from_text(text) else {
+                    warn!(
+                        index = name,
+                        "an index definition from the cluster is not understood"
+                    );
+                    continue;
+                };
+                if let Err(failure) =
+                    crate::sindex_info::create_local(&server, namespace, definition)
+                {
+                    warn!(
+                        index = name,
+                        message = failure.message,
+                        "a cluster index was not created here"
+                    );
+                }
+            }
+        }
+        for (namespace_name, name) in applied.keys() {
+            if !now.contains_key(&(namespace_name.clone(), name.clone()))
+                && let Some(namespace) = self.namespace(namespace_name.as_bytes())
+            {
+                crate::sindex_info::drop_local(&server, namespace, name);
+            }
+        }
+        *applied = now;
+    }
+
+    /// Applies the cluster's truncate marks this node has not applied yet.
+    fn apply_truncates(&self, state: &ClusterState) {
+        for (namespace, _) in &self.namespaces {
+            let Some(meta) = state.namespace(namespace.name()) else {
+                continue;
+            };
+            let marks = std::iter::once((None, meta.truncate_before_ms)).chain(
+                meta.set_truncate_before_ms
+                    .iter()
+                    .map(|(set, before_ms)| (Some(set.as_bytes()), *before_ms)),
+            );
+            for (set, before_ms) in marks {
+                if before_ms > namespace.truncate_cutoff_ms(set) {
+                    match namespace.apply_truncate(set, before_ms) {
+                        Ok(_) => crate::admin::reclaim_in_background(namespace.clone()),
+                        Err(error) => {
+                            warn!(namespace = namespace.name(), %error, "a cluster truncate failed here");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the node's tasks, the metadata group and the fabric.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        if let Err(error) = self.meta.shutdown().await {
+            warn!(%error, "metadata group shutdown");
+        }
+        self.fabric.shutdown().await;
+    }
+
+    fn spawn_tasks(self: &Arc<Self>) {
+        let applying = tokio::spawn(Arc::clone(self).apply_states());
+        let forming = tokio::spawn(Arc::clone(self).form_and_manage());
+        self.tasks.lock().extend([applying, forming]);
+    }
+
+    /// Applies every state the metadata group commits.
+    async fn apply_states(self: Arc<Self>) {
+        let mut states = self.meta.subscribe();
+        let mut stop = self.stop.subscribe();
+        loop {
+            let state = states.borrow_and_update().clone();
+            self.apply(&state);
+            tokio::select! {
+                changed = states.changed() => if changed.is_err() { return },
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Makes `state` this node's layout: roles, claims, peers.
+    fn apply(&self, state: &ClusterState) {
+        let names: Vec<String> = self
+            .namespaces
+            .iter()
+            .map(|(namespace, _)| namespace.name().to_owned())
+            .collect();
+        let layout = Arc::new(Layout::of(state, self.me, &names));
+        let before = self.layout.read().clone();
+        for (namespace, _) in &self.namespaces {
+            self.apply_roles(namespace, &layout);
+        }
+        self.apply_truncates(state);
+        self.apply_sindexes(state);
+        let peers_changed = before.nodes != layout.nodes;
+        let claims_changed = before.claims != layout.claims;
+        *self.layout.write() = layout.clone();
+        self.fabric.set_map_version(state.version);
+        for (id, info) in &layout.nodes {
+            if *id != self.me.0 && !self.fabric.peers().iter().any(|p| p.node_id == Some(*id)) {
+                self.fabric.add_peer_node(*id, &info.fabric_addr);
+            }
+        }
+        if peers_changed {
+            self.peers_generation.fetch_add(1, Ordering::AcqRel);
+        }
+        if claims_changed && !layout.claims.is_empty() {
+            let generation = self.partition_generation.load(Ordering::Acquire).max(0) + 1;
+            self.partition_generation
+                .store(generation, Ordering::Release);
+            self.rebalance_generation.fetch_add(1, Ordering::AcqRel);
+            info!(node = %self.me, version = state.version, nodes = layout.nodes.len(),
+                "applied a new partition map");
+        }
+    }
+
+    fn apply_roles(&self, namespace: &Namespace, layout: &Layout) {
+        for pid in PartitionId::all() {
+            let (role, version) = role_of(layout.assignment(namespace.name(), pid), self.me);
+            if namespace.partition_role(pid) == (role, version) {
+                continue;
+            }
+            if let Err(code) = namespace.set_partition_role(pid, role, version) {
+                warn!(
+                    namespace = namespace.name(),
+                    partition = pid.0,
+                    ?code,
+                    "a partition role from the metadata group went back in version"
+                );
+            }
+        }
+    }
+
+    /// Joins the cluster, and on the leader, manages membership and tables.
+    async fn form_and_manage(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        let mut seeds_answered_at = None;
+        loop {
+            if !self.meta.state().nodes.contains_key(&self.me.0) {
+                self.join(&mut seeds_answered_at).await;
+            } else if self.meta.current_leader() == Some(self.me.0) {
+                self.manage().await;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(FORMATION_PERIOD) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// One attempt to become a member: bootstrap, or ask a member to add this node.
+    async fn join(&self, seeds_answered_at: &mut Option<Instant>) {
+        let add_me = MetaCommand::AddNode {
+            id: self.me.0,
+            info: self.info.clone(),
+        };
+        if self.meta.current_leader().is_some() {
+            if let Err(error) = self.meta.propose_via_leader(add_me).await {
+                warn!(%error, "could not add this node to the cluster yet");
+            }
+            return;
+        }
+        let formed = self
+            .heard_versions
+            .lock()
+            .values()
+            .any(|&version| version > 0);
+        if formed {
+            self.ask_members(&add_me).await;
+            return;
+        }
+        if self.may_bootstrap(seeds_answered_at) {
+            let voters = BTreeMap::from([(self.me.0, self.info.clone())]);
+            match self.meta.bootstrap(voters).await {
+                Ok(()) => info!(node = %self.me, "bootstrapped the metadata group"),
+                Err(error) => warn!(%error, "bootstrap"),
+            }
+        }
+    }
+
+    /// Whether this node should form the group: every seed answered a while ago, none has a
+    /// group, and this node's id is the highest of them all.
+    fn may_bootstrap(&self, seeds_answered_at: &mut Option<Instant>) -> bool {
+        let peers = self.fabric.peers();
+        let answered = self
+            .config
+            .seeds
+            .iter()
+            .filter(|seed| **seed != self.info.fabric_addr)
+            .all(|seed| {
+                peers
+                    .iter()
+                    .any(|p| p.address == *seed && p.node_id.is_some() && p.connected)
+            });
+        if !answered {
+            *seeds_answered_at = None;
+            return false;
+        }
+        let since = *seeds_answered_at.get_or_insert_with(Instant::now);
+        // Long enough for a formed group's heartbeats to have arrived.
+        let settle = Duration::from_millis(3 * self.config.heartbeat_interval_ms);
+        let highest = peers
+            .iter()
+            .filter_map(|p| p.node_id)
+            .all(|id| id < self.me.0);
+        since.elapsed() >= settle && highest
+    }
+
+    /// Asks each reachable peer, then the leader it names, to add this node.
+    async fn ask_members(&self, add_me: &MetaCommand) {
+        let peers = self.fabric.peers();
+        for peer in peers.iter().filter(|p| p.connected) {
+            let Some(id) = peer.node_id else { continue };
+            let target = NodeInfo {
+                fabric_addr: peer.address.clone(),
+                ..NodeInfo::default()
+            };
+            match self.meta.propose_through(id, &target, add_me).await {
+                Ok(_) => return,
+                Err(MetaError::ForwardToLeader {
+                    leader_id: Some(leader),
+                }) => {
+                    let Some(address) = peers.iter().find(|p| p.node_id == Some(leader)) else {
+                        continue;
+                    };
+                    let leader_info = NodeInfo {
+                        fabric_addr: address.address.clone(),
+                        ..NodeInfo::default()
+                    };
+                    if self
+                        .meta
+                        .propose_through(leader, &leader_info, add_me)
+                        .await
+                        .is_ok()
+                    {
+                        return;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The leader's work: members for new nodes, three voters, and tables for the roster.
+    async fn manage(&self) {
+        let state = self.meta.state();
+        let members: BTreeSet<u64> = state.voters.union(&state.learners).copied().collect();
+        for (id, info) in &state.nodes {
+            if !members.contains(id)
+                && let Err(error) = self.meta.add_learner(*id, info.clone()).await
+            {
+                warn!(node = id, %error, "could not add a learner");
+                return;
+            }
+        }
+        self.promote_voters(&state).await;
+        if self.waiting_for_seeds(&state) {
+            return;
+        }
+        let nodes: Vec<NodeId> = state.nodes.keys().map(|&id| NodeId(id)).collect();
+        for (namespace, replication_factor) in &self.namespaces {
+            self.balance(&state, namespace.name(), &nodes, *replication_factor)
+                .await;
+        }
+    }
+
+    async fn promote_voters(&self, state: &ClusterState) {
+        if state.voters.len() >= VOTERS_MAX {
+            return;
+        }
+        let mut voters = state.voters.clone();
+        for learner in &state.learners {
+            if voters.len() < VOTERS_MAX && state.nodes.contains_key(learner) {
+                voters.insert(*learner);
+            }
+        }
+        if voters != state.voters
+            && let Err(error) = self.meta.change_voters(voters, true).await
+        {
+            warn!(%error, "could not promote a learner to voter");
+        }
+    }
+
+    /// Before the first table: whether a node this leader's seeds named has not joined yet.
+    fn waiting_for_seeds(&self, state: &ClusterState) -> bool {
+        if state
+            .namespaces
+            .values()
+            .any(|meta| meta.partitions.is_some())
+        {
+            return false;
+        }
+        self.fabric.peers().iter().any(|peer| {
+            self.config.seeds.contains(&peer.address)
+                && peer.node_id.is_none_or(|id| !state.nodes.contains_key(&id))
+        })
+    }
+
+    async fn balance(
+        &self,
+        state: &ClusterState,
+        namespace: &str,
+        nodes: &[NodeId],
+        replication_factor: usize,
+    ) {
+        let previous = state.partition_table(namespace);
+        let table = match balanced_table(nodes, replication_factor, previous) {
+            Ok(table) => table,
+            Err(error) => return warn!(namespace, %error, "no partition table"),
+        };
+        if previous == Some(&table) {
+            return;
+        }
+        let command = MetaCommand::SetPartitionTable {
+            namespace: namespace.to_owned(),
+            table,
+        };
+        match self.meta.propose(command).await {
+            Ok(applied) => info!(
+                namespace,
+                version = applied.version,
+                "committed a partition table"
+            ),
+            Err(error) => warn!(namespace, %error, "could not commit a partition table"),
+        }
+    }
+}
+
+async fn start_fabric(setup: &NodeSetup, handler: Arc<Handler>) -> std::io::Result<Fabric> {
+    let config = &setup.config;
+    let listen = format!("{}:{}", config.fabric_address, config.fabric_port);
+    let mut fabric_config = FabricConfig::new(setup.node_id.0, &setup.cluster_name, &listen);
+    fabric_config.service_addresses = vec![setup.service_address.clone()];
+    fabric_config.resp_addresses = setup.resp_address.iter().cloned().collect();
+    fabric_config.heartbeat_interval_ms = config.heartbeat_interval_ms;
+    fabric_config.heartbeat_timeout_count = config.heartbeat_timeout_count;
+    fabric_config.validate()?;
+    Fabric::start(fabric_config, setup.network.clone(), handler).await
+}
+
+impl ClusterView for ClusterNode {
+    fn node_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn is_clustered(&self) -> bool {
+        true
+    }
+
+    fn peers_generation(&self) -> u64 {
+        self.peers_generation.load(Ordering::Acquire)
+    }
+
+    fn peers(&self) -> Vec<Peer> {
+        let layout = self.layout.read().clone();
+        layout
+            .nodes
+            .iter()
+            .filter(|(id, _)| **id != self.me.0)
+            .map(|(id, info)| Peer {
+                node_id: NodeId(*id),
+                addresses: info.service_addr.parse().into_iter().collect(),
+            })
+            .collect()
+    }
+
+    fn partition_generation(&self) -> i64 {
+        self.partition_generation.load(Ordering::Acquire)
+    }
+
+    fn rebalance_generation(&self) -> u64 {
+        self.rebalance_generation.load(Ordering::Acquire)
+    }
+
+    fn claims(&self, namespace: &str) -> NamespaceClaims {
+        let layout = self.layout.read().clone();
+        layout
+            .claims
+            .get(namespace)
+            .cloned()
+            .unwrap_or_else(|| NamespaceClaims {
+                name: namespace.to_owned(),
+                regime: 0,
+                columns: vec![PartitionBitmap::empty()],
+            })
+    }
+
+    fn summary(&self) -> ClusterSummary {
+        let layout = self.layout.read().clone();
+        let peers = self.fabric.peers();
+        let integrity = layout
+            .nodes
+            .keys()
+            .filter(|id| **id != self.me.0)
+            .all(|id| {
+                peers
+                    .iter()
+                    .any(|p| p.node_id == Some(*id) && p.connected && !p.suspect)
+            });
+        ClusterSummary {
+            size: layout.nodes.len().max(1),
+            key: cluster_key(&layout),
+            integrity,
+            migrate_partitions_remaining: layout.filling_partitions(),
+        }
+    }
+
+    fn route(&self, namespace: &str, partition: PartitionId, read: bool) -> Route {
+        let layout = self.layout.read().clone();
+        let Some(assignment) = layout.assignment(namespace, partition) else {
+            return Route::Unavailable;
+        };
+        let (role, _) = role_of(Some(assignment), self.me);
+        if role == PartitionRole::Master || (read && role == PartitionRole::Replica) {
+            return Route::Local;
+        }
+        match cluster::balance::master_of(assignment) {
+            Some(master) => Route::Forward(NodeId(master)),
+            None => Route::Unavailable,
+        }
+    }
+}
+
+/// A 48-bit key that changes with the map version and the roster, as Aerospike's cluster key
+/// changes with every cluster change.
+fn cluster_key(layout: &Layout) -> u64 {
+    let mut key = 0xcbf2_9ce4_8422_2325_u64 ^ layout.version;
+    for id in layout.nodes.keys() {
+        key = (key ^ id).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (key >> 16).max(1)
+}

@@ -1,0 +1,204 @@
+//! Synchronous replication: the master's side ([`ReplicationSink`], the namespace's change
+//! sink) and the replica's ([`apply_replica_write`]).
+//!
+//! The engine calls the sink under the partition lock, once per applied change, in the order
+//! the changes were applied. The sink queues a `ReplicaWrite` carrying the partition's version
+//! and the next sequence number of the partition to every other replica in the committed
+//! configuration (`Full` or `Filling`), still under the lock: the fabric queues a frame before
+//! `request` returns, and frames to one peer leave in call order, so each replica receives a
+//! partition's changes in the master's order. With commit level all, the write's
+//! acknowledgement waits on an [`AckLatch`] that every replica's `ReplicaAck` confirms; with
+//! commit level master, nobody waits.
+//!
+//! Invariants:
+//! - A change reaches every replica of the committed configuration or its acknowledgement
+//!   fails: a replica that refuses (an older version: CLUSTER_KEY_MISMATCH), does not answer
+//!   or cannot be reached fails the latch, and the connection then reports the write as failed
+//!   or in doubt instead of acknowledging it.
+//! - Expiry is not replicated: every replica expires a record by the same void time itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cluster::balance::master_of;
+use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
+use fabric::{Fabric, OwnedFrame};
+use model::{NodeId, PARTITION_COUNT, ResultCode};
+use parking_lot::RwLock;
+use tracing::warn;
+use wire_fabric::{Message, REPLICA_ACK_OK};
+
+use super::config::CommitLevelOverride;
+use super::layout::Layout;
+
+/// The master's side of replication for one namespace.
+pub struct ReplicationSink {
+    namespace: String,
+    commit_level: CommitLevelOverride,
+    me: NodeId,
+    fabric: Arc<Fabric>,
+    layout: Arc<RwLock<Arc<Layout>>>,
+    runtime: tokio::runtime::Handle,
+    /// Per partition, the sequence number of its last replicated change.
+    sequences: Box<[AtomicU64]>,
+}
+
+impl std::fmt::Debug for ReplicationSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationSink")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplicationSink {
+    /// Replicates `namespace`'s changes from node `me` over `fabric`, to the replicas `layout`
+    /// names; replies are awaited on `runtime`.
+    pub fn new(
+        namespace: &str,
+        commit_level: CommitLevelOverride,
+        me: NodeId,
+        fabric: Arc<Fabric>,
+        layout: Arc<RwLock<Arc<Layout>>>,
+        runtime: tokio::runtime::Handle,
+    ) -> ReplicationSink {
+        ReplicationSink {
+            namespace: namespace.to_owned(),
+            commit_level,
+            me,
+            fabric,
+            layout,
+            runtime,
+            sequences: (0..PARTITION_COUNT).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The other replicas of `change`'s partition in the committed configuration, when this
+    /// node is its master; none otherwise (a replica applying its master's change passes it
+    /// on to nobody).
+    fn destinations(&self, change: &Change<'_>) -> Vec<u64> {
+        let layout = self.layout.read();
+        let Some(assignment) = layout.assignment(&self.namespace, change.partition) else {
+            return Vec::new();
+        };
+        if master_of(assignment) != Some(self.me.0) {
+            return Vec::new();
+        }
+        assignment
+            .replicas
+            .iter()
+            .map(|(node, _)| *node)
+            .filter(|node| *node != self.me.0)
+            .collect()
+    }
+}
+
+impl ChangeSink for ReplicationSink {
+    fn changed(&self, change: &Change<'_>, acks: &mut Acks) {
+        if change.kind == ChangeKind::Expired {
+            return;
+        }
+        let destinations = self.destinations(change);
+        if destinations.is_empty() {
+            return;
+        }
+        let version = change.version();
+        let sequence = self.sequences[change.partition.index()].fetch_add(1, Ordering::Relaxed) + 1;
+        let message = Message::ReplicaWrite {
+            request_id: 0,
+            namespace: self.namespace.as_bytes(),
+            partition: change.partition,
+            partition_version: change.partition_version,
+            sequence,
+            record: wire_record(&version),
+        };
+        let asked_master = !acks.replicas_awaited();
+        let latch = self
+            .commit_level
+            .waits_for_replicas(asked_master)
+            .then(|| Arc::new(AckLatch::new(destinations.len() as u32)));
+        for node in destinations {
+            let reply = self.fabric.request(node, &message);
+            let latch = latch.clone();
+            self.runtime.spawn(async move {
+                let outcome = reply
+                    .await
+                    .map_err(|_| ResultCode::Timeout)
+                    .and_then(ack_result);
+                match (outcome, latch) {
+                    (Ok(()), Some(latch)) => latch.confirm(),
+                    (Err(code), Some(latch)) => latch.fail(AckError::NotReplicated(code)),
+                    (Err(code), None) => {
+                        warn!(
+                            node,
+                            ?code,
+                            "a replica write for commit level master failed"
+                        );
+                    }
+                    (Ok(()), None) => {}
+                }
+            });
+        }
+        if let Some(latch) = latch {
+            acks.add_latch(latch);
+        }
+    }
+
+    fn truncated(&self, _: &[u8], _: u64) {
+        // Truncates are cluster-wide metadata: the node that ran one committed it to the
+        // metadata group, and every node applies it from there.
+    }
+}
+
+/// The result a replica answered, as an outcome.
+fn ack_result(frame: OwnedFrame) -> Result<(), ResultCode> {
+    match frame.message() {
+        Message::ReplicaAck { result_code, .. } if result_code == REPLICA_ACK_OK => Ok(()),
+        Message::ReplicaAck { result_code, .. } => Err(match result_code {
+            7 => ResultCode::ClusterKeyMismatch,
+            9 => ResultCode::Timeout,
+            11 => ResultCode::Unavailable,
+            _ => ResultCode::Unknown,
+        }),
+        _ => Err(ResultCode::Unknown),
+    }
+}
+
+/// The fabric's view of a record version.
+pub fn wire_record(version: &RecordVersion) -> wire_fabric::RecordVersion<'_> {
+    wire_fabric::RecordVersion {
+        digest: version.digest,
+        set_name: &version.set_name,
+        generation: version.generation,
+        last_update_ms: version.last_update_ms,
+        void_time: version.void_time,
+        data: version.data.as_deref(),
+    }
+}
+
+/// The engine's view of a record version received from the fabric.
+pub fn engine_record(record: &wire_fabric::RecordVersion<'_>) -> RecordVersion {
+    RecordVersion {
+        digest: record.digest,
+        set_name: record.set_name.to_vec(),
+        generation: record.generation,
+        last_update_ms: record.last_update_ms,
+        void_time: record.void_time,
+        data: record.data.map(Into::into),
+    }
+}
+
+/// The replica's side: applies a replicated change in arrival order; returns the result to
+/// answer and what must happen first (durability on this node).
+pub fn apply_replica_write(
+    namespace: &Namespace,
+    partition_version: u64,
+    record: &wire_fabric::RecordVersion<'_>,
+) -> (ResultCode, Acks) {
+    let mut acks = Acks::default();
+    let result = namespace.merge_replicated(partition_version, &engine_record(record), &mut acks);
+    match result {
+        Ok(()) => (ResultCode::Ok, acks),
+        Err(code) => (code, Acks::default()),
+    }
+}

@@ -1,0 +1,182 @@
+//! Several cluster nodes in one process, on a simulated network (`fabric::MemoryNetwork`): the
+//! metadata group forms, every node converges on the same map, a write on a partition's master
+//! reaches its replica before it is acknowledged, and a replica refuses a change that carries an
+//! older partition version. The network's delay comes from a seed, printed, and replayed from
+//! `CLUSTER_SEED`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::{
+    Acks, BinRef, Deadline, ExistsPolicy, GenerationPolicy, Namespace, NamespaceConfig,
+    PartitionRole, ReadRequest, RecordVersion, ReplySink, SystemClock, WriteRequest,
+};
+use fabric::MemoryNetwork;
+use model::{Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest, UserKey};
+
+use super::config::{ClusterConfig, CommitLevelOverride};
+use super::node::{ClusterNode, NodeSetup};
+use super::view::ClusterView;
+
+const NODES: usize = 3;
+
+struct NoSink;
+
+impl ReplySink for NoSink {
+    fn bin(&mut self, _: OpCode, _: BinRef<'_>) {}
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("CLUSTER_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.subsec_nanos().into())
+        });
+    println!("CLUSTER_SEED={seed}");
+    seed
+}
+
+async fn start_nodes(network: &MemoryNetwork, dir: &std::path::Path) -> Vec<Arc<ClusterNode>> {
+    let seeds: Vec<String> = (0..NODES).map(|i| format!("node{i}:1")).collect();
+    let mut nodes = Vec::new();
+    for i in 0..NODES {
+        let namespace = Arc::new(Namespace::new(
+            NamespaceConfig::with_defaults("test"),
+            Arc::new(SystemClock),
+        ));
+        let setup = NodeSetup {
+            config: ClusterConfig {
+                fabric_address: format!("node{i}"),
+                fabric_port: 1,
+                seeds: seeds.clone(),
+                ..ClusterConfig::default()
+            },
+            cluster_name: "sim".to_owned(),
+            node_id: model::NodeId(0xA0 + i as u64),
+            service_address: format!("127.0.0.1:{}", 3000 + i),
+            resp_address: None,
+            namespaces: vec![(namespace, 2)],
+            commit_levels: vec![CommitLevelOverride::Off],
+            metadata_dir: dir.join(format!("node{i}")),
+            network: Arc::new(network.endpoint(&format!("node{i}:1"))),
+        };
+        nodes.push(ClusterNode::start(setup).await.expect("node starts"));
+    }
+    nodes
+}
+
+/// Waits until every node has a map with every node in it.
+async fn wait_converged(nodes: &[Arc<ClusterNode>]) {
+    for _ in 0..600 {
+        let formed = nodes
+            .iter()
+            .all(|node| node.partition_generation() > 0 && node.summary().size == NODES);
+        if formed {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the simulated cluster did not form within 30 s");
+}
+
+fn write_request(digest: Digest) -> WriteRequest<'static> {
+    WriteRequest {
+        digest,
+        set_name: b"s",
+        key: None,
+        exists: ExistsPolicy::Update,
+        generation: GenerationPolicy::None,
+        ttl: TtlRequest::NeverExpire,
+        respond_all_ops: false,
+        deadline: Deadline::NONE,
+    }
+}
+
+fn read_generation(namespace: &Namespace, digest: Digest) -> Result<u16, ResultCode> {
+    let request = ReadRequest {
+        digest,
+        set_name: b"",
+        key: None,
+        read_all_bins: true,
+        header_only: false,
+        respond_all_ops: false,
+        deadline: Deadline::NONE,
+    };
+    namespace
+        .read(&request, std::iter::empty(), &mut NoSink)
+        .map(|meta| meta.generation.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_agree_on_one_map_and_replicate_before_acknowledging() {
+    let seed = seed();
+    let network = MemoryNetwork::new();
+    network.set_delay_ms(seed % 4);
+    let dir =
+        std::env::temp_dir().join(format!("osprey-cluster-sim-{seed}-{}", std::process::id()));
+    let nodes = start_nodes(&network, &dir).await;
+    wait_converged(&nodes).await;
+
+    // One map: every node sees the same master for every partition, and claims it only there.
+    for pid in PartitionId::all() {
+        let masters = nodes
+            .iter()
+            .filter(|node| {
+                node.namespace(b"test").expect("test").partition_role(pid).0
+                    == PartitionRole::Master
+            })
+            .count();
+        assert_eq!(masters, 1, "partition {pid:?}");
+    }
+
+    // A write on the master is on the replica once its acknowledgement settles.
+    let digest = Digest::compute(b"s", &UserKey::String(b"k"));
+    let pid = digest.partition_id();
+    let role =
+        |node: &Arc<ClusterNode>| node.namespace(b"test").expect("test").partition_role(pid).0;
+    let master = nodes
+        .iter()
+        .find(|n| role(n) == PartitionRole::Master)
+        .expect("a master");
+    let replica = nodes
+        .iter()
+        .find(|n| role(n) == PartitionRole::Replica)
+        .expect("a replica");
+    let op = Op {
+        code: OpCode::Write,
+        particle_type: 3,
+        bin_name: b"v",
+        value: b"one",
+    };
+    let mut acks = Acks::default();
+    let master_ns = master.namespace(b"test").expect("test");
+    master_ns
+        .write(
+            &write_request(digest),
+            std::iter::once(op),
+            &mut NoSink,
+            &mut acks,
+        )
+        .expect("written");
+    assert!(!acks.is_empty(), "the write waits for its replica");
+    acks.settled().await.expect("the replica confirmed");
+    let replica_ns = replica.namespace(b"test").expect("test");
+    assert_eq!(read_generation(replica_ns, digest), Ok(1));
+
+    // The replica refuses a change carrying an older partition version (a deposed master).
+    let (_, version) = replica_ns.partition_role(pid);
+    let stale = RecordVersion::tombstone(digest);
+    assert_eq!(
+        replica_ns.merge_replicated(version - 1, &stale, &mut Acks::default()),
+        Err(ResultCode::ClusterKeyMismatch)
+    );
+    assert_eq!(read_generation(replica_ns, digest), Ok(1));
+
+    for node in &nodes {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,218 @@
+//! Requests for features Osprey does not implement yet: answered UNSUPPORTED_FEATURE (16),
+//! counted per kind in `statistics`, and named in the log.
+//!
+//! Invariants:
+//! - Each refused request is counted exactly once, under the one [`Unsupported`] kind that
+//!   refused it (the first unsupported thing the request asks for).
+//! - Each kind is logged at warn level at most once per [`LOG_INTERVAL_MS`], whatever the
+//!   clients send, so a client repeating a refused request cannot flood the log; the line
+//!   carries the count so far, and the counter keeps every one.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use engine::UnsupportedOp;
+use model::ResultCode;
+use tracing::warn;
+
+/// The least time between two log lines about one kind: often enough that an operator sees a
+/// client still asking, rarely enough that a client in a loop adds one line a minute.
+pub const LOG_INTERVAL_MS: u64 = 60_000;
+
+/// What a refused request asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unsupported {
+    /// A list or map (CDT) op.
+    CollectionOp,
+    /// A bitwise op.
+    BitwiseOp,
+    /// A HyperLogLog op.
+    HyperLogLogOp,
+    /// An expression read or write op.
+    ExpressionOp,
+    /// A filter expression on a command, a batch or a scan.
+    FilterExpression,
+    /// A UDF: an apply on a record, a batch row, a UDF or aggregation query, or an info command
+    /// that manages UDF modules (`udf-put`, `udf-get`, `udf-list`, `udf-remove`).
+    Udf,
+    /// A background query or scan that writes records (ops without a UDF).
+    BackgroundQuery,
+    /// A read that asks to reset the record's TTL (`read-touch-ttl-percent` 1 to 100).
+    ReadTouch,
+    /// A scan or query outside the partition protocol (clients before 6.0).
+    LegacyScan,
+    /// A secondary index of a kind Osprey cannot build: geospatial, blob, expression or
+    /// CDT-context.
+    IndexType,
+}
+
+/// How many kinds there are: the size of the counter arrays.
+const KIND_COUNT: usize = Unsupported::ALL.len();
+
+impl Unsupported {
+    /// Every kind, in the order `statistics` lists them.
+    pub const ALL: [Unsupported; 10] = [
+        Unsupported::CollectionOp,
+        Unsupported::BitwiseOp,
+        Unsupported::HyperLogLogOp,
+        Unsupported::ExpressionOp,
+        Unsupported::FilterExpression,
+        Unsupported::Udf,
+        Unsupported::BackgroundQuery,
+        Unsupported::ReadTouch,
+        Unsupported::LegacyScan,
+        Unsupported::IndexType,
+    ];
+
+    /// The name of this kind's counter in the `statistics` info reply.
+    pub fn statistic_name(self) -> &'static str {
+        match self {
+            Unsupported::CollectionOp => "unsupported_cdt_ops",
+            Unsupported::BitwiseOp => "unsupported_bit_ops",
+            Unsupported::HyperLogLogOp => "unsupported_hll_ops",
+            Unsupported::ExpressionOp => "unsupported_expression_ops",
+            Unsupported::FilterExpression => "unsupported_filter_expressions",
+            Unsupported::Udf => "unsupported_udf",
+            Unsupported::BackgroundQuery => "unsupported_background_queries",
+            Unsupported::ReadTouch => "unsupported_read_touch",
+            Unsupported::LegacyScan => "unsupported_legacy_scans",
+            Unsupported::IndexType => "unsupported_index_types",
+        }
+    }
+
+    /// What was asked for, for people.
+    pub fn description(self) -> &'static str {
+        match self {
+            Unsupported::CollectionOp => "list/map (CDT) operations",
+            Unsupported::BitwiseOp => "bitwise operations",
+            Unsupported::HyperLogLogOp => "HyperLogLog operations",
+            Unsupported::ExpressionOp => "expression operations",
+            Unsupported::FilterExpression => "filter expressions",
+            Unsupported::Udf => "UDFs",
+            Unsupported::BackgroundQuery => "background queries",
+            Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
+            Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
+            Unsupported::IndexType => "geospatial, blob, expression and context indexes",
+        }
+    }
+
+    fn position(self) -> usize {
+        self as usize
+    }
+}
+
+impl From<UnsupportedOp> for Unsupported {
+    fn from(op: UnsupportedOp) -> Unsupported {
+        match op {
+            UnsupportedOp::Collection => Unsupported::CollectionOp,
+            UnsupportedOp::Bitwise => Unsupported::BitwiseOp,
+            UnsupportedOp::HyperLogLog => Unsupported::HyperLogLogOp,
+            UnsupportedOp::Expression => Unsupported::ExpressionOp,
+        }
+    }
+}
+
+/// The counters of refused requests, one per kind, and when each kind may be logged next.
+#[derive(Debug)]
+pub struct UnsupportedStats {
+    counts: [AtomicU64; KIND_COUNT],
+    /// Milliseconds after `epoch` from which the kind may be logged again (0: at once).
+    next_log_ms: [AtomicU64; KIND_COUNT],
+    epoch: Instant,
+}
+
+impl Default for UnsupportedStats {
+    fn default() -> UnsupportedStats {
+        UnsupportedStats {
+            counts: Default::default(),
+            next_log_ms: Default::default(),
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl UnsupportedStats {
+    /// Counts one request refused for `kind`, logs it unless that kind was logged less than
+    /// [`LOG_INTERVAL_MS`] ago, and returns the result code to answer with.
+    pub fn refuse(&self, kind: Unsupported) -> ResultCode {
+        let count = self.counts[kind.position()].fetch_add(1, Ordering::Relaxed) + 1;
+        if self.may_log(kind) {
+            warn!(
+                count,
+                statistic = kind.statistic_name(),
+                "{} are not supported yet: answered UNSUPPORTED_FEATURE (16) \
+                 (logged at most once a minute per kind)",
+                kind.description(),
+            );
+        }
+        ResultCode::UnsupportedFeature
+    }
+
+    /// How many requests were refused for `kind`.
+    pub fn count(&self, kind: Unsupported) -> u64 {
+        self.counts[kind.position()].load(Ordering::Relaxed)
+    }
+
+    /// Appends `;name=count` for every kind to a `statistics` value.
+    pub fn write_statistics(&self, value: &mut String) {
+        for kind in Unsupported::ALL {
+            let _ = write!(value, ";{}={}", kind.statistic_name(), self.count(kind));
+        }
+    }
+
+    /// Whether `kind` may be logged now; if so, no other caller may until the interval passed.
+    fn may_log(&self, kind: Unsupported) -> bool {
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let next_log_ms = &self.next_log_ms[kind.position()];
+        let next = next_log_ms.load(Ordering::Relaxed);
+        // Of callers racing past the same deadline, only the one whose exchange lands logs.
+        now_ms >= next
+            && next_log_ms
+                .compare_exchange(
+                    next,
+                    now_ms.saturating_add(LOG_INTERVAL_MS),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_position_and_statistic_name() {
+        for (position, kind) in Unsupported::ALL.into_iter().enumerate() {
+            assert_eq!(kind.position(), position, "{kind:?}");
+            assert!(kind.statistic_name().starts_with("unsupported_"));
+        }
+        let mut names: Vec<&str> = Unsupported::ALL.map(Unsupported::statistic_name).to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KIND_COUNT);
+    }
+
+    /// A client in a loop must not write a log line per request: after the first refusal of a
+    /// kind, the next log line of that kind waits a full interval, while every refusal counts.
+    #[test]
+    fn refusals_all_count_but_a_kind_logs_once_per_interval() {
+        let stats = UnsupportedStats::default();
+        assert!(stats.may_log(Unsupported::CollectionOp));
+        assert!(!stats.may_log(Unsupported::CollectionOp));
+        assert!(stats.may_log(Unsupported::Udf), "kinds are logged apart");
+        for _ in 0..1000 {
+            assert_eq!(
+                stats.refuse(Unsupported::CollectionOp),
+                ResultCode::UnsupportedFeature
+            );
+        }
+        assert_eq!(stats.count(Unsupported::CollectionOp), 1000);
+        assert_eq!(stats.count(Unsupported::BitwiseOp), 0);
+        let mut value = String::new();
+        stats.write_statistics(&mut value);
+        assert!(value.contains(";unsupported_cdt_ops=1000;unsupported_bit_ops=0;"));
+    }
+}

@@ -1,0 +1,303 @@
+"""A three-node cluster on loopback, driven by the official client given one seed.
+
+Three real `osprey` processes whose `[cluster]` seeds name each other form one cluster; the
+tests check what a client sees (three nodes, a partition map where every partition has one
+master and one replica), that every command gives the same results as on one node (each
+record exactly once), that replicas hold every record, that a request sent to the wrong node
+is forwarded and answered, and that every node's Redis port serves every key.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import time
+
+import aerospike
+import pytest
+import redis
+from aerospike import exception as ex
+
+import aswire
+from harness import OspreyServer, client_config, free_port, namespace
+
+NODES = 3
+RECORDS = 3000
+FORM_TIMEOUT_S = 30.0
+
+
+def info_value(host: str, port: int, command: str) -> str:
+    with socket.create_connection((host, port), timeout=5) as sock:
+        return dict(aswire.request_info(sock, [command]))[command]
+
+
+def statistics(server: OspreyServer) -> dict[str, str]:
+    text = info_value(server.host, server.port, "statistics")
+    return dict(pair.split("=", 1) for pair in text.split(";") if "=" in pair)
+
+
+def namespace_stats(server: OspreyServer, name: str = "test") -> dict[str, str]:
+    text = info_value(server.host, server.port, f"namespace/{name}")
+    return dict(pair.split("=", 1) for pair in text.split(";") if "=" in pair)
+
+
+def wait_formed(servers: list[OspreyServer]) -> float:
+    """Seconds until every node reports the full cluster, a stable map and a partition map."""
+    started = time.monotonic()
+    deadline = started + FORM_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ready = True
+        for server in servers:
+            stable = info_value(server.host, server.port, f"cluster-stable:size={len(servers)}")
+            generation = int(info_value(server.host, server.port, "partition-generation"))
+            ready &= not stable.startswith("ERROR") and generation > 0
+        if ready:
+            return time.monotonic() - started
+        time.sleep(0.1)
+    logs = "\n\n".join(server.log_tail() for server in servers)
+    raise AssertionError(f"the cluster did not form within {FORM_TIMEOUT_S}s; logs:\n{logs}")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    fabric_ports = [free_port() for _ in range(NODES)]
+    seeds = [f"127.0.0.1:{port}" for port in fabric_ports]
+    servers = []
+    for index, fabric_port in enumerate(fabric_ports):
+        server = OspreyServer(
+            {"port": 0},
+            [namespace("test", replication_factor=2)],
+            tag=f"cluster{index}",
+            cluster={
+                "node-id": f"C{index + 1}",
+                "fabric-port": fabric_port,
+                "seeds": seeds,
+            },
+        )
+        servers.append(server)
+    for server in servers:
+        server.config_path.write_text(
+            server.config_path.read_text().replace(
+                "[cluster]", f'[cluster]\nmetadata-dir = "{server.dir / "cluster"}"'
+            )
+        )
+        server.start()
+    formed_s = wait_formed(servers)
+    print(f"cluster formed {formed_s:.2f} s after the last node was ready")
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    seed = cluster[0]
+    c = aerospike.client(client_config(seed.port)).connect()
+    yield c
+    c.close()
+
+
+def replicas_of(server: OspreyServer) -> list[bytes]:
+    """Per column, the 512-byte bitmap this node claims for namespace test."""
+    text = info_value(server.host, server.port, "replicas")
+    entry = next(part for part in text.split(";") if part.startswith("test:"))
+    regime_and_count, *bitmaps = entry.split(":", 1)[1].split(",")[0:1] + entry.split(",")[1:]
+    count = int(entry.split(",")[1])
+    columns = entry.split(",")[2:]
+    assert regime_and_count == "0"
+    assert len(columns) == count
+    return [base64.b64decode(column) for column in columns]
+
+
+def claimed(bitmap: bytes) -> set[int]:
+    return {pid for pid in range(4096) if bitmap[pid >> 3] & (0x80 >> (pid & 7))}
+
+
+def test_the_client_given_one_seed_sees_every_node(cluster, client):
+    names = sorted(node["node_name"] for node in client.get_node_names())
+    assert names == ["C1", "C2", "C3"]
+    for server in cluster:
+        peers = info_value(server.host, server.port, "peers-clear-std")
+        listed = {other.port for other in cluster if f"127.0.0.1:{other.port}" in peers}
+        assert listed == {other.port for other in cluster if other is not server}
+
+
+def test_every_partition_has_one_master_and_one_replica(cluster):
+    masters: list[set[int]] = []
+    proles: list[set[int]] = []
+    for server in cluster:
+        columns = replicas_of(server)
+        assert len(columns) == 2
+        masters.append(claimed(columns[0]))
+        proles.append(claimed(columns[1]))
+    for column in (masters, proles):
+        assert sum(len(claims) for claims in column) == 4096
+        assert set().union(*column) == set(range(4096))
+    for index in range(NODES):
+        assert not masters[index] & proles[index], "a node is never its own replica"
+        share = len(masters[index]) / 4096
+        assert 0.28 < share < 0.39, f"node {index} masters {share:.2%} of the partitions"
+
+
+def key(i: int) -> tuple[str, str, str]:
+    return ("test", "cl", f"k{i}")
+
+
+@pytest.fixture(scope="module")
+def loaded(cluster, client):
+    for i in range(RECORDS):
+        client.put(key(i), {"v": i, "s": f"value-{i}"})
+    return RECORDS
+
+
+def test_puts_and_gets_through_the_cluster(loaded, client):
+    for i in range(0, RECORDS, 7):
+        _, meta, bins = client.get(key(i))
+        assert bins == {"v": i, "s": f"value-{i}"}
+        assert meta["gen"] == 1
+
+
+def test_operate_batch_and_remove(loaded, client):
+    _, meta, bins = client.operate(key(1), [
+        aerospike_helpers_increment("v", 10),
+        aerospike_helpers_read("v"),
+    ])
+    assert bins["v"] == 11 and meta["gen"] == 2
+    keys = [key(i) for i in range(200)]
+    batch = client.batch_read(keys)
+    assert [r.result for r in batch.batch_records] == [0] * 200
+    client.remove(key(5))
+    with pytest.raises(ex.RecordNotFound):
+        client.get(key(5))
+    client.put(key(5), {"v": 5, "s": "value-5"})
+    client.put(key(1), {"v": 1, "s": "value-1"})
+
+
+def aerospike_helpers_increment(name, by):
+    from aerospike_helpers.operations import operations
+    return operations.increment(name, by)
+
+
+def aerospike_helpers_read(name):
+    from aerospike_helpers.operations import operations
+    return operations.read(name)
+
+
+def test_a_scan_returns_every_record_exactly_once(loaded, client):
+    seen = []
+    client.scan("test", "cl").foreach(lambda record: seen.append(bytes(record[0][3])))
+    assert len(seen) == RECORDS
+    assert len(set(seen)) == RECORDS
+
+
+def test_every_record_has_a_master_copy_and_a_replica_copy(loaded, cluster):
+    masters = proles = 0
+    for server in cluster:
+        stats = namespace_stats(server)
+        masters += int(stats["master_objects"])
+        proles += int(stats["prole_objects"])
+        assert stats["effective_replication_factor"] == "2"
+        assert stats["replication-factor"] == "2"
+    assert masters == RECORDS
+    assert proles == RECORDS
+
+
+def test_smart_clients_send_nothing_to_the_wrong_node(loaded, cluster):
+    forwarded = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
+    assert forwarded == 0
+
+
+def master_of(cluster: list[OspreyServer], digest: bytes) -> OspreyServer:
+    pid = int.from_bytes(digest[:2], "little") & 0x0FFF
+    for server in cluster:
+        if pid in claimed(replicas_of(server)[0]):
+            return server
+    raise AssertionError(f"no master claims partition {pid}")
+
+
+def test_a_request_sent_to_another_node_is_forwarded_to_the_master(loaded, cluster, client):
+    """A client with a stale map sends a write to a node that is not the master: the node
+    forwards it, the master answers, and the record is where a smart client looks for it."""
+    digest = aerospike.calc_digest("test", "cl", "stale-map")
+    master = master_of(cluster, digest)
+    other = next(server for server in cluster if server is not master)
+    before = int(statistics(other)["forwarded_requests"])
+    fields = aswire.record_fields("test", "cl", digest)
+    write = aswire.as_msg(fields, [aswire.write_int("v", 77)], info2=aswire.INFO2_WRITE)
+    read = aswire.as_msg(fields, [aswire.read_bin("v")], info1=aswire.INFO1_READ)
+    with socket.create_connection((other.host, other.port), timeout=5) as sock:
+        assert aswire.request_msg(sock, write).result_code == 0
+        reply = aswire.request_msg(sock, read)
+        assert reply.result_code == 0
+        assert reply.bins() == {"v": 77}
+    assert int(statistics(other)["forwarded_requests"]) == before + 2
+    _, _, bins = client.get(("test", "cl", "stale-map"))
+    assert bins == {"v": 77}
+
+
+def test_truncate_on_one_node_empties_the_set_everywhere(cluster, client):
+    for i in range(300):
+        client.put(("test", "gone", f"t{i}"), {"v": i})
+    client.truncate("test", "gone", 0)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = []
+        client.scan("test", "gone").foreach(lambda record: left.append(record))
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == []
+
+
+def test_every_redis_port_serves_every_key(cluster):
+    ports = [server.resp_port for server in cluster]
+    clients = [redis.Redis(port=port, socket_timeout=5) for port in ports]
+    for i in range(60):
+        clients[i % NODES].set(f"rk{i}", f"rv{i}")
+    for r in clients:
+        for i in range(60):
+            assert r.get(f"rk{i}") == f"rv{i}".encode()
+    counter = [r.incr("counter") for r in clients]
+    assert counter == [1, 2, 3]
+    clients[1].rpush("list", "a", "b")
+    assert clients[2].lrange("list", 0, -1) == [b"a", b"b"]
+
+
+def test_redis_keys_on_several_masters_get_crossslot(cluster, client):
+    r = redis.Redis(port=cluster[0].resp_port, socket_timeout=5)
+    masters = {}
+    for i in range(50):
+        digest = aerospike.calc_digest("test", "redis", f"x{i}")
+        masters.setdefault(master_of(cluster, digest).port, f"x{i}")
+        if len(masters) == 2:
+            break
+    first, second = masters.values()
+    # redis-py keeps the message and drops the error code (CROSSSLOT).
+    with pytest.raises(redis.ResponseError, match="hash to the same slot"):
+        r.mset({first: 1, second: 2})
+
+
+def test_a_secondary_index_made_on_one_node_serves_queries_from_every_node(loaded, cluster, client):
+    from aerospike import predicates as p
+    client.index_integer_create("test", "cl", "v", "cl_v")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = [info_value(s.host, s.port, "sindex-exists:ns=test;indexname=cl_v") for s in cluster]
+        if listed == ["true"] * NODES:
+            break
+        time.sleep(0.1)
+    assert listed == ["true"] * NODES
+    time.sleep(1)  # the builds run in the background
+    query = client.query("test", "cl")
+    query.where(p.between("v", 100, 299))
+    found = []
+    query.foreach(lambda record: found.append(record[2]["v"]))
+    assert sorted(found) == list(range(100, 300))
+    client.index_remove("test", "cl_v")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = [info_value(s.host, s.port, "sindex-exists:ns=test;indexname=cl_v") for s in cluster]
+        if listed == ["false"] * NODES:
+            break
+        time.sleep(0.1)
+    assert listed == ["false"] * NODES

@@ -1,0 +1,279 @@
+"""What Osprey does not implement yet, as a new user meets it: every such request answers
+UNSUPPORTED_FEATURE (16) at once, with a reason where the protocol carries one; it is counted
+per kind in `statistics`; and the log names it once, however often a client repeats it. Redis
+commands Osprey does not serve answer Redis's own `ERR unknown command` text and are counted in
+INFO's `rejected_unknown_commands`.
+
+One server for the module, so that the counters and the log start from zero.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import aerospike
+import pytest
+import redis
+from aerospike import exception as ex
+from aerospike_helpers import expressions as exp
+from aerospike_helpers.operations import bitwise_operations as bitwise
+from aerospike_helpers.operations import expression_operations as expression_ops
+from aerospike_helpers.operations import hll_operations as hll
+from aerospike_helpers.operations import list_operations as lops
+from aerospike_helpers.operations import operations as ops
+
+import aswire
+import harness
+from test_scan import ScanStream, scan_frame
+
+UNSUPPORTED_FEATURE = 16
+
+
+@pytest.fixture(scope="module")
+def osprey():
+    server = harness.start_server(
+        namespaces=[harness.namespace("test", nsup_period=1)], tag="osprey-unsupported"
+    )
+    yield server
+    server.close_clients()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def aero(osprey, tmp_path_factory):
+    # udf_put copies the module into the client's Lua path (the working directory by default)
+    # before it asks the server; keep that copy out of the checkout.
+    lua_path = tmp_path_factory.mktemp("lua")
+    return osprey.client(lua={"user_path": str(lua_path)})
+
+
+def statistics(client) -> dict[str, int]:
+    stats = harness.parse_kv(harness.info(client, "statistics"))
+    return {name: int(value) for name, value in stats.items() if name.startswith("unsupported_")}
+
+
+def assert_unsupported(call) -> ex.AerospikeError:
+    with pytest.raises(ex.AerospikeError) as error:
+        call()
+    assert error.value.code == UNSUPPORTED_FEATURE, (error.value.code, error.value.msg)
+    return error.value
+
+
+def refused_once_more(client, statistic: str, call) -> None:
+    """`call` fails with 16 and adds exactly one to `statistic`, and to no other counter."""
+    before = statistics(client)
+    assert_unsupported(call)
+    after = statistics(client)
+    changed = {name: after[name] - before[name] for name in after if after[name] != before[name]}
+    assert changed == {statistic: 1}, changed
+
+
+def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aero):
+    assert statistics(aero) == {
+        "unsupported_cdt_ops": 0,
+        "unsupported_bit_ops": 0,
+        "unsupported_hll_ops": 0,
+        "unsupported_expression_ops": 0,
+        "unsupported_filter_expressions": 0,
+        "unsupported_udf": 0,
+        "unsupported_background_queries": 0,
+        "unsupported_read_touch": 0,
+        "unsupported_legacy_scans": 0,
+        "unsupported_index_types": 0,
+    }
+
+
+def test_each_unsupported_op_family_answers_16_and_counts_under_its_own_name(aero):
+    key = ("test", "unsupported", "ops")
+    aero.put(key, {"l": [1, 2], "b": bytearray(b"\x0f"), "n": 1})
+    families = {
+        "unsupported_cdt_ops": lops.list_append("l", 3),
+        "unsupported_bit_ops": bitwise.bit_get("b", 0, 8),
+        "unsupported_hll_ops": hll.hll_get_count("h"),
+        "unsupported_expression_ops": expression_ops.expression_read(
+            "x", exp.IntBin("n").compile()
+        ),
+    }
+    for statistic, op in families.items():
+        refused_once_more(aero, statistic, lambda op=op: aero.operate(key, [ops.read("n"), op]))
+    assert aero.get(key)[2] == {"l": [1, 2], "b": b"\x0f", "n": 1}
+
+
+def test_filter_expressions_and_read_touch_answer_16_and_are_counted(aero):
+    key = ("test", "unsupported", "filters")
+    aero.put(key, {"a": 1})
+    filtered = {"expressions": exp.Eq(exp.IntBin("a"), 1).compile()}
+    refused_once_more(aero, "unsupported_filter_expressions", lambda: aero.get(key, policy=filtered))
+    before = statistics(aero)["unsupported_filter_expressions"]
+    batch = aero.batch_read([key], policy=filtered)
+    assert [row.result for row in batch.batch_records] == [UNSUPPORTED_FEATURE]
+    assert statistics(aero)["unsupported_filter_expressions"] == before + 1
+    refused_once_more(
+        aero,
+        "unsupported_read_touch",
+        lambda: aero.get(key, policy={"read_touch_ttl_percent": 50}),
+    )
+
+
+def test_udf_apply_on_a_record_a_batch_and_a_query_answers_16(aero):
+    key = ("test", "unsupported", "udf")
+    aero.put(key, {"a": 1})
+    refused_once_more(aero, "unsupported_udf", lambda: aero.apply(key, "module", "function", [1]))
+    before = statistics(aero)["unsupported_udf"]
+    result = aero.batch_apply([key], "module", "function", [1])
+    assert [row.result for row in result.batch_records] == [UNSUPPORTED_FEATURE]
+    assert statistics(aero)["unsupported_udf"] == before + 1
+    # A background UDF query (an aggregation is not used here: the client runs its reduce step
+    # in a local Lua, which may fail first, on the missing module, with its own error).
+    query = aero.query("test", "unsupported")
+    query.apply("module", "function", [1])
+    refused_once_more(aero, "unsupported_udf", query.execute_background)
+
+
+def test_background_queries_legacy_scans_and_geo_indexes_answer_16(aero, osprey):
+    query = aero.query("test", "unsupported")
+    query.add_ops([ops.write("b", 2)])
+    refused_once_more(aero, "unsupported_background_queries", query.execute_background)
+    before = statistics(aero)["unsupported_legacy_scans"]
+    with osprey.raw() as s:
+        s.sendall(scan_frame("test", "unsupported", info3=0))
+        assert ScanStream(s).read_to_end(timeout=5).result_code == UNSUPPORTED_FEATURE
+    assert statistics(aero)["unsupported_legacy_scans"] == before + 1
+    refused_once_more(
+        aero,
+        "unsupported_index_types",
+        lambda: aero.index_single_value_create(
+            "test", "unsupported", "where", aerospike.INDEX_GEO2DSPHERE, "by_where"
+        ),
+    )
+
+
+def test_udf_info_commands_answer_16_with_a_message_naming_udfs(aero, osprey, tmp_path):
+    """`udf_put` used to fail with `ERROR:4:unrecognized command`, which reads like a client
+    bug; now every UDF module command says that UDFs are not supported yet."""
+    module = tmp_path / "module.lua"
+    module.write_text("function hello(rec) return 1 end\n")
+    error = assert_unsupported(lambda: aero.udf_put(str(module)))
+    assert "UDFs are not supported yet" in str(error.msg), error.msg
+    for command in ["udf-list", "udf-get:filename=module.lua", "udf-remove:filename=module.lua"]:
+        name = command.split(":")[0]
+        assert harness.raw_info(osprey, command) == f"ERROR:16:{name}: UDFs are not supported yet"
+    before = statistics(aero)["unsupported_udf"]
+    assert_unsupported(aero.udf_list)
+    assert_unsupported(lambda: aero.udf_get("module.lua"))
+    assert_unsupported(lambda: aero.udf_remove("module.lua"))
+    assert statistics(aero)["unsupported_udf"] == before + 3
+
+
+def test_a_raw_udf_apply_answers_16_and_the_connection_stays_in_step(osprey):
+    digest = aerospike.calc_digest("test", "unsupported", "raw")
+    fields = aswire.record_fields("test", "unsupported", digest) + [
+        aswire.field(30, b"module"),
+        aswire.field(31, b"function"),
+        aswire.field(32, b"\x90"),
+    ]
+    with osprey.raw() as s:
+        reply = aswire.request_msg(s, aswire.as_msg(fields, info2=aswire.INFO2_WRITE))
+        assert reply.result_code == aswire.UNSUPPORTED_FEATURE
+        assert aswire.request_info(s, ["node"])[0][0] == "node"
+
+
+def test_a_client_repeating_an_unsupported_op_is_logged_once_and_counted_every_time(aero, osprey):
+    key = ("test", "unsupported", "flood")
+    aero.put(key, {"l": [1]})
+    before = statistics(aero)["unsupported_cdt_ops"]
+    for _ in range(200):
+        assert_unsupported(lambda: aero.operate(key, [lops.list_append("l", 2)]))
+    assert statistics(aero)["unsupported_cdt_ops"] == before + 200
+    lines = [line for line in osprey.log_text().splitlines() if "list/map (CDT) operations" in line]
+    assert len(lines) == 1, lines
+    assert "WARN" in lines[0] and "not supported yet" in lines[0], lines[0]
+    assert "unsupported_cdt_ops" in lines[0], lines[0]
+
+
+# -- Redis ----------------------------------------------------------------------------------------
+
+# Commands of Redis 7 that Osprey does not serve yet, one per family the README lists.
+NOT_YET = [
+    ("SUBSCRIBE", "news"),
+    ("PUBLISH", "news", "hello"),
+    ("EVAL", "return 1", "0"),
+    ("BLPOP", "list", "1"),
+    ("XADD", "stream", "*", "field", "value"),
+    ("SETBIT", "bits", "7", "1"),
+    ("PFADD", "visitors", "ada"),
+    ("GEOADD", "places", "13.4", "52.5", "berlin"),
+    ("AUTH", "secret"),
+    ("ACL", "WHOAMI"),
+]
+
+
+def unknown_command_text(args) -> str:
+    """Redis's text for an unknown command (server.c `processCommand`)."""
+    quoted = "".join(f"'{arg}' " for arg in args[1:])
+    return f"unknown command '{args[0]}', with args beginning with: {quoted}"
+
+
+def test_redis_commands_not_served_yet_answer_redis_unknown_command_text_and_are_counted(osprey):
+    r = osprey.redis()
+    before = int(r.info("stats")["rejected_unknown_commands"])
+    for args in NOT_YET:
+        with pytest.raises(redis.ResponseError) as error:
+            r.execute_command(*args)
+        assert str(error.value) == unknown_command_text(args)
+    assert int(r.info("stats")["rejected_unknown_commands"]) == before + len(NOT_YET)
+
+
+def resp_request(*args: bytes) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+def test_the_unknown_command_reply_is_byte_for_byte_what_redis_server_sends(osprey, tmp_path):
+    """Compared with a real redis-server on commands neither knows: short arguments, and long
+    ones, which Redis lists only up to 128 bytes."""
+    requests = [
+        resp_request(b"NOSUCH", b"a", b"b c"),
+        resp_request(b"NOSUCH", b"a", b"b c", b"x" * 100, b"y" * 100, b"z"),
+    ]
+    port = free_port()
+    redis_server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        harness.wait_until(lambda: exchange(port, resp_request(b"PING")), timeout=10)
+        expected = [exchange(port, request) for request in requests]
+    finally:
+        redis_server.terminate()
+        redis_server.wait(timeout=10)
+    assert all(reply.startswith(b"-ERR unknown command 'NOSUCH'") for reply in expected), expected
+    assert [exchange(osprey.resp_port, request) for request in requests] == expected
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def exchange(port: int, request: bytes) -> bytes | None:
+    """One request's reply line, or None while nothing listens on `port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(request)
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            return reply
+    except ConnectionRefusedError:
+        return None
+
