@@ -12,8 +12,9 @@
 //! its layout: its partition roles, its claims, its routes.
 //!
 //! Invariants:
-//! - Before the first table is applied, every partition is `Absent` here and
-//!   `partition-generation` is -1, so clients ignore the node and the engine refuses commands.
+//! - Before the first table is applied, every partition is `Filling` here (it keeps what it
+//!   holds and serves no client) and `partition-generation` is -1, so clients ignore the node
+//!   and the engine refuses their commands.
 //! - Roles come only from committed tables, with their versions: a node never promotes itself.
 //! - Only the metadata group's leader changes membership or tables.
 
@@ -129,8 +130,9 @@ impl ClusterNode {
         let runtime = tokio::runtime::Handle::current();
         for ((namespace, _), commit_level) in setup.namespaces.iter().zip(&setup.commit_levels) {
             for pid in PartitionId::all() {
-                // Nothing is served until the first table says what this node holds.
-                let _ = namespace.set_partition_role(pid, PartitionRole::Absent, 0);
+                // Nothing is served until the first table says what this node holds; what it
+                // holds (a restart on device storage) stays until a table says it is not its.
+                let _ = namespace.set_partition_role(pid, PartitionRole::Filling, 0);
             }
             let sink = ReplicationSink::new(
                 namespace.name(),
