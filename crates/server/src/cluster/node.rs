@@ -728,7 +728,9 @@ impl ClusterView for ClusterNode {
     }
 
     fn route(&self, namespace: &str, partition: PartitionId, read: bool) -> Route {
-        let layout = self.layout.read().clone();
+        // Read under the guard: cloning the Arc would make every request of every thread
+        // write to one shared counter.
+        let layout = self.layout.read();
         let Some(assignment) = layout.assignment(namespace, partition) else {
             return Route::Unavailable;
         };
