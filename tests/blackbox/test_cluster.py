@@ -202,6 +202,20 @@ def test_every_record_has_a_master_copy_and_a_replica_copy(loaded, cluster):
     assert proles == RECORDS
 
 
+def test_every_partition_has_the_same_content_on_its_master_and_its_replica(loaded, cluster):
+    held: dict[int, list[tuple[str, str]]] = {}
+    for server in cluster:
+        text = info_value(server.host, server.port, "partition-hashes:namespace=test")
+        for entry in text.split(";"):
+            pid, records, content = entry.split(":")
+            held.setdefault(int(pid), []).append((records, content))
+    assert sorted(held) == list(range(4096))
+    assert all(len(copies) == 2 for copies in held.values()), "every partition on two nodes"
+    differing = [pid for pid, copies in held.items() if copies[0] != copies[1]]
+    assert differing == []
+    assert sum(int(copies[0][0]) for copies in held.values()) >= RECORDS
+
+
 def test_smart_clients_send_nothing_to_the_wrong_node(loaded, cluster):
     forwarded = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
     assert forwarded == 0

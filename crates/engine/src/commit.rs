@@ -264,6 +264,34 @@ impl Namespace {
         (master, prole)
     }
 
+    /// How many records `partition` holds and a hash of their content (FNV-1a over each
+    /// record's digest, generation, last-update time, void time and data, in digest order):
+    /// equal on two nodes exactly when they hold the same versions. For checking replicas.
+    pub fn partition_content_hash(&self, partition: PartitionId) -> (u64, u64) {
+        const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut hash = FNV_OFFSET;
+        let mut absorb = |bytes: &[u8]| {
+            for &byte in bytes {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+            }
+        };
+        let state = self.partitions[partition.index()].state.read();
+        let mut count = 0;
+        for (digest, record) in state.records_after(None) {
+            let Ok(loaded) = self.load(digest, record) else {
+                continue;
+            };
+            count += 1;
+            absorb(&digest.0);
+            absorb(&record.generation.0.to_le_bytes());
+            absorb(&record.last_update_ms.to_le_bytes());
+            absorb(&record.void_time.0.to_le_bytes());
+            absorb(&loaded.packed_data());
+        }
+        (count, hash)
+    }
+
     /// This node's role for `partition` and the partition's version.
     pub fn partition_role(&self, partition: PartitionId) -> (PartitionRole, u64) {
         let state = self.partitions[partition.index()].state.read();

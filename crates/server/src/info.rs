@@ -65,6 +65,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
     match name {
         b"node" => value.push_str(&state.node_id),
         b"cluster-stable" => write_cluster_stable(state, rest, value),
+        b"partition-hashes" => write_partition_hashes(state, rest, value),
         b"build" => value.push_str(BUILD_VERSION),
         b"version" => {
             let _ = write!(value, "{EDITION} build {BUILD_VERSION}");
@@ -223,6 +224,30 @@ fn write_cluster_stable(state: &ServerState, params: &[u8], value: &mut String) 
             let _ = write!(value, "{:X}", summary.key);
         }
         false => value.push_str("ERROR:7:unstable cluster"),
+    }
+}
+
+/// `partition-hashes:namespace=<ns>` (Osprey's own, for checking replicas): for every partition
+/// this node holds as master or replica, `<pid>:<records>:<content hash in hex>`, joined by `;`.
+fn write_partition_hashes(state: &ServerState, params: &[u8], value: &mut String) {
+    let name = info_params(params)
+        .find(|(key, _)| *key == b"namespace" || *key == b"ns")
+        .map(|(_, name)| name);
+    let Some(namespace) = name.and_then(|name| state.namespace(name)) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    let mut first = true;
+    for pid in model::PartitionId::all() {
+        if !namespace.partition_role(pid).0.serves_reads() {
+            continue;
+        }
+        let (records, hash) = namespace.partition_content_hash(pid);
+        if !first {
+            value.push(';');
+        }
+        first = false;
+        let _ = write!(value, "{}:{records}:{hash:X}", pid.0);
     }
 }
 
