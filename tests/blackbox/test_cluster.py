@@ -291,16 +291,21 @@ def test_redis_keys_on_several_masters_get_crossslot(cluster, client):
         r.mset({first: 1, second: 2})
 
 
+def every_node_answers(cluster: list[OspreyServer], command: str, expected: str) -> list[str]:
+    """What each node answers `command`, once all answer `expected` (or after 10 s)."""
+    deadline = time.monotonic() + 10
+    while True:
+        answers = [info_value(server.host, server.port, command) for server in cluster]
+        if answers == [expected] * len(cluster) or time.monotonic() > deadline:
+            return answers
+        time.sleep(0.1)
+
+
 def test_a_secondary_index_made_on_one_node_serves_queries_from_every_node(loaded, cluster, client):
     from aerospike import predicates as p
     client.index_integer_create("test", "cl", "v", "cl_v")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        listed = [info_value(s.host, s.port, "sindex-exists:ns=test;indexname=cl_v") for s in cluster]
-        if listed == ["true"] * NODES:
-            break
-        time.sleep(0.1)
-    assert listed == ["true"] * NODES
+    exists = "sindex-exists:ns=test;indexname=cl_v"
+    assert every_node_answers(cluster, exists, "true") == ["true"] * NODES
     time.sleep(1)  # the builds run in the background
     query = client.query("test", "cl")
     query.where(p.between("v", 100, 299))
@@ -308,10 +313,4 @@ def test_a_secondary_index_made_on_one_node_serves_queries_from_every_node(loade
     query.foreach(lambda record: found.append(record[2]["v"]))
     assert sorted(found) == list(range(100, 300))
     client.index_remove("test", "cl_v")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        listed = [info_value(s.host, s.port, "sindex-exists:ns=test;indexname=cl_v") for s in cluster]
-        if listed == ["false"] * NODES:
-            break
-        time.sleep(0.1)
-    assert listed == ["false"] * NODES
+    assert every_node_answers(cluster, exists, "false") == ["false"] * NODES

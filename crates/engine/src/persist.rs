@@ -217,31 +217,25 @@ impl Namespace {
                 .any_record(&digest)
                 .is_some_and(|old| Stamp::must_restamp(old, &record)),
         };
-        if let Some(storage) = &self.storage {
-            let replaced = partition.any_record(&digest).and_then(Replaced::of);
+        // The packed data is built only for someone who needs it: the device or the sink.
+        if self.storage.is_some() || self.change_sink.get().is_some() {
             let data = record.packed_data();
-            let location = self.append_version(storage, &digest, &record, &data, replaced, acks)?;
-            self.committed(
-                partition.version,
-                &digest,
-                ChangeKind::Stored,
-                Some((&record, &data)),
-                acks,
-            );
+            let location = match &self.storage {
+                Some(storage) => {
+                    let replaced = partition.any_record(&digest).and_then(Replaced::of);
+                    Some(self.append_version(storage, &digest, &record, &data, replaced, acks)?)
+                }
+                None => None,
+            };
+            let stored = Some((&record, &*data));
+            self.committed(partition.version, &digest, ChangeKind::Stored, stored, acks);
             drop(data);
-            record.location = location.to_bits();
-            if !self.keeps_data_in_memory() {
-                record.drop_data();
+            if let Some(location) = location {
+                record.location = location.to_bits();
+                if !self.keeps_data_in_memory() {
+                    record.drop_data();
+                }
             }
-        } else if self.change_sink.get().is_some() {
-            let data = record.packed_data();
-            self.committed(
-                partition.version,
-                &digest,
-                ChangeKind::Stored,
-                Some((&record, &data)),
-                acks,
-            );
         }
         let replaced = partition.insert(digest, record, &self.sets);
         Self::reindex(
