@@ -10,8 +10,11 @@ is forwarded and answered, and that every node's Redis port serves every key.
 from __future__ import annotations
 
 import base64
+import os
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import aerospike
 import pytest
@@ -314,3 +317,38 @@ def test_a_secondary_index_made_on_one_node_serves_queries_from_every_node(loade
     assert sorted(found) == list(range(100, 300))
     client.index_remove("test", "cl_v")
     assert every_node_answers(cluster, exists, "false") == ["false"] * NODES
+
+
+def test_a_batch_sent_to_one_node_answers_rows_of_every_master(loaded, cluster):
+    """A client with a stale map sends a whole batch to one node: rows of partitions other
+    nodes master are forwarded one by one, and every row comes back in its place."""
+    from test_batch import batch_frame, batch_reply, row_read
+
+    rows = [row_read(i, aerospike.calc_digest("test", "cl", f"k{i}"), set_name="cl") for i in range(60)]
+    target = cluster[1]
+    before = int(statistics(target)["forwarded_requests"])
+    with socket.create_connection((target.host, target.port), timeout=5) as sock:
+        sock.sendall(batch_frame(rows))
+        replies, last, _ = batch_reply(sock)
+    assert last.result_code == 0
+    assert sorted(reply.transaction_ttl for reply in replies) == list(range(60))
+    for reply in replies:
+        assert reply.result_code == 0
+        assert reply.bins()["v"] == reply.transaction_ttl
+    # A read is served by any node holding a full copy (two of the three at RF 2): about a
+    # third of the rows go elsewhere.
+    forwarded = int(statistics(target)["forwarded_requests"]) - before
+    assert 5 < forwarded < 40, f"{forwarded} of 60 rows forwarded"
+
+
+def test_the_official_go_client_finds_every_node_and_sends_each_key_to_its_master(cluster):
+    """tests/go/cluster_client (built by `cargo xtask blackbox`): the Go client v8, given one
+    seed, sees the three nodes, and its 1,000 puts and gets all land on the key's master."""
+    binary = os.environ.get("OSPREY_GO_CLUSTER_CLIENT", "target/go/cluster_client")
+    assert Path(binary).exists(), f"{binary} is missing: run `cargo xtask blackbox`, which builds it"
+    before = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
+    run = subprocess.run([binary, str(cluster[2].port), str(NODES)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"nodes: {NODES}" in run.stdout
+    after = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
+    assert after == before

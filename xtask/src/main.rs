@@ -322,6 +322,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     ensure_redis()?;
     let root = workspace_root();
     let python = ensure_venv(&root, &["tests/requirements.txt"])?;
+    let go_client = build_go_cluster_client(&root)?;
     let binary = root.join("target/debug/osprey");
     let mut args = vec!["-m", "pytest", "tests/blackbox", "-q", "-ra"];
     args.extend_from_slice(extra_pytest_args);
@@ -331,12 +332,30 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         .env("OSPREY_BIN", &binary)
         .env("OSPREY_RELEASE_BIN", root.join("target/release/osprey"))
         .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
+        .env("OSPREY_GO_CLUSTER_CLIENT", &go_client)
         .status()
         .map_err(|error| format!("cannot run pytest: {error}"))?;
     if !status.success() {
         return Err(format!("black-box tests failed ({status})"));
     }
     Ok(())
+}
+
+/// Builds `tests/go/cluster_client` (the official Aerospike Go client against a cluster) into
+/// the target directory, fetching its modules through Go's module proxy the first time.
+fn build_go_cluster_client(root: &Path) -> Result<PathBuf, String> {
+    let output = cargo_target_dir(root).join("go/cluster_client");
+    let status = Command::new("go")
+        .args(["build", "-mod=mod", "-o"])
+        .arg(&output)
+        .arg(".")
+        .current_dir(root.join("tests/go/cluster_client"))
+        .status()
+        .map_err(|error| format!("cannot run go (the Go toolchain builds tests/go): {error}"))?;
+    if !status.success() {
+        return Err(format!("building tests/go/cluster_client failed ({status})"));
+    }
+    Ok(output)
 }
 
 /// Builds release binaries and runs `scripts/compare-redis` with `args`.

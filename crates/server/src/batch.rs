@@ -30,9 +30,11 @@ use engine::{Acks, Origin};
 use model::ResultCode;
 use wire_aerospike::{
     BatchPosition, BatchRequest, BatchRow, Fields, MESSAGE_HEADER_SIZE_BYTES, Message,
-    MessageHeader, PROTO_HEADER_SIZE_BYTES, ProtoType,
+    MessageHeader, PROTO_HEADER_SIZE_BYTES, ProtoType, field_type, info2,
 };
+use wire_fabric::ForwardProtocol;
 
+use crate::cluster::{Route, forward};
 use crate::dispatch::{self, Received, RecordCommand, RequestDeadline};
 
 /// A batch that sent no total timeout has none (Aerospike gives batches none of their own).
@@ -295,6 +297,9 @@ fn answer_row(
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> ResultCode {
+    if let Some(code) = forward_row(state, row, deadline, out) {
+        return code;
+    }
     let start = wire_aerospike::begin_message(out);
     let (code, header) = match execute_row(state, row, deadline, out, acks) {
         Ok((meta, op_count)) => (ResultCode::Ok, dispatch::success_header(&meta, op_count)),
@@ -314,6 +319,87 @@ fn answer_row(
     };
     wire_aerospike::finish_message(out, start, &header);
     code
+}
+
+/// On a cluster, a row whose partition another node masters (the client's map is stale) runs
+/// there, as the single-record command it describes, and its reply becomes the row's; `None`
+/// when the row runs here. Returns the row's result for [`ends_batch`]: OK, NOT_FOUND, or
+/// UNKNOWN standing for any other code (the row's reply carries the real one).
+fn forward_row(
+    state: &ServerState,
+    row: &BatchRow<'_>,
+    deadline: RequestDeadline,
+    out: &mut Vec<u8>,
+) -> Option<ResultCode> {
+    let node = state.cluster_node()?;
+    let namespace = std::str::from_utf8(row.fields.namespace?).ok()?;
+    let read = row.header.info2 & info2::WRITE == 0;
+    let partition = row.digest.partition_id();
+    let Route::Forward(owner) = state.cluster_view().route(namespace, partition, read) else {
+        return None;
+    };
+    let time_left_ms = deadline.at.map_or(0, |at| {
+        let left = at.saturating_duration_since(Instant::now()).as_millis();
+        u32::try_from(left).unwrap_or(u32::MAX).max(1)
+    });
+    let body = row_as_message(row, time_left_ms);
+    let forwarding = forward::forward(state, owner, ForwardProtocol::Aerospike, time_left_ms, &body);
+    let reply = node.block_on(forwarding);
+    let start = out.len();
+    let code = match reply {
+        Ok(frame) if frame.len() >= PROTO_HEADER_SIZE_BYTES + MESSAGE_HEADER_SIZE_BYTES => {
+            out.extend_from_slice(&frame[PROTO_HEADER_SIZE_BYTES..]);
+            match out[start + RESULT_CODE_OFFSET] {
+                0 => ResultCode::Ok,
+                2 => ResultCode::NotFound,
+                _ => ResultCode::Unknown,
+            }
+        }
+        Ok(_) => {
+            bare_message(out, ResultCode::Unknown);
+            ResultCode::Unknown
+        }
+        Err(code) => {
+            bare_message(out, code);
+            code
+        }
+    };
+    // The row's index goes where the client looks for it.
+    out[start + TRANSACTION_TTL_OFFSET..start + TRANSACTION_TTL_OFFSET + 4]
+        .copy_from_slice(&row.index.to_be_bytes());
+    Some(code)
+}
+
+/// A row reply with a result code and nothing else.
+fn bare_message(out: &mut Vec<u8>, code: ResultCode) {
+    let start = wire_aerospike::begin_message(out);
+    let header = MessageHeader {
+        result_code: code.code(),
+        ..MessageHeader::default()
+    };
+    wire_aerospike::finish_message(out, start, &header);
+}
+
+/// Where an AS_MSG header keeps its result code and its transaction TTL (a batch row's index
+/// in a batch reply).
+const RESULT_CODE_OFFSET: usize = 5;
+const TRANSACTION_TTL_OFFSET: usize = 14;
+
+/// The single-record command a batch row describes, as an AS_MSG body.
+fn row_as_message(row: &BatchRow<'_>, time_left_ms: u32) -> Vec<u8> {
+    let mut fields: Vec<(u8, &[u8])> = Vec::with_capacity(4);
+    fields.extend(row.fields.namespace.map(|ns| (field_type::NAMESPACE, ns)));
+    fields.extend(row.fields.set.map(|set| (field_type::SET, set)));
+    fields.extend(row.fields.key.map(|key| (field_type::KEY, key)));
+    fields.push((field_type::DIGEST, &row.digest.0));
+    let ops: Vec<model::Op<'_>> = row.ops().collect();
+    let header = MessageHeader {
+        transaction_ttl: time_left_ms,
+        ..row.header
+    };
+    let mut frame = Vec::new();
+    wire_aerospike::encode_message(&mut frame, &header, &fields, &ops);
+    frame.split_off(PROTO_HEADER_SIZE_BYTES)
 }
 
 fn execute_row(

@@ -239,9 +239,16 @@ impl ClusterNode {
                 Err(error) => warn!(%error, "a truncate did not reach the other nodes"),
             }
         };
+        self.block_on(waiting);
+    }
+
+    /// Runs `future` to its end from synchronous code: on a runtime worker (letting the
+    /// runtime move its other tasks away meanwhile) or on any other thread (the long-request
+    /// pool). For the rare requests that must wait on another node inline.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(waiting)),
-            Err(_) => self.runtime.block_on(waiting),
+            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
+            Err(_) => self.runtime.block_on(future),
         }
     }
 
