@@ -353,7 +353,9 @@ fn build_go_cluster_client(root: &Path) -> Result<PathBuf, String> {
         .status()
         .map_err(|error| format!("cannot run go (the Go toolchain builds tests/go): {error}"))?;
     if !status.success() {
-        return Err(format!("building tests/go/cluster_client failed ({status})"));
+        return Err(format!(
+            "building tests/go/cluster_client failed ({status})"
+        ));
     }
     Ok(output)
 }

@@ -343,7 +343,13 @@ fn forward_row(
         u32::try_from(left).unwrap_or(u32::MAX).max(1)
     });
     let body = row_as_message(row, time_left_ms);
-    let forwarding = forward::forward(state, owner, ForwardProtocol::Aerospike, time_left_ms, &body);
+    let forwarding = forward::forward(
+        state,
+        owner,
+        ForwardProtocol::Aerospike,
+        time_left_ms,
+        &body,
+    );
     let reply = node.block_on(forwarding);
     let start = out.len();
     let code = match reply {
