@@ -177,9 +177,8 @@ fn write_replicas(state: &ServerState, params: &[u8], value: &mut String, shape:
         .iter()
         .map(|namespace| state.cluster_view().claims(namespace.name()))
         .collect();
-    let columns_max = info_params(params)
-        .find(|(key, _)| *key == b"max")
-        .and_then(|(_, max)| std::str::from_utf8(max).ok()?.parse().ok());
+    let columns_max =
+        info_param(params, b"max").and_then(|max| std::str::from_utf8(max).ok()?.parse().ok());
     value.push_str(&match shape {
         Replicas::WithRegime => format_replicas(&claims, columns_max),
         Replicas::All => format_replicas_all(&claims),
@@ -206,15 +205,9 @@ fn write_peers(state: &ServerState, with_addresses: bool, value: &mut String) {
 /// others, the size is N (if given) and no partition is moving (unless ignored).
 fn write_cluster_stable(state: &ServerState, params: &[u8], value: &mut String) {
     let summary = state.cluster_view().summary();
-    let mut size_wanted: Option<usize> = None;
-    let mut ignore_migrations = false;
-    for (key, param) in info_params(params) {
-        match key {
-            b"size" => size_wanted = std::str::from_utf8(param).ok().and_then(|s| s.parse().ok()),
-            b"ignore-migrations" => ignore_migrations = param == b"true",
-            _ => {}
-        }
-    }
+    let size_wanted: Option<usize> =
+        info_param(params, b"size").and_then(|size| std::str::from_utf8(size).ok()?.parse().ok());
+    let ignore_migrations = info_param(params, b"ignore-migrations") == Some(b"true");
     let stable = summary.integrity
         && size_wanted.is_none_or(|size| size == summary.size)
         && (ignore_migrations || summary.migrate_partitions_remaining == 0)
@@ -230,9 +223,7 @@ fn write_cluster_stable(state: &ServerState, params: &[u8], value: &mut String) 
 /// `partition-hashes:namespace=<ns>` (Osprey's own, for checking replicas): for every partition
 /// this node holds as master or replica, `<pid>:<records>:<content hash in hex>`, joined by `;`.
 fn write_partition_hashes(state: &ServerState, params: &[u8], value: &mut String) {
-    let name = info_params(params)
-        .find(|(key, _)| *key == b"namespace" || *key == b"ns")
-        .map(|(_, name)| name);
+    let name = info_param(params, b"namespace").or_else(|| info_param(params, b"ns"));
     let Some(namespace) = name.and_then(|name| state.namespace(name)) else {
         value.push_str("ERROR:20:namespace not found");
         return;
@@ -249,17 +240,6 @@ fn write_partition_hashes(state: &ServerState, params: &[u8], value: &mut String
         first = false;
         let _ = write!(value, "{}:{records}:{hash:X}", pid.0);
     }
-}
-
-/// `key=value` pairs of an info command's parameters, separated by `;`.
-fn info_params(params: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    params
-        .split(|&byte| byte == b';')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| match pair.iter().position(|&byte| byte == b'=') {
-            Some(at) => (&pair[..at], &pair[at + 1..]),
-            None => (pair, &[][..]),
-        })
 }
 
 fn section_of<'c>(

@@ -211,28 +211,14 @@ impl ClusterNode {
     /// Commits a truncate made here (cut-off `before_ms`) to the metadata group, so that every
     /// node applies it; in the background, logged if it fails.
     pub fn replicate_truncate(&self, namespace: &str, set: Option<&[u8]>, before_ms: u64) {
-        let command = MetaCommand::Truncate {
-            namespace: namespace.to_owned(),
-            set: set.map(|set| String::from_utf8_lossy(set).into_owned()),
-            before_ms,
-        };
-        let meta = self.meta.clone();
-        tokio::spawn(async move {
-            if let Err(error) = meta.propose_via_leader(command).await {
-                warn!(%error, "a truncate did not reach the other nodes");
-            }
-        });
+        self.propose_in_background(truncate_command(namespace, set, before_ms));
     }
 
     /// [`ClusterNode::replicate_truncate`], blocking until every node has applied it (or two
     /// seconds passed): Redis's FLUSHDB promises that nothing it removed is read afterwards,
     /// from any node. Callable from a runtime worker or any other thread.
     pub fn replicate_truncate_and_wait(&self, namespace: &str, set: Option<&[u8]>, before_ms: u64) {
-        let command = MetaCommand::Truncate {
-            namespace: namespace.to_owned(),
-            set: set.map(|set| String::from_utf8_lossy(set).into_owned()),
-            before_ms,
-        };
+        let command = truncate_command(namespace, set, before_ms);
         let waiting = async {
             match self.meta.propose_via_leader(command).await {
                 Ok(applied) => self.wait_applied_everywhere(applied.version).await,
@@ -540,11 +526,11 @@ impl ClusterNode {
         let peers = self.fabric.peers();
         for peer in peers.iter().filter(|p| p.connected) {
             let Some(id) = peer.node_id else { continue };
-            let target = NodeInfo {
-                fabric_addr: peer.address.clone(),
-                ..NodeInfo::default()
-            };
-            match self.meta.propose_through(id, &target, add_me).await {
+            match self
+                .meta
+                .propose_through(id, &reached_at(&peer.address), add_me)
+                .await
+            {
                 Ok(_) => return,
                 Err(MetaError::ForwardToLeader {
                     leader_id: Some(leader),
@@ -552,10 +538,7 @@ impl ClusterNode {
                     let Some(address) = peers.iter().find(|p| p.node_id == Some(leader)) else {
                         continue;
                     };
-                    let leader_info = NodeInfo {
-                        fabric_addr: address.address.clone(),
-                        ..NodeInfo::default()
-                    };
+                    let leader_info = reached_at(&address.address);
                     if self
                         .meta
                         .propose_through(leader, &leader_info, add_me)
@@ -652,6 +635,23 @@ impl ClusterNode {
             ),
             Err(error) => warn!(namespace, %error, "could not commit a partition table"),
         }
+    }
+}
+
+/// The metadata command of a truncate of `set` (the namespace for `None`) at `before_ms`.
+fn truncate_command(namespace: &str, set: Option<&[u8]>, before_ms: u64) -> MetaCommand {
+    MetaCommand::Truncate {
+        namespace: namespace.to_owned(),
+        set: set.map(|set| String::from_utf8_lossy(set).into_owned()),
+        before_ms,
+    }
+}
+
+/// How to reach a node known only by its fabric address (a peer not yet in the roster).
+fn reached_at(fabric_addr: &str) -> NodeInfo {
+    NodeInfo {
+        fabric_addr: fabric_addr.to_owned(),
+        ..NodeInfo::default()
     }
 }
 
