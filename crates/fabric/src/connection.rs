@@ -7,17 +7,21 @@
 //!
 //! Invariants:
 //! - Frames leave in the order they were queued ([`WriteQueue`]); the writer copies small
-//!   frames into one buffer, so a burst of frames costs few writes.
+//!   frames into one buffer, and yields once before taking a batch, so a burst of frames
+//!   costs few writes.
 //! - A request is registered as pending before its frame is queued, so its reply always
 //!   finds it; a pending request is removed by its reply, by its waiter giving up
-//!   ([`PendingReply`] is dropped), or by the connection closing, which wakes the waiter with
+//!   ([`PendingReply`] is dropped) or its deadline passing (a callback's, found by the
+//!   connection's sweeper), or by the connection closing, which wakes the waiter with
 //!   "connection lost".
+//! - A callback request's callback runs exactly once, never under the pending-request lock.
 //! - Once closed, a connection stays closed: the queue refuses frames, no request can be
 //!   registered, and both tasks end.
 //! - The frame handler runs on the reader task, in arrival order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -62,9 +66,27 @@ pub(crate) struct Connection {
 }
 
 struct PendingRequests {
-    waiters_by_request_id: HashMap<u64, oneshot::Sender<OwnedFrame>>,
+    waiters_by_request_id: HashMap<u64, Waiter>,
+    /// How many of the waiters are callbacks, which the sweeper expires.
+    callbacks: usize,
     closed: bool,
 }
+
+/// What a request's reply is handed to.
+enum Waiter {
+    /// A task awaiting a [`PendingReply`], which keeps its own deadline.
+    Task(oneshot::Sender<OwnedFrame>),
+    /// A callback, run on the reader task when the reply arrives (or by the sweeper after
+    /// `deadline`, or when the connection closes).
+    Callback {
+        deadline: Instant,
+        timeout_ms: u64,
+        on_reply: ReplyCallback,
+    },
+}
+
+/// What [`crate::Fabric::request_then`] calls with a request's outcome, exactly once.
+pub type ReplyCallback = Box<dyn FnOnce(Result<OwnedFrame, FabricError>) + Send + 'static>;
 
 impl Connection {
     /// Starts the writer and reader tasks of a handshaken stream to `peer_node_id`.
@@ -82,12 +104,17 @@ impl Connection {
             queue: WriteQueue::new(config.write_queue_bytes_max, config.write_queue_frames_max),
             pending: Mutex::new(PendingRequests {
                 waiters_by_request_id: HashMap::new(),
+                callbacks: 0,
                 closed: false,
             }),
             requests_pending_max: config.requests_pending_max,
             closed: watch::Sender::new(false),
         });
         shared.spawn(run_writer(Arc::clone(&connection), writer));
+        shared.spawn(run_sweeper(
+            Arc::clone(&connection),
+            sweep_interval(config.request_timeout_ms),
+        ));
         shared.spawn(run_reader(
             Arc::clone(shared),
             Arc::clone(&connection),
@@ -126,17 +153,9 @@ impl Connection {
         deadline: Instant,
         timeout_ms: u64,
     ) -> Result<PendingReply, FabricError> {
-        let node_id = self.peer_node_id;
-        let mut pending = self.pending.lock();
-        if pending.closed {
-            return Err(FabricError::NotConnected { node_id });
-        }
-        if pending.waiters_by_request_id.len() >= self.requests_pending_max {
-            return Err(FabricError::Overloaded { node_id });
-        }
         let (waiter, reply) = oneshot::channel();
-        let replaced = pending.waiters_by_request_id.insert(request_id, waiter);
-        assert!(replaced.is_none(), "request id {request_id} is used twice");
+        self.register(request_id, Waiter::Task(waiter))
+            .map_err(|(error, _)| error)?;
         Ok(PendingReply {
             connection: Arc::clone(self),
             request_id,
@@ -146,6 +165,46 @@ impl Connection {
         })
     }
 
+    /// Registers a request about to be queued whose reply goes to `on_reply`, on the reader
+    /// task.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::register_request`], with the callback handed back uncalled.
+    pub(crate) fn register_callback(
+        &self,
+        request_id: u64,
+        deadline: Instant,
+        timeout_ms: u64,
+        on_reply: ReplyCallback,
+    ) -> Result<(), (FabricError, ReplyCallback)> {
+        let waiter = Waiter::Callback {
+            deadline,
+            timeout_ms,
+            on_reply,
+        };
+        self.register(request_id, waiter)
+            .map_err(|(error, waiter)| match waiter {
+                Waiter::Callback { on_reply, .. } => (error, on_reply),
+                Waiter::Task(_) => unreachable!("a callback was registered"),
+            })
+    }
+
+    fn register(&self, request_id: u64, waiter: Waiter) -> Result<(), (FabricError, Waiter)> {
+        let node_id = self.peer_node_id;
+        let mut pending = self.pending.lock();
+        if pending.closed {
+            return Err((FabricError::NotConnected { node_id }, waiter));
+        }
+        if pending.waiters_by_request_id.len() >= self.requests_pending_max {
+            return Err((FabricError::Overloaded { node_id }, waiter));
+        }
+        pending.callbacks += usize::from(matches!(waiter, Waiter::Callback { .. }));
+        let replaced = pending.waiters_by_request_id.insert(request_id, waiter);
+        assert!(replaced.is_none(), "request id {request_id} is used twice");
+        Ok(())
+    }
+
     /// Closes the connection: both tasks end, queued frames are dropped, and every waiting
     /// request fails with "connection lost".
     pub(crate) fn close(&self) {
@@ -153,10 +212,16 @@ impl Connection {
         let waiters = {
             let mut pending = self.pending.lock();
             pending.closed = true;
+            pending.callbacks = 0;
             std::mem::take(&mut pending.waiters_by_request_id)
         };
-        // Dropping the senders wakes each waiter with an error.
-        drop(waiters);
+        let node_id = self.peer_node_id;
+        for waiter in waiters.into_values() {
+            // Dropping a task's sender wakes it with an error.
+            if let Waiter::Callback { on_reply, .. } = waiter {
+                on_reply(Err(FabricError::ConnectionLost { node_id }));
+            }
+        }
         self.closed.send_replace(true);
     }
 
@@ -167,11 +232,25 @@ impl Connection {
         let _ = closed.wait_for(|closed| *closed).await;
     }
 
+    /// Removes the request's waiter, if it still waits.
+    fn take_waiter(&self, request_id: u64) -> Option<Waiter> {
+        let mut pending = self.pending.lock();
+        let waiter = pending.waiters_by_request_id.remove(&request_id);
+        if matches!(waiter, Some(Waiter::Callback { .. })) {
+            pending.callbacks -= 1;
+        }
+        waiter
+    }
+
     fn forget_request(&self, request_id: u64) {
-        self.pending
-            .lock()
-            .waiters_by_request_id
-            .remove(&request_id);
+        drop(self.take_waiter(request_id));
+    }
+
+    /// Fails a callback request that could not be queued after all.
+    pub(crate) fn fail_callback(&self, request_id: u64, error: FabricError) {
+        if let Some(Waiter::Callback { on_reply, .. }) = self.take_waiter(request_id) {
+            on_reply(Err(error));
+        }
     }
 
     /// Hands a reply to its waiting request; `false` when none waits for it (it timed out,
@@ -180,12 +259,67 @@ impl Connection {
         let Some(request_id) = frame.request_id() else {
             return false;
         };
-        let waiter = self
-            .pending
-            .lock()
-            .waiters_by_request_id
-            .remove(&request_id);
-        waiter.is_some_and(|waiter| waiter.send(frame).is_ok())
+        match self.take_waiter(request_id) {
+            Some(Waiter::Task(waiter)) => waiter.send(frame).is_ok(),
+            Some(Waiter::Callback { on_reply, .. }) => {
+                on_reply(Ok(frame));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fails every callback request whose deadline is before `now`.
+    fn expire_callbacks(&self, now: Instant) {
+        let node_id = self.peer_node_id;
+        let expired: Vec<(ReplyCallback, u64)> = {
+            let mut pending = self.pending.lock();
+            if pending.callbacks == 0 {
+                return;
+            }
+            let overdue: Vec<u64> = pending
+                .waiters_by_request_id
+                .iter()
+                .filter(|(_, waiter)| {
+                    matches!(waiter, Waiter::Callback { deadline, .. } if *deadline <= now)
+                })
+                .map(|(request_id, _)| *request_id)
+                .collect();
+            pending.callbacks -= overdue.len();
+            overdue
+                .iter()
+                .filter_map(|request_id| pending.waiters_by_request_id.remove(request_id))
+                .filter_map(|waiter| match waiter {
+                    Waiter::Callback {
+                        on_reply,
+                        timeout_ms,
+                        ..
+                    } => Some((on_reply, timeout_ms)),
+                    Waiter::Task(_) => None,
+                })
+                .collect()
+        };
+        for (on_reply, timeout_ms) in expired {
+            on_reply(Err(FabricError::Timeout {
+                node_id,
+                timeout_ms,
+            }));
+        }
+    }
+}
+
+/// How often a connection's sweeper looks for callback requests past their deadline: a tenth
+/// of the request timeout, at most 100 ms, so a callback fails at most that late.
+fn sweep_interval(request_timeout_ms: u64) -> Duration {
+    Duration::from_millis((request_timeout_ms / 10).clamp(1, 100))
+}
+
+async fn run_sweeper(connection: Arc<Connection>, interval: Duration) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(interval) => connection.expire_callbacks(Instant::now()),
+            () = connection.wait_closed() => break,
+        }
     }
 }
 
@@ -232,7 +366,16 @@ impl Drop for PendingReply {
 async fn run_writer(connection: Arc<Connection>, writer: StreamWriter) {
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
     let mut batch = Vec::new();
-    while connection.queue.pop_batch(&mut batch).await {
+    while connection.queue.wait_frames().await {
+        // Lets the tasks that are ready now (other client connections replicating their
+        // writes, the reader acknowledging a burst of them) queue their frames first, so that
+        // one write carries them all. Measured on 3 local nodes at replication factor 2: with
+        // 64 writes in flight, 1.44 sends per write instead of 2.14 and a third less CPU; with
+        // 8, as many sends and an empty poll more per write, at the same CPU.
+        tokio::task::yield_now().await;
+        if !connection.queue.take_batch(&mut batch) {
+            break;
+        }
         // A peer that stops reading blocks the write; closing the connection must still end
         // this task.
         let written = tokio::select! {

@@ -84,20 +84,36 @@ impl WriteQueue {
 
     /// Waits for frames and moves the next batch into `batch`, oldest first. Returns `false`,
     /// with `batch` untouched, once the queue is closed.
+    #[cfg(test)]
     pub(crate) async fn pop_batch(&self, batch: &mut Vec<Bytes>) -> bool {
+        self.wait_frames().await && self.take_batch(batch)
+    }
+
+    /// Waits until frames are queued (`true`) or the queue is closed (`false`).
+    pub(crate) async fn wait_frames(&self) -> bool {
         loop {
             {
-                let mut state = self.state.lock();
+                let state = self.state.lock();
                 if state.closed {
                     return false;
                 }
                 if !state.frames.is_empty() {
-                    take_batch(&mut state, batch);
                     return true;
                 }
             }
             self.frames_ready.notified().await;
         }
+    }
+
+    /// Moves the next batch into `batch`, oldest first (none when the queue is empty).
+    /// Returns `false`, with `batch` untouched, once the queue is closed.
+    pub(crate) fn take_batch(&self, batch: &mut Vec<Bytes>) -> bool {
+        let mut state = self.state.lock();
+        if state.closed {
+            return false;
+        }
+        take_batch(&mut state, batch);
+        true
     }
 
     /// Closes the queue: frames still queued are dropped, and the writer stops.

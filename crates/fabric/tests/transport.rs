@@ -409,3 +409,59 @@ async fn memory_network_delay_holds_every_byte_for_the_delay() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// `request_then`, the replication path: each callback runs exactly once, with the reply to
+/// its own request (answered out of order), with "timeout" at most a tenth of the timeout
+/// after the deadline, with "connection lost" when the connection is cut, and at once with
+/// "not connected" when the request cannot be sent.
+#[tokio::test(start_paused = true)]
+async fn request_then_calls_back_once_with_the_reply_the_timeout_or_the_loss() {
+    let network = MemoryNetwork::new();
+    let ((a, _), (b, _)) = connected_pair(&network).await;
+    type Outcomes = Arc<parking_lot::Mutex<Vec<(u32, Result<Vec<u8>, FabricError>)>>>;
+    let outcomes: Outcomes = Arc::default();
+    let call = |index: u32, delay_ms: u32| {
+        let outcomes = Arc::clone(&outcomes);
+        let payload = index.to_be_bytes();
+        a.request_then(2, &forward(&payload, delay_ms), move |reply| {
+            let reply = reply.map(|frame| reply_payload(&frame));
+            outcomes.lock().push((index, reply));
+        });
+    };
+    for index in 0..100 {
+        call(index, 100 - index);
+    }
+    wait_until("every reply", || outcomes.lock().len() == 100).await;
+    for (index, reply) in outcomes.lock().drain(..) {
+        assert_eq!(reply.unwrap(), index.to_be_bytes());
+    }
+
+    let started = tokio::time::Instant::now();
+    call(1_000, 60_000);
+    wait_until("the timeout", || outcomes.lock().len() == 1).await;
+    let late = started.elapsed() - Duration::from_millis(support::REQUEST_TIMEOUT_MS);
+    assert!(
+        late <= Duration::from_millis(support::REQUEST_TIMEOUT_MS / 10),
+        "{late:?}"
+    );
+    let timeout = FabricError::Timeout {
+        node_id: 2,
+        timeout_ms: support::REQUEST_TIMEOUT_MS,
+    };
+    assert_eq!(outcomes.lock().pop(), Some((1_000, Err(timeout))));
+
+    call(2_000, 500);
+    sleep(Duration::from_millis(10)).await;
+    network.partition("a", "b");
+    wait_until("the loss", || outcomes.lock().len() == 1).await;
+    let lost = FabricError::ConnectionLost { node_id: 2 };
+    assert_eq!(outcomes.lock().pop(), Some((2_000, Err(lost))));
+    wait_until("a notices the cut", || !connected_to(&a, 2)).await;
+    call(3_000, 0);
+    let refused = FabricError::NotConnected { node_id: 2 };
+    assert_eq!(outcomes.lock().pop(), Some((3_000, Err(refused))));
+    sleep(Duration::from_millis(support::REQUEST_TIMEOUT_MS * 2)).await;
+    assert!(outcomes.lock().is_empty(), "a callback ran twice");
+    a.shutdown().await;
+    b.shutdown().await;
+}

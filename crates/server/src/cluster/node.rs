@@ -140,7 +140,6 @@ impl ClusterNode {
                 setup.node_id,
                 fabric.clone(),
                 layout.clone(),
-                runtime.clone(),
             );
             namespace.set_change_sink(Arc::new(sink));
         }

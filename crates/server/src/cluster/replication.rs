@@ -38,7 +38,6 @@ pub struct ReplicationSink {
     me: NodeId,
     fabric: Arc<Fabric>,
     layout: Arc<RwLock<Arc<Layout>>>,
-    runtime: tokio::runtime::Handle,
     /// Per partition, the sequence number of its last replicated change.
     sequences: Box<[AtomicU64]>,
 }
@@ -53,14 +52,13 @@ impl std::fmt::Debug for ReplicationSink {
 
 impl ReplicationSink {
     /// Replicates `namespace`'s changes from node `me` over `fabric`, to the replicas `layout`
-    /// names; replies are awaited on `runtime`.
+    /// names.
     pub fn new(
         namespace: &str,
         commit_level: CommitLevelOverride,
         me: NodeId,
         fabric: Arc<Fabric>,
         layout: Arc<RwLock<Arc<Layout>>>,
-        runtime: tokio::runtime::Handle,
     ) -> ReplicationSink {
         ReplicationSink {
             namespace: namespace.to_owned(),
@@ -68,7 +66,6 @@ impl ReplicationSink {
             me,
             fabric,
             layout,
-            runtime,
             sequences: (0..PARTITION_COUNT).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -118,13 +115,10 @@ impl ChangeSink for ReplicationSink {
             .waits_for_replicas(asked_master)
             .then(|| Arc::new(AckLatch::new(destinations.len() as u32)));
         for node in destinations {
-            let reply = self.fabric.request(node, &message);
             let latch = latch.clone();
-            self.runtime.spawn(async move {
-                let outcome = reply
-                    .await
-                    .map_err(|_| ResultCode::Timeout)
-                    .and_then(ack_result);
+            // Runs on the fabric's reader task when the replica answers: no task per write.
+            self.fabric.request_then(node, &message, move |reply| {
+                let outcome = reply.map_err(|_| ResultCode::Timeout).and_then(ack_result);
                 match (outcome, latch) {
                     (Ok(()), Some(latch)) => latch.confirm(),
                     (Err(code), Some(latch)) => latch.fail(AckError::NotReplicated(code)),
