@@ -247,6 +247,20 @@ impl Namespace {
         })
     }
 
+    /// Records of set `set_name` in the partitions this node is master of: on a cluster, each
+    /// record is counted on exactly one node. Unknown sets hold none.
+    pub fn set_master_objects(&self, set_name: &[u8]) -> u64 {
+        let Some(set_id) = self.sets.id_of(set_name) else {
+            return 0;
+        };
+        self.partitions
+            .iter()
+            .map(|slot| slot.state.read())
+            .filter(|partition| partition.role == PartitionRole::Master)
+            .map(|partition| partition.set_object_count(set_id))
+            .sum()
+    }
+
     /// Records in partitions this node is master of, and in those it holds as a replica (or
     /// fills): Aerospike's `master_objects` and `prole_objects`.
     pub fn objects_by_role(&self) -> (u64, u64) {

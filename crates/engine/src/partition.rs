@@ -73,6 +73,8 @@ pub(crate) struct Partition {
     index: PrimaryIndex<Record>,
     data_used_bytes: u64,
     set_indexes: BTreeMap<SetId, BTreeSet<Digest>>,
+    /// Records held here per set, by set id (0: no set); grows to the highest id seen.
+    set_objects: Vec<u64>,
     /// Secondary index entries of this partition's records (see `sindex.rs`).
     pub(crate) index_entries: PartitionEntries,
     /// What this node is for the partition (see `commit.rs`).
@@ -182,6 +184,7 @@ impl Partition {
         let set_id = record.set_id;
         self.data_used_bytes += size_bytes;
         sets.record_added(set_id, size_bytes);
+        self.count_set_object(set_id, true);
         let replaced = self.index.insert(digest, record);
         if let Some(old) = &replaced {
             self.forget(&digest, old, sets);
@@ -226,6 +229,7 @@ impl Partition {
         let mut removed_count = 0;
         let mut removed_bytes = 0;
         let set_indexes = &mut self.set_indexes;
+        let set_objects = &mut self.set_objects;
         self.index.retain(|digest, record| {
             if !doomed(record) {
                 return true;
@@ -235,6 +239,7 @@ impl Partition {
             removed_count += 1;
             removed_bytes += size_bytes;
             sets.record_removed(record.set_id, size_bytes);
+            count_in(set_objects, record.set_id, false);
             if let Some(members) = set_indexes.get_mut(&record.set_id) {
                 members.remove(digest);
             }
@@ -337,8 +342,35 @@ impl Partition {
         );
         self.data_used_bytes -= size;
         sets.record_removed(old.set_id, size);
+        self.count_set_object(old.set_id, false);
         if let Some(members) = self.set_indexes.get_mut(&old.set_id) {
             members.remove(digest);
         }
+    }
+
+    fn count_set_object(&mut self, set_id: SetId, added: bool) {
+        count_in(&mut self.set_objects, set_id, added);
+    }
+
+    /// Records of set `set_id` held here.
+    pub(crate) fn set_object_count(&self, set_id: SetId) -> u64 {
+        self.set_objects
+            .get(usize::from(set_id))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Counts one record of `set_id` in or out of `set_objects`.
+fn count_in(set_objects: &mut Vec<u64>, set_id: SetId, added: bool) {
+    let slot = usize::from(set_id);
+    if set_objects.len() <= slot {
+        set_objects.resize(slot + 1, 0);
+    }
+    if added {
+        set_objects[slot] += 1;
+    } else {
+        assert!(set_objects[slot] > 0, "set object count underflow");
+        set_objects[slot] -= 1;
     }
 }

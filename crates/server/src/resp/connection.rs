@@ -163,6 +163,9 @@ enum Step {
     Offload,
     /// The last command's keys are mastered by this other node; it has not run here.
     Forward(model::NodeId),
+    /// The last command reads the whole data set, which every node holds a part of; it has
+    /// not run here.
+    Gather,
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
     /// The last command's reply passed the connection's limit.
@@ -292,6 +295,13 @@ impl Connection {
                     self.run_forwarded(owner).await;
                     continue;
                 }
+                Step::Gather => {
+                    if let Err(close) = self.run_gathered().await {
+                        // The cut reply must not reach the client.
+                        return close;
+                    }
+                    continue;
+                }
                 Step::Flush => {
                     let started = *slice_started.get_or_insert_with(Instant::now);
                     if started.elapsed() >= SLICE_TIME {
@@ -330,7 +340,7 @@ impl Connection {
                     }
                     step = self.answer(&args, filling_len_max, true);
                     if step != Step::Drained {
-                        if matches!(step, Step::Offload | Step::Forward(_)) {
+                        if matches!(step, Step::Offload | Step::Forward(_) | Step::Gather) {
                             // Not run: it runs again, whole, on the pool.
                             self.args = Some(args);
                             self.input.advance(consumed);
@@ -375,6 +385,7 @@ impl Connection {
             match routing::route(&session.state, args) {
                 Routing::Local => {}
                 Routing::Forward(owner) => return Step::Forward(owner),
+                Routing::Gather => return Step::Gather,
                 Routing::CrossSlot => {
                     reply.error(routing::CROSSSLOT);
                     return Step::Drained;
@@ -526,6 +537,57 @@ impl Connection {
                 Reply::new(&mut self.output.filling, protocol).error(message);
             }
         }
+    }
+
+    /// Runs the command waiting in `args` on every node (here on the partitions this node
+    /// masters, on each other node over the fabric) and queues the merged reply: what a
+    /// single server would answer over the whole data set.
+    ///
+    /// # Errors
+    /// The reason to close when the merged reply passed the connection's limit.
+    async fn run_gathered(&mut self) -> Result<(), Close> {
+        let args = self.args.take().expect("the arguments are home");
+        let session = self.session();
+        let state = Arc::clone(&session.state);
+        let protocol = session.protocol;
+        // This node's part runs inline: its cost is a share of the data set's.
+        session.may_offload = false;
+        let mut parts = vec![Vec::new()];
+        commands::execute(session, &args, &mut Reply::new(&mut parts[0], protocol));
+        let payload = Arc::new(routing::forward_payload(protocol, &args));
+        let command = args.command().unwrap_or_default().to_ascii_lowercase();
+        self.args = Some(args);
+        let mut answers = tokio::task::JoinSet::new();
+        for peer in state.cluster_view().peers() {
+            let (state, payload) = (Arc::clone(&state), Arc::clone(&payload));
+            answers.spawn(async move {
+                let resp = ForwardProtocol::Resp;
+                crate::cluster::forward::forward(&state, peer.node_id, resp, 0, &payload).await
+            });
+        }
+        let mut unreachable = false;
+        while let Some(answer) = answers.join_next().await {
+            match answer {
+                Ok(Ok(part)) => parts.push(part),
+                _ => unreachable = true,
+            }
+        }
+        if unreachable {
+            Reply::new(&mut self.output.filling, protocol)
+                .error("CLUSTERDOWN a node holding part of the data set cannot be reached");
+            return Ok(());
+        }
+        let filling_len_max = self.filling_len_max();
+        let mut reply = Reply::with_limit(&mut self.output.filling, protocol, filling_len_max)
+            .charged_to(&self.memory);
+        routing::merge_gathered(&command, &parts, &mut reply);
+        let overflowed = reply.overflowed();
+        self.over_budget = reply.over_budget();
+        drop(reply);
+        if overflowed {
+            return Err(self.over_limit());
+        }
+        Ok(())
     }
 
     /// Runs the command that asked for the pool there, with the session, its arguments and

@@ -338,13 +338,17 @@ fn unix_seconds(void_time: VoidTime) -> i64 {
     i64::from(void_time.0) + i64::try_from(CITRUSLEAF_EPOCH_UNIX_SECONDS).unwrap_or(0)
 }
 
-/// DBSIZE: the records of the RESP set.
+/// DBSIZE: the records of the RESP set; on a cluster, those in the partitions this node
+/// masters (the connection adds up every node's).
 pub fn dbsize(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
     let state = &session.state;
     let set = state.config.resp.set.as_str();
     let objects = state
         .namespace(state.config.resp_namespace().as_bytes())
         .map_or(0, |ns| {
+            if state.is_clustered() {
+                return ns.set_master_objects(set.as_bytes());
+            }
             ns.sets()
                 .into_iter()
                 .find(|s| s.name == set)

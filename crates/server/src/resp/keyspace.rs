@@ -9,6 +9,11 @@
 //! MATCH and TYPE filter what a call examined, so a call may answer fewer keys than COUNT,
 //! or none, before the iteration ends, as in Redis.
 //!
+//! On a cluster each node walks only the partitions it masters, so that every key is seen on
+//! exactly one node: the connection gathers KEYS and RANDOMKEY from every node, and sends
+//! SCAN to its cursor partition's master, where a call stops at the first partition another
+//! node masters and returns it as the next cursor (`routing.rs`).
+//!
 //! Invariants:
 //! - A partition's lock is held for one piece (`PIECE_ENTRIES` index entries) at most.
 //! - Only records with a stored STRING key are Redis keys here: a record an Aerospike client
@@ -26,6 +31,7 @@ use super::glob::Glob;
 use super::keys::{self, Target};
 use super::reply::Reply;
 use super::{After, Session};
+use crate::cluster::Route;
 use crate::state::ServerState;
 
 /// The key-space commands.
@@ -46,6 +52,14 @@ fn resp_scope(state: &ServerState) -> (&Namespace, ScanScope) {
     let namespace = keys::namespace_of(state);
     let scope = namespace.scan_scope(state.config.resp.set.as_bytes());
     (namespace, scope)
+}
+
+/// Whether this node walks `partition`: every partition on a single node, those it masters on
+/// a cluster.
+fn walks(state: &ServerState, namespace: &Namespace, partition: u16) -> bool {
+    let view = state.cluster_view();
+    !view.is_clustered()
+        || view.route(namespace.name(), PartitionId(partition), false) == Route::Local
 }
 
 /// Calls `visit` with each Redis key in `partition`, in digest order, until it returns false.
@@ -96,7 +110,7 @@ fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> A
     let (namespace, scope) = resp_scope(&session.state);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut found_bytes = 0;
-    for partition in 0..partition_count() {
+    for partition in (0..partition_count()).filter(|p| walks(&session.state, namespace, *p)) {
         walk_partition(namespace, scope, partition, |key| {
             if match_all || glob.matches(key) {
                 // A bulk string's header and its CRLF: at most 16 bytes.
@@ -177,7 +191,7 @@ impl<'a> ScanRequest<'a> {
 
 /// A cursor as Redis reads one (`strtoull`): an unsigned decimal; a negative one wraps around
 /// to a huge cursor, here one past the last partition.
-fn parse_cursor(bytes: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(bytes: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(bytes).ok()?;
     match text.strip_prefix('-') {
         Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
@@ -225,7 +239,10 @@ fn scan_partitions(state: &ServerState, request: &ScanRequest<'_>) -> (u16, Vec<
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut examined: u64 = 0;
     let mut partition = u16::try_from(request.cursor).unwrap_or(u16::MAX);
-    while partition < partition_count() && examined < request.count {
+    while partition < partition_count()
+        && examined < request.count
+        && walks(state, namespace, partition)
+    {
         walk_partition(namespace, scope, partition, |key| {
             examined += 1;
             if glob.as_ref().is_none_or(|glob| glob.matches(key)) {
@@ -261,6 +278,9 @@ fn randomkey(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> Afte
     let mut candidates: Vec<Vec<u8>> = Vec::new();
     for step in 0..partition_count() {
         let partition = (start + step) % partition_count();
+        if !walks(&session.state, namespace, partition) {
+            continue;
+        }
         walk_partition(namespace, scope, partition, |key| {
             candidates.push(key.to_vec());
             candidates.len() < PIECE_ENTRIES
@@ -280,6 +300,11 @@ fn randomkey(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> Afte
 /// A random number, from the standard library's randomly keyed hasher.
 fn random_u64() -> u64 {
     std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now())
+}
+
+/// A random number below `bound` (not 0).
+pub(super) fn random_below(bound: usize) -> usize {
+    (random_u64() % bound as u64) as usize
 }
 
 #[cfg(test)]

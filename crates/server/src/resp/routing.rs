@@ -2,17 +2,22 @@
 //! partitions all have another master is forwarded there whole and answered with the master's
 //! reply; one whose keys have masters on different nodes gets Redis Cluster's CROSSSLOT error.
 //!
-//! Keyless commands (PING, KEYS, SCAN, DBSIZE, FLUSHDB, the index commands) run where they
-//! arrive and see only the partitions this node is master of; see the README's support table.
+//! Commands over the whole data set see it all from any node: KEYS, DBSIZE and RANDOMKEY run
+//! on every node, each over the partitions it masters, and the node the client asked merges
+//! the parts ([`Routing::Gather`]); SCAN's cursor is a partition number, so a call runs on the
+//! cursor partition's master, walks the partitions that node masters from there, and returns
+//! the first partition it does not as the next cursor. FLUSHDB truncates cluster-wide through
+//! the metadata group. Other keyless commands (PING, INFO, the index commands) run where they
+//! arrive.
 
 use std::sync::Arc;
 
-use model::{Digest, PartitionId, UserKey};
+use model::{Digest, PARTITION_COUNT, PartitionId, UserKey};
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{Session, commands, keys};
-use crate::cluster::Route;
+use super::{Session, commands, keys, keyspace};
+use crate::cluster::{ClusterView, Route};
 use crate::state::ServerState;
 
 /// Where a command runs.
@@ -26,6 +31,9 @@ pub enum Routing {
     CrossSlot,
     /// A key's partition has no master now.
     Unavailable,
+    /// On every node, each over the partitions it masters, then merged
+    /// ([`merge_gathered`]): KEYS, DBSIZE, RANDOMKEY.
+    Gather,
 }
 
 /// Redis Cluster's words for a command over keys of several masters.
@@ -38,6 +46,16 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
         return Routing::Local;
     }
     let namespace = keys::namespace_of(state).name();
+    match args
+        .command()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .as_slice()
+    {
+        b"keys" | b"dbsize" | b"randomkey" => return Routing::Gather,
+        b"scan" => return scan_route(view, namespace, args),
+        _ => {}
+    }
     let set = state.config.resp.set.as_bytes();
     let mut routing = None;
     for key in key_arguments(args) {
@@ -54,6 +72,109 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
         }
     }
     routing.unwrap_or(Routing::Local)
+}
+
+/// SCAN runs on its cursor partition's master (an invalid or finished cursor: here, which
+/// answers it as a single server would).
+fn scan_route(view: &dyn ClusterView, namespace: &str, args: &Args) -> Routing {
+    let cursor = (args.len() > 1)
+        .then(|| keyspace::parse_cursor(args.get(1)))
+        .flatten();
+    let Some(partition) = cursor.and_then(|c| u16::try_from(c).ok()) else {
+        return Routing::Local;
+    };
+    if usize::from(partition) >= PARTITION_COUNT {
+        return Routing::Local;
+    }
+    match view.route(namespace, PartitionId(partition), false) {
+        Route::Local => Routing::Local,
+        Route::Forward(node) => Routing::Forward(node),
+        Route::Unavailable => Routing::Unavailable,
+    }
+}
+
+/// Merges the replies every node gave a gathered command (`command`, lower case) into `reply`:
+/// DBSIZE sums, KEYS concatenates, RANDOMKEY picks one of the keys found. A node's error is
+/// the answer.
+pub fn merge_gathered(command: &[u8], parts: &[Vec<u8>], reply: &mut Reply<'_>) {
+    let mut values = Vec::new();
+    for part in parts {
+        match decode_part(part) {
+            Ok(part_values) => values.extend(part_values),
+            Err(message) => return reply.error(&message),
+        }
+    }
+    match command {
+        b"dbsize" => {
+            let total = values.iter().map(|value| match value {
+                GatheredValue::Integer(count) => *count,
+                GatheredValue::Key(_) | GatheredValue::Null => 0,
+            });
+            reply.integer(total.sum());
+        }
+        b"keys" => {
+            reply.array(values.len());
+            for value in &values {
+                if let GatheredValue::Key(key) = value {
+                    reply.bulk(key);
+                }
+            }
+        }
+        _ => {
+            let keys: Vec<&[u8]> = values
+                .iter()
+                .filter_map(|value| match value {
+                    GatheredValue::Key(key) => Some(*key),
+                    _ => None,
+                })
+                .collect();
+            match keys.len() {
+                0 => reply.null(),
+                count => reply.bulk(keys[keyspace::random_below(count)]),
+            }
+        }
+    }
+}
+
+/// One value of a node's reply to a gathered command.
+enum GatheredValue<'a> {
+    Integer(i64),
+    Key(&'a [u8]),
+    Null,
+}
+
+/// The values of one node's reply: an integer, a bulk string, a null, or an array of bulk
+/// strings; an error reply's message as the error.
+fn decode_part(part: &[u8]) -> Result<Vec<GatheredValue<'_>>, String> {
+    let malformed = || "ERR a node answered its part malformed".to_owned();
+    let (head, head_len) = match wire_resp::decode_reply(part) {
+        Ok(Some((head, _))) => (
+            head,
+            part.iter().position(|b| *b == b'\n').map_or(0, |p| p + 1),
+        ),
+        _ => return Err(malformed()),
+    };
+    match head {
+        wire_resp::Reply::Integer(count) => Ok(vec![GatheredValue::Integer(count)]),
+        wire_resp::Reply::Bulk(key) => Ok(vec![GatheredValue::Key(key)]),
+        wire_resp::Reply::Null => Ok(vec![GatheredValue::Null]),
+        wire_resp::Reply::Error(message) => Err(String::from_utf8_lossy(message).into_owned()),
+        wire_resp::Reply::Aggregate { element_count, .. } => {
+            let mut keys = Vec::with_capacity(element_count.min(part.len() / 4));
+            let mut position = head_len;
+            for _ in 0..element_count {
+                match wire_resp::decode_reply(&part[position..]) {
+                    Ok(Some((wire_resp::Reply::Bulk(key), used))) => {
+                        keys.push(GatheredValue::Key(key));
+                        position += used;
+                    }
+                    _ => return Err(malformed()),
+                }
+            }
+            Ok(keys)
+        }
+        _ => Err(malformed()),
+    }
 }
 
 fn partition_of(set: &[u8], key: &[u8]) -> PartitionId {
