@@ -65,10 +65,24 @@ fn set_namespace_config(state: &ServerState, params: &[u8], value: &mut String) 
         value.push_str("ERROR:4:invalid set-config parameter");
         return;
     };
+    if switch_set_index(namespace, set, enable).is_err() {
+        value.push_str("ERROR:4:invalid set name");
+        return;
+    }
+    if let Some(node) = state.cluster_node() {
+        node.replicate_set_index_switch(namespace.name(), set, enable);
+    }
+    value.push_str("ok");
+}
+
+/// Turns the set index of `set` on (building it in the background) or off.
+///
+/// # Errors
+/// The set name is not one a set can have.
+pub fn switch_set_index(namespace: &Arc<Namespace>, set: &[u8], enable: bool) -> Result<(), ()> {
     if !enable {
         namespace.disable_set_index(set);
-        value.push_str("ok");
-        return;
+        return Ok(());
     }
     match namespace.enable_set_index(set) {
         Ok(Some(build)) => {
@@ -82,10 +96,10 @@ fn set_namespace_config(state: &ServerState, params: &[u8], value: &mut String) 
                     "set index built"
                 );
             });
-            value.push_str("ok");
+            Ok(())
         }
-        Ok(None) => value.push_str("ok"),
-        Err(_) => value.push_str("ERROR:4:invalid set name"),
+        Ok(None) => Ok(()),
+        Err(_) => Err(()),
     }
 }
 

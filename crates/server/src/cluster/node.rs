@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use cluster::balance::balanced_table;
 use cluster::metadata::{
-    ClusterState, FileDisk, MetaCommand, MetaConfig, MetaError, MetaGroup, NodeInfo,
+    ClusterState, FileDisk, MetaCommand, MetaConfig, MetaError, MetaGroup, MetaRejection, NodeInfo,
 };
 use engine::{Namespace, PartitionRole};
 use fabric::{Fabric, FabricConfig, Network};
 use model::{NodeId, PartitionId};
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap, Peer};
@@ -89,10 +89,21 @@ pub struct ClusterNode {
     server: OnceLock<Weak<ServerState>>,
     /// The index definitions of the last state applied, by (namespace, index name).
     applied_sindexes: Mutex<BTreeMap<(String, String), String>>,
+    /// The set-index switches of the last state applied, by (namespace, set).
+    applied_set_index_switches: Mutex<BTreeMap<(String, String), bool>>,
     runtime: tokio::runtime::Handle,
+    /// Metadata changes made here (index definitions, truncates) waiting to be proposed, in
+    /// the order they were made: one task proposes them one after the other, so a drop made
+    /// after a create is committed after it.
+    proposals: mpsc::Sender<MetaCommand>,
+    proposals_waiting: Mutex<Option<mpsc::Receiver<MetaCommand>>>,
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
+
+/// Metadata changes that may wait to be proposed; beyond, a change is refused and logged.
+/// They are made by administrators (index definitions, truncates), a few at a time.
+const PROPOSALS_WAITING_MAX: usize = 1024;
 
 impl std::fmt::Debug for ClusterNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +154,7 @@ impl ClusterNode {
             );
             namespace.set_change_sink(Arc::new(sink));
         }
+        let (proposals, proposals_waiting) = mpsc::channel(PROPOSALS_WAITING_MAX);
         let node = Arc::new(ClusterNode {
             me: setup.node_id,
             config: setup.config,
@@ -157,7 +169,10 @@ impl ClusterNode {
             heard_versions: Mutex::default(),
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),
+            applied_set_index_switches: Mutex::default(),
             runtime: runtime.clone(),
+            proposals,
+            proposals_waiting: Mutex::new(Some(proposals_waiting)),
             stop: watch::channel(false).0,
             tasks: Mutex::default(),
         });
@@ -273,6 +288,16 @@ impl ClusterNode {
         });
     }
 
+    /// Commits a set-index switch made here (`set-config ... enable-index`), so that every
+    /// node keeps (or drops) the set's index.
+    pub fn replicate_set_index_switch(&self, namespace: &str, set: &[u8], enabled: bool) {
+        self.propose_in_background(MetaCommand::SetIndexSwitch {
+            namespace: namespace.to_owned(),
+            set: String::from_utf8_lossy(set).into_owned(),
+            enabled,
+        });
+    }
+
     /// Commits the drop of a secondary index, so that every node drops it.
     pub fn replicate_sindex_drop(&self, namespace: &str, name: &str) {
         self.propose_in_background(MetaCommand::DropSindex {
@@ -281,13 +306,33 @@ impl ClusterNode {
         });
     }
 
+    /// Queues `command` behind the changes made here before it; the proposing task commits
+    /// them in order, logging those that fail.
     fn propose_in_background(&self, command: MetaCommand) {
-        let meta = self.meta.clone();
-        self.runtime.spawn(async move {
-            if let Err(error) = meta.propose_via_leader(command).await {
-                warn!(%error, "a metadata change did not reach the other nodes");
+        if let Err(error) = self.proposals.try_send(command) {
+            warn!(%error, "a metadata change was not queued for the other nodes");
+        }
+    }
+
+    /// Proposes the queued metadata changes one after the other, until the node stops.
+    async fn propose_queued(self: Arc<Self>, mut queued: mpsc::Receiver<MetaCommand>) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            let command = tokio::select! {
+                command = queued.recv() => match command {
+                    Some(command) => command,
+                    None => return,
+                },
+                _ = stop.changed() => return,
+            };
+            match self.meta.propose_via_leader(command).await {
+                Ok(_) => {}
+                // Dropping an index the cluster does not define changes nothing, as on one
+                // node.
+                Err(MetaError::Rejected(MetaRejection::UnknownSindex { .. })) => {}
+                Err(error) => warn!(%error, "a metadata change did not reach the other nodes"),
             }
-        });
+        }
     }
 
     /// Creates the indexes the cluster defines and this node lacks, and drops those the
@@ -359,6 +404,30 @@ impl ClusterNode {
         }
     }
 
+    /// Switches the set indexes whose switch changed since the last state applied (a switch
+    /// in this node's configuration file stays until the cluster sets that set's switch).
+    fn apply_set_index_switches(&self, state: &ClusterState) {
+        let mut applied = self.applied_set_index_switches.lock();
+        for (namespace, _) in &self.namespaces {
+            let Some(meta) = state.namespace(namespace.name()) else {
+                continue;
+            };
+            for (set, enabled) in &meta.set_index_enabled {
+                let key = (namespace.name().to_owned(), set.clone());
+                if applied.get(&key) == Some(enabled) {
+                    continue;
+                }
+                if crate::admin::switch_set_index(namespace, set.as_bytes(), *enabled).is_err() {
+                    warn!(
+                        namespace = namespace.name(),
+                        set, "a cluster set-index switch failed here"
+                    );
+                }
+                applied.insert(key, *enabled);
+            }
+        }
+    }
+
     /// Stops the node's tasks, the metadata group and the fabric.
     pub async fn shutdown(&self) {
         let _ = self.stop.send(true);
@@ -375,7 +444,11 @@ impl ClusterNode {
     fn spawn_tasks(self: &Arc<Self>) {
         let applying = tokio::spawn(Arc::clone(self).apply_states());
         let forming = tokio::spawn(Arc::clone(self).form_and_manage());
-        self.tasks.lock().extend([applying, forming]);
+        let queued = self.proposals_waiting.lock().take();
+        let proposing = queued.map(|queued| tokio::spawn(Arc::clone(self).propose_queued(queued)));
+        self.tasks
+            .lock()
+            .extend([applying, forming].into_iter().chain(proposing));
     }
 
     /// Applies every state the metadata group commits.
@@ -406,6 +479,7 @@ impl ClusterNode {
         }
         self.apply_truncates(state);
         self.apply_sindexes(state);
+        self.apply_set_index_switches(state);
         let peers_changed = before.nodes != layout.nodes;
         let claims_changed = before.claims != layout.claims;
         *self.layout.write() = layout.clone();

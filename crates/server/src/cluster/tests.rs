@@ -175,6 +175,34 @@ async fn three_nodes_agree_on_one_map_and_replicate_before_acknowledging() {
     );
     assert_eq!(read_generation(replica_ns, digest), Ok(1));
 
+    // Index definitions made one after the other on a node are committed in that order: a
+    // drop right after a create never resurrects the index (each used to be proposed from a
+    // task of its own, which could reach the leader first).
+    let before = nodes[0].meta().state().version;
+    let pairs = 40;
+    for _ in 0..pairs {
+        nodes[0].replicate_sindex_put("test", "ix", "definition".to_owned());
+        nodes[0].replicate_sindex_drop("test", "ix");
+    }
+    for _ in 0..600 {
+        if nodes
+            .iter()
+            .all(|n| n.meta().state().version >= before + 2 * pairs)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for node in &nodes {
+        let state = node.meta().state();
+        assert!(
+            state.version >= before + 2 * pairs,
+            "every change committed"
+        );
+        let sindexes = &state.namespace("test").expect("test").sindexes;
+        assert!(sindexes.is_empty(), "{sindexes:?}");
+    }
+
     for node in &nodes {
         node.shutdown().await;
     }
