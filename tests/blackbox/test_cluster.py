@@ -352,3 +352,81 @@ def test_the_official_go_client_finds_every_node_and_sends_each_key_to_its_maste
     assert f"nodes: {NODES}" in run.stdout
     after = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
     assert after == before
+
+
+def test_the_official_java_client_finds_every_node_and_sends_each_key_to_its_master(cluster):
+    """tests/java/cluster_client (built by `cargo xtask blackbox`): the Java client 9.0.5, given
+    one seed, sees the three nodes, and its 1,000 puts and gets all land on the key's master."""
+    target = Path(__file__).resolve().parents[2] / "tests/java/cluster_client/target"
+    default = os.pathsep.join([str(target / "cluster-client.jar"), str(target / "dependency/*")])
+    classpath = os.environ.get("OSPREY_JAVA_CLUSTER_CLIENT", default)
+    jar = classpath.split(os.pathsep)[0]
+    assert Path(jar).exists(), f"{jar} is missing: run `cargo xtask blackbox`, which builds it"
+    before = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
+    run = subprocess.run(["java", "-cp", classpath, "ClusterClient", str(cluster[1].port), str(NODES)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"nodes: {NODES}" in run.stdout
+    after = sum(int(statistics(server)["forwarded_requests"]) for server in cluster)
+    assert after == before
+
+
+def test_every_redis_port_sees_the_whole_data_set(cluster):
+    """DBSIZE, KEYS, SCAN and RANDOMKEY answer for the whole cluster from any node: each node
+    counts and walks only the partitions it masters, and the node asked merges the parts (a
+    replica's copy is never counted twice)."""
+    writer = redis.Redis(port=cluster[1].resp_port, socket_timeout=5)
+    writer.flushdb()
+    names = {f"whole:{i}".encode() for i in range(500)}
+    pipe = writer.pipeline(transaction=False)
+    for name in names:
+        pipe.set(name, b"v")
+    pipe.execute()
+    for server in cluster:
+        r = redis.Redis(port=server.resp_port, socket_timeout=5)
+        assert r.dbsize() == len(names)
+        keys = r.keys("*")
+        assert len(keys) == len(names) and set(keys) == names
+        assert sorted(r.keys("whole:1?")) == sorted(n for n in names if len(n) == 8 and n.startswith(b"whole:1"))
+        scanned = list(r.scan_iter(count=50))
+        assert len(scanned) == len(names), "a full SCAN returns each key exactly once"
+        assert set(scanned) == names
+        assert r.randomkey() in names
+    writer.flushdb()
+    for server in cluster:
+        r = redis.Redis(port=server.resp_port, socket_timeout=5)
+        assert r.dbsize() == 0
+        assert r.keys("*") == []
+        assert r.randomkey() is None
+
+
+def test_a_set_index_switched_on_one_node_serves_scans_from_every_node(loaded, cluster, client):
+    """`set-config ... enable-index=true` sent to one node is cluster-wide metadata: every node
+    builds the set's index, and a scan of the set returns the same records, each once."""
+
+    def scanned_digests() -> list[bytes]:
+        seen: list[bytes] = []
+        client.scan("test", "cl").foreach(lambda record: seen.append(bytes(record[0][3])))
+        return seen
+
+    before = scanned_digests()
+    switch = "set-config:context=namespace;id=test;set=cl;enable-index={}"
+    assert info_value(cluster[2].host, cluster[2].port, switch.format("true")) == "ok"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        sets = [info_value(s.host, s.port, "sets/test/cl") for s in cluster]
+        if all("enable-index=true" in text and "index_populating=false" in text for text in sets):
+            break
+        time.sleep(0.1)
+    assert all("enable-index=true" in text for text in sets), sets
+    after = scanned_digests()
+    assert len(after) == len(set(after)) == len(before) >= RECORDS
+    assert set(after) == set(before)
+    assert info_value(cluster[0].host, cluster[0].port, switch.format("false")) == "ok"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        sets = [info_value(s.host, s.port, "sets/test/cl") for s in cluster]
+        if all("enable-index=false" in text for text in sets):
+            break
+        time.sleep(0.1)
+    assert all("enable-index=false" in text for text in sets), sets

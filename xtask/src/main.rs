@@ -323,6 +323,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     let root = workspace_root();
     let python = ensure_venv(&root, &["tests/requirements.txt"])?;
     let go_client = build_go_cluster_client(&root)?;
+    let java_client = build_java_cluster_client(&root)?;
     let binary = root.join("target/debug/osprey");
     let mut args = vec!["-m", "pytest", "tests/blackbox", "-q", "-ra"];
     args.extend_from_slice(extra_pytest_args);
@@ -333,6 +334,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         .env("OSPREY_RELEASE_BIN", root.join("target/release/osprey"))
         .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
         .env("OSPREY_GO_CLUSTER_CLIENT", &go_client)
+        .env("OSPREY_JAVA_CLUSTER_CLIENT", &java_client)
         .status()
         .map_err(|error| format!("cannot run pytest: {error}"))?;
     if !status.success() {
@@ -358,6 +360,42 @@ fn build_go_cluster_client(root: &Path) -> Result<PathBuf, String> {
         ));
     }
     Ok(output)
+}
+
+/// Builds `tests/java/cluster_client` (the official Aerospike Java client against a cluster)
+/// with Maven, which fetches the client from Maven Central the first time, and returns the
+/// classpath that runs it: `java -cp CLASSPATH ClusterClient PORT NODES`. Maven writes into the
+/// project's own `target/`, which git ignores.
+fn build_java_cluster_client(root: &Path) -> Result<std::ffi::OsString, String> {
+    let project = root.join("tests/java/cluster_client");
+    let status = Command::new("mvn")
+        .args(["-q", "-B", "-f"])
+        .arg(project.join("pom.xml"))
+        .arg("package")
+        .current_dir(root)
+        .status()
+        .map_err(|error| {
+            format!("cannot run mvn (Maven builds tests/java/cluster_client): {error}")
+        })?;
+    if !status.success() {
+        return Err(format!(
+            "building tests/java/cluster_client failed ({status})"
+        ));
+    }
+    // The test runs the program with `java`: say now, not as a test failure, that it is missing.
+    Command::new("java")
+        .arg("-version")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|error| {
+            format!("cannot run java (a JRE runs tests/java/cluster_client): {error}")
+        })?;
+    let target = project.join("target");
+    std::env::join_paths([
+        target.join("cluster-client.jar"),
+        target.join("dependency/*"),
+    ])
+    .map_err(|error| format!("cannot make the Java classpath: {error}"))
 }
 
 /// Builds release binaries and runs `scripts/compare-redis` with `args`.
