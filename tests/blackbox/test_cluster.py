@@ -430,3 +430,45 @@ def test_a_set_index_switched_on_one_node_serves_scans_from_every_node(loaded, c
             break
         time.sleep(0.1)
     assert all("enable-index=false" in text for text in sets), sets
+
+
+def redis_keys_by_master(cluster: list[OspreyServer], count: int) -> dict[int, list[str]]:
+    """`count` Redis keys per node, by the node's service port: keys that node masters."""
+    by_master: dict[int, list[str]] = {server.port: [] for server in cluster}
+    i = 0
+    while any(len(keys) < count for keys in by_master.values()):
+        name = f"tx{i}"
+        by_master[master_of(cluster, aerospike.calc_digest("test", "redis", name)).port].append(name)
+        i += 1
+    return {port: keys[:count] for port, keys in by_master.items()}
+
+
+def test_a_redis_transaction_runs_on_the_master_of_its_keys(cluster):
+    """MULTI/EXEC on keys another node masters runs there, whole; keys of two masters get
+    CROSSSLOT and nothing runs; WATCH takes only keys the connected node masters, since the
+    watch lives on this node."""
+    keys = redis_keys_by_master(cluster, 2)
+    here, elsewhere = cluster[0], cluster[1]
+    r = redis.Redis(port=here.resp_port, socket_timeout=5)
+    remote = keys[elsewhere.port]
+    pipe = r.pipeline(transaction=True)
+    pipe.set(remote[0], "a").incr(remote[1]).incr(remote[1]).get(remote[0])
+    assert pipe.execute() == [True, 1, 2, b"a"]
+    assert redis.Redis(port=elsewhere.resp_port).get(remote[1]) == b"2"
+
+    local = keys[here.port]
+    pipe = r.pipeline(transaction=True)
+    pipe.set(local[0], "x").set(remote[0], "y")
+    with pytest.raises(redis.ResponseError, match="hash to the same slot"):
+        pipe.execute()
+    assert r.get(local[0]) is None and r.get(remote[0]) == b"a"
+
+    with pytest.raises(redis.ResponseError, match="WATCH on a cluster"):
+        r.execute_command("WATCH", remote[0])
+    pipe = r.pipeline(transaction=True)
+    pipe.watch(local[1])
+    pipe.multi()
+    pipe.set(local[1], "watched")
+    assert pipe.execute() == [True]
+    for key in local + remote:
+        r.delete(key)

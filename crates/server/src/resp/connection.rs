@@ -166,6 +166,9 @@ enum Step {
     /// The last command reads the whole data set, which every node holds a part of; it has
     /// not run here.
     Gather,
+    /// The last command is an EXEC whose queued commands' keys this other node masters; the
+    /// transaction has not run here.
+    ForwardTransaction(model::NodeId),
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
     /// The last command's reply passed the connection's limit.
@@ -295,6 +298,10 @@ impl Connection {
                     self.run_forwarded(owner).await;
                     continue;
                 }
+                Step::ForwardTransaction(owner) => {
+                    self.run_forwarded_transaction(owner).await;
+                    continue;
+                }
                 Step::Gather => {
                     if let Err(close) = self.run_gathered().await {
                         // The cut reply must not reach the client.
@@ -340,7 +347,13 @@ impl Connection {
                     }
                     step = self.answer(&args, filling_len_max, true);
                     if step != Step::Drained {
-                        if matches!(step, Step::Offload | Step::Forward(_) | Step::Gather) {
+                        if matches!(
+                            step,
+                            Step::Offload
+                                | Step::Forward(_)
+                                | Step::Gather
+                                | Step::ForwardTransaction(_)
+                        ) {
                             // Not run: it runs again, whole, on the pool.
                             self.args = Some(args);
                             self.input.advance(consumed);
@@ -381,6 +394,25 @@ impl Connection {
         let mut reply =
             Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
                 .charged_to(&self.memory);
+        if session.state.is_clustered()
+            && let Some(transaction) = &session.transaction
+            && args
+                .command()
+                .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"))
+            && !transaction.doomed()
+        {
+            let watching = !session.watched.is_empty();
+            match routing::route_transaction(&session.state, transaction.queued(), watching) {
+                Routing::Forward(owner) => return Step::ForwardTransaction(owner),
+                Routing::CrossSlot | Routing::Unavailable | Routing::Refused(_) => {
+                    session.transaction = None;
+                    session.watched.clear();
+                    reply.error(routing::CROSSSLOT);
+                    return Step::Drained;
+                }
+                Routing::Local | Routing::Gather => {}
+            }
+        }
         if session.state.is_clustered() && session.transaction.is_none() {
             match routing::route(&session.state, args) {
                 Routing::Local => {}
@@ -392,6 +424,10 @@ impl Connection {
                 }
                 Routing::Unavailable => {
                     reply.error("CLUSTERDOWN Hash slot not served");
+                    return Step::Drained;
+                }
+                Routing::Refused(message) => {
+                    reply.error(message);
                     return Step::Drained;
                 }
             }
@@ -519,13 +555,29 @@ impl Connection {
     /// reply it answers (or an error saying why there is none).
     async fn run_forwarded(&mut self, owner: model::NodeId) {
         let args = self.args.take().expect("the arguments are home");
+        let payload = routing::forward_payload(self.session().protocol, &args);
+        self.args = Some(args);
+        self.forward_and_queue_reply(owner, &payload).await;
+    }
+
+    /// Ends the transaction being queued (its EXEC is waiting in `args`) by sending it whole
+    /// to `owner`, the master of its keys, and queues EXEC's reply from there.
+    async fn run_forwarded_transaction(&mut self, owner: model::NodeId) {
+        let session = self.session();
+        let transaction = session.transaction.take().expect("EXEC ends a transaction");
+        session.watched.clear();
+        let payload = routing::forward_transaction_payload(session.protocol, transaction.queued());
+        self.forward_and_queue_reply(owner, &payload).await;
+    }
+
+    /// Sends a forward `payload` to `owner` and queues the reply it answers (or an error
+    /// saying why there is none).
+    async fn forward_and_queue_reply(&mut self, owner: model::NodeId, payload: &[u8]) {
         let session = self.session();
         let state = Arc::clone(&session.state);
         let protocol = session.protocol;
-        let payload = routing::forward_payload(protocol, &args);
-        self.args = Some(args);
         let forwarded =
-            crate::cluster::forward::forward(&state, owner, ForwardProtocol::Resp, 0, &payload)
+            crate::cluster::forward::forward(&state, owner, ForwardProtocol::Resp, 0, payload)
                 .await;
         match forwarded {
             Ok(reply) => self.output.filling.extend_from_slice(&reply),

@@ -34,6 +34,8 @@ pub enum Routing {
     /// On every node, each over the partitions it masters, then merged
     /// ([`merge_gathered`]): KEYS, DBSIZE, RANDOMKEY.
     Gather,
+    /// Not served on a cluster: the error says why.
+    Refused(&'static str),
 }
 
 /// Redis Cluster's words for a command over keys of several masters.
@@ -54,8 +56,48 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     {
         b"keys" | b"dbsize" | b"randomkey" => return Routing::Gather,
         b"scan" => return scan_route(view, namespace, args),
+        // A watch lives in this connection's session, on this node's records: a key another
+        // node masters changes there, unseen here.
+        b"watch" => {
+            return match keys_route(state, args) {
+                None | Some(Routing::Local) => Routing::Local,
+                Some(Routing::Unavailable) => Routing::Unavailable,
+                Some(_) => Routing::Refused(WATCH_ELSEWHERE),
+            };
+        }
         _ => {}
     }
+    keys_route(state, args).unwrap_or(Routing::Local)
+}
+
+/// Where the commands a transaction queued should run when EXEC comes (clustered servers
+/// only): here, or whole on the one other node that masters all their keys (when nothing is
+/// watched here); keys of several masters get CROSSSLOT, as in Redis Cluster. Commands
+/// without keys run wherever the others do.
+pub fn route_transaction(state: &ServerState, queued: &[Args], watching: bool) -> Routing {
+    let mut routing = None;
+    for args in queued {
+        match keys_route(state, args) {
+            None => {}
+            Some(here @ (Routing::CrossSlot | Routing::Unavailable)) => return here,
+            Some(here) if routing.is_none_or(|seen| seen == here) => routing = Some(here),
+            Some(_) => return Routing::CrossSlot,
+        }
+    }
+    match routing.unwrap_or(Routing::Local) {
+        Routing::Forward(_) if watching => Routing::CrossSlot,
+        routing => routing,
+    }
+}
+
+/// WATCH's error for a key another node masters.
+pub const WATCH_ELSEWHERE: &str = "ERR WATCH on a cluster takes keys the connected node masters; this key's master is another node";
+
+/// Where the keys of `args` are mastered: here, on one other node, on several (CROSSSLOT), or
+/// nowhere now; `None` when the command names no key.
+fn keys_route(state: &ServerState, args: &Args) -> Option<Routing> {
+    let view = state.cluster_view();
+    let namespace = keys::namespace_of(state).name();
     let set = state.config.resp.set.as_bytes();
     let mut routing = None;
     for key in key_arguments(args) {
@@ -63,15 +105,28 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
         let here = match view.route(namespace, partition, false) {
             Route::Local => Routing::Local,
             Route::Forward(node) => Routing::Forward(node),
-            Route::Unavailable => return Routing::Unavailable,
+            Route::Unavailable => return Some(Routing::Unavailable),
         };
         match routing {
             None => routing = Some(here),
-            Some(seen) if seen != here => return Routing::CrossSlot,
+            Some(seen) if seen != here => return Some(Routing::CrossSlot),
             Some(_) => {}
         }
     }
-    routing.unwrap_or(Routing::Local)
+    routing
+}
+
+/// The payload forwarding a transaction: MULTI, the queued commands, EXEC, for a client
+/// speaking RESP `protocol`; the node that serves it answers with EXEC's reply alone.
+pub fn forward_transaction_payload(protocol: u8, queued: &[Args]) -> Vec<u8> {
+    let mut payload = vec![protocol];
+    wire_resp::encode_command(&mut payload, &[b"MULTI".as_slice()]);
+    for args in queued {
+        let arguments: Vec<&[u8]> = (0..args.len()).map(|index| args.get(index)).collect();
+        wire_resp::encode_command(&mut payload, &arguments);
+    }
+    wire_resp::encode_command(&mut payload, &[b"EXEC".as_slice()]);
+    payload
 }
 
 /// SCAN runs on its cursor partition's master (an invalid or finished cursor: here, which
@@ -208,22 +263,33 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         .map(|index| args.get(index))
 }
 
-/// Runs a command forwarded by another node: `payload` is the client's RESP version (one
-/// byte), then the command as RESP. Returns the reply, once its writes are acknowledged.
+/// Runs commands forwarded by another node: `payload` is the client's RESP version (one
+/// byte), then one command as RESP, or a whole transaction (MULTI, its commands, EXEC).
+/// Returns the last command's reply, once its writes are acknowledged.
 pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    let Some((&protocol, command)) = payload.split_first() else {
+    let Some((&protocol, mut commands_left)) = payload.split_first() else {
         return out;
     };
-    let mut args = Args::new();
-    if !matches!(wire_resp::decode_request(command, &mut args), Ok(Some(_))) {
-        Reply::new(&mut out, protocol).error("ERR malformed forwarded command");
-        return out;
-    }
     let mut session = Session::forwarded(Arc::clone(state), protocol);
-    let mut reply = Reply::new(&mut out, protocol);
-    commands::execute(&mut session, &args, &mut reply);
-    drop(reply);
+    let mut args = Args::new();
+    loop {
+        match wire_resp::decode_request(commands_left, &mut args) {
+            Ok(Some(size_bytes)) if !args.is_empty() => {
+                commands_left = &commands_left[size_bytes..];
+                // Only the last reply goes back: a transaction's +OK and +QUEUED were answered
+                // by the node the client is connected to.
+                out.clear();
+                commands::execute(&mut session, &args, &mut Reply::new(&mut out, protocol));
+            }
+            Ok(None) if commands_left.is_empty() && !out.is_empty() => break,
+            _ => {
+                out.clear();
+                Reply::new(&mut out, protocol).error("ERR malformed forwarded command");
+                return out;
+            }
+        }
+    }
     if session.writes.acks.settled().await.is_err() {
         out.clear();
         Reply::new(&mut out, protocol)

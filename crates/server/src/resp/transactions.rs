@@ -1,4 +1,6 @@
-//! MULTI, EXEC, DISCARD, WATCH and UNWATCH with Redis's semantics on one node.
+//! MULTI, EXEC, DISCARD, WATCH and UNWATCH with Redis's semantics on one node. On a cluster,
+//! EXEC runs the queue here when this node masters its keys, or sends it whole to the one node
+//! that does (`routing::route_transaction`); WATCH takes keys this node masters.
 //!
 //! - Between MULTI and EXEC, commands are checked (known, right arity) and queued; one that
 //!   fails the check is answered with its error and dooms the transaction (EXECABORT).
@@ -45,6 +47,18 @@ pub struct Transaction {
     queued_bytes: usize,
     /// A queued command failed its check: EXEC will refuse.
     doomed: bool,
+}
+
+impl Transaction {
+    /// The commands queued so far.
+    pub fn queued(&self) -> &[Args] {
+        &self.queued
+    }
+
+    /// Whether EXEC will refuse it (a queued command failed its check).
+    pub fn doomed(&self) -> bool {
+        self.doomed
+    }
 }
 
 /// A watched key.
