@@ -91,6 +91,10 @@ pub struct ClusterNode {
     applied_sindexes: Mutex<BTreeMap<(String, String), String>>,
     /// The set-index switches of the last state applied, by (namespace, set).
     applied_set_index_switches: Mutex<BTreeMap<(String, String), bool>>,
+    /// Per namespace, the metadata version whose partition table the leader found balanced: a
+    /// table depends only on that state, so it is not computed again until the state changes
+    /// (4096 rendezvous orders, every formation period, cost the leader milliseconds a second).
+    balanced_at_version: Mutex<HashMap<String, u64>>,
     runtime: tokio::runtime::Handle,
     /// Metadata changes made here (index definitions, truncates) waiting to be proposed, in
     /// the order they were made: one task proposes them one after the other, so a drop made
@@ -170,6 +174,7 @@ impl ClusterNode {
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),
             applied_set_index_switches: Mutex::default(),
+            balanced_at_version: Mutex::default(),
             runtime: runtime.clone(),
             proposals,
             proposals_waiting: Mutex::new(Some(proposals_waiting)),
@@ -688,12 +693,18 @@ impl ClusterNode {
         nodes: &[NodeId],
         replication_factor: usize,
     ) {
+        if self.balanced_at_version.lock().get(namespace) == Some(&state.version) {
+            return;
+        }
         let previous = state.partition_table(namespace);
         let table = match balanced_table(nodes, replication_factor, previous) {
             Ok(table) => table,
             Err(error) => return warn!(namespace, %error, "no partition table"),
         };
         if previous == Some(&table) {
+            self.balanced_at_version
+                .lock()
+                .insert(namespace.to_owned(), state.version);
             return;
         }
         let command = MetaCommand::SetPartitionTable {
