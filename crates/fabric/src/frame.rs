@@ -104,7 +104,7 @@ impl FrameRole {
 /// Encodes `message` as one frame; a message that carries a request id carries `request_id`
 /// instead of its own.
 pub(crate) fn encode_with_request_id(message: &Message<'_>, request_id: u64) -> Bytes {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(message.encoded_size_hint());
     encode(message, &mut out);
     if message.request_id().is_some() {
         let field = REQUEST_ID_OFFSET_BYTES..REQUEST_ID_OFFSET_BYTES + REQUEST_ID_SIZE_BYTES;

@@ -295,6 +295,23 @@ impl Message<'_> {
         }
     }
 
+    /// About how many bytes the encoded frame takes: the variable parts plus a margin for the
+    /// fixed fields, so an encoder can reserve its buffer once instead of growing it.
+    pub fn encoded_size_hint(&self) -> usize {
+        const FIXED_FIELDS_BYTES: usize = 96;
+        let variable = match *self {
+            Message::Raft { payload, .. }
+            | Message::RaftReply { payload, .. }
+            | Message::Forward { payload, .. }
+            | Message::ForwardReply { payload, .. } => payload.len(),
+            Message::ReplicaWrite {
+                namespace, record, ..
+            } => namespace.len() + record.set_name.len() + record.data.map_or(0, <[u8]>::len),
+            _ => 0,
+        };
+        FIXED_FIELDS_BYTES + variable
+    }
+
     /// The request id a reply must echo, for the messages that carry one.
     pub fn request_id(&self) -> Option<u64> {
         match *self {
