@@ -291,26 +291,28 @@ impl Connection {
                 return Err(Close::NotAdmin);
             }
             let received = self.received;
-            if frame.proto_type == ProtoType::Message
-                && self.state.is_clustered()
-                && let Some(owner) = dispatch::forward_target(&self.state, frame.body)
-            {
-                next = Next::Forward(frame.body.to_vec(), owner);
+            let body = frame.body;
+            if frame.proto_type == ProtoType::Message && dispatch::is_long(body) {
+                let clustered = self.state.is_clustered();
+                next = match clustered.then(|| dispatch::forward_target_of_body(&self.state, body))
+                {
+                    Some(Some(owner)) => Next::Forward(body.to_vec(), owner),
+                    _ => Next::Long(body.to_vec(), received),
+                };
                 break;
             }
-            if frame.proto_type == ProtoType::Message && dispatch::is_long(frame.body) {
-                next = Next::Long(frame.body.to_vec(), received);
-                break;
-            }
-            next = answer_frame(
+            next = match answer_frame(
                 &self.state,
                 &mut self.info,
                 frame,
                 received,
                 &mut self.output,
                 &mut self.acks,
-            )?
-            .map_or(Next::Read, Next::Stream);
+            )? {
+                dispatch::Handled::Answered => Next::Read,
+                dispatch::Handled::Streamed(streamed) => Next::Stream(streamed),
+                dispatch::Handled::Forward(owner) => Next::Forward(body.to_vec(), owner),
+            };
         }
         self.input.advance(consumed);
         Ok((consumed > 0, next))
@@ -541,11 +543,11 @@ fn answer_frame(
     received: dispatch::Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Result<Option<Streamed>, Close> {
+) -> Result<dispatch::Handled, Close> {
     match frame.proto_type {
         ProtoType::Info => handle_info(state, info, frame.body, out),
         ProtoType::Message => {
-            return Ok(dispatch::handle_message(
+            return Ok(dispatch::handle_client_message(
                 state, frame.body, received, out, acks,
             ));
         }
@@ -556,7 +558,7 @@ fn answer_frame(
         ProtoType::Compressed => dispatch::reply_error(out, ResultCode::EnterpriseOnly),
         ProtoType::InternalXdr => return Err(Close::Malformed("XDR frames are not for clients")),
     }
-    Ok(None)
+    Ok(dispatch::Handled::Answered)
 }
 
 async fn read_until<F: Future>(read: F, deadline: Option<Instant>) -> Result<F::Output, ()> {

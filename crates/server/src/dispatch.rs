@@ -133,8 +133,19 @@ pub fn deadline(
     }
 }
 
+/// What became of a client's request.
+pub enum Handled {
+    /// Its reply is in the output.
+    Answered,
+    /// A stream will answer it.
+    Streamed(Streamed),
+    /// Another node should serve it (see [`forward_target`]); nothing was run or written.
+    Forward(model::NodeId),
+}
+
 /// Handles one AS_MSG body received at `received`: appends exactly one reply frame to `out`,
-/// or returns the stream that will answer it.
+/// or returns the stream that will answer it. Never forwards: for requests another node
+/// forwarded here, and for long requests (checked before they went to the pool).
 pub fn handle_message(
     state: &Arc<ServerState>,
     body: &[u8],
@@ -142,25 +153,51 @@ pub fn handle_message(
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> Option<Streamed> {
+    match handle(state, body, received, out, acks, false) {
+        Handled::Streamed(streamed) => Some(streamed),
+        Handled::Answered | Handled::Forward(_) => None,
+    }
+}
+
+/// [`handle_message`] for a request a client sent this node: on a cluster, one that another
+/// node should serve is not run but named, from the same parse of its message.
+pub fn handle_client_message(
+    state: &Arc<ServerState>,
+    body: &[u8],
+    received: Received,
+    out: &mut Vec<u8>,
+    acks: &mut Acks,
+) -> Handled {
+    handle(state, body, received, out, acks, state.is_clustered())
+}
+
+fn handle(
+    state: &Arc<ServerState>,
+    body: &[u8],
+    received: Received,
+    out: &mut Vec<u8>,
+    acks: &mut Acks,
+    may_forward: bool,
+) -> Handled {
     if is_batch(body) {
-        return Some(Streamed::Batch(BatchJob::new(
-            state.clone(),
-            body.to_vec(),
-            received,
-        )));
+        let job = BatchJob::new(state.clone(), body.to_vec(), received);
+        return Handled::Streamed(Streamed::Batch(job));
     }
     let Ok(message) = Message::parse(body) else {
         reply_error(out, ResultCode::Parameter);
-        return None;
+        return Handled::Answered;
     };
+    if may_forward && let Some(owner) = forward_target(state, &message) {
+        return Handled::Forward(owner);
+    }
     if message.fields.digest.is_none() {
-        match scan::start(state, &message) {
-            Ok(stream) => return Some(Streamed::Scan(stream)),
+        return match scan::start(state, &message) {
+            Ok(stream) => Handled::Streamed(Streamed::Scan(stream)),
             Err(code) => {
                 write_stream_error(out, code);
-                return None;
+                Handled::Answered
             }
-        }
+        };
     }
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
@@ -173,17 +210,13 @@ pub fn handle_message(
             reply_error(out, code);
         }
     }
-    None
+    Handled::Answered
 }
 
 /// On a cluster, the node a single-record request should go to when this node is not the one
 /// to serve it (the master of its partition, or for a read, a full replica); `None` to serve
-/// it here (batches and scans are never forwarded: clients split them by node).
-pub fn forward_target(state: &ServerState, body: &[u8]) -> Option<model::NodeId> {
-    if is_batch(body) {
-        return None;
-    }
-    let message = Message::parse(body).ok()?;
+/// it here (scans are never forwarded: clients split them by node).
+fn forward_target(state: &ServerState, message: &Message<'_>) -> Option<model::NodeId> {
     let digest = Digest::from_slice(message.fields.digest?)?;
     let namespace = std::str::from_utf8(message.fields.namespace?).ok()?;
     let read = message.header.info2 & info2::WRITE == 0;
@@ -194,6 +227,14 @@ pub fn forward_target(state: &ServerState, body: &[u8]) -> Option<model::NodeId>
         crate::cluster::Route::Forward(owner) => Some(owner),
         crate::cluster::Route::Local | crate::cluster::Route::Unavailable => None,
     }
+}
+
+/// [`forward_target`] of an AS_MSG body (batches are never forwarded whole).
+pub fn forward_target_of_body(state: &ServerState, body: &[u8]) -> Option<model::NodeId> {
+    if is_batch(body) {
+        return None;
+    }
+    forward_target(state, &Message::parse(body).ok()?)
 }
 
 /// Batch and scan replies are streams that end at a LAST message; a refusal must carry LAST or

@@ -122,8 +122,7 @@ pub fn forward_transaction_payload(protocol: u8, queued: &[Args]) -> Vec<u8> {
     let mut payload = vec![protocol];
     wire_resp::encode_command(&mut payload, &[b"MULTI".as_slice()]);
     for args in queued {
-        let arguments: Vec<&[u8]> = (0..args.len()).map(|index| args.get(index)).collect();
-        wire_resp::encode_command(&mut payload, &arguments);
+        encode_args(&mut payload, args);
     }
     wire_resp::encode_command(&mut payload, &[b"EXEC".as_slice()]);
     payload
@@ -300,8 +299,13 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
 
 /// The payload forwarding `args` for a client speaking RESP `protocol`.
 pub fn forward_payload(protocol: u8, args: &Args) -> Vec<u8> {
-    let arguments: Vec<&[u8]> = (0..args.len()).map(|index| args.get(index)).collect();
     let mut payload = vec![protocol];
-    wire_resp::encode_command(&mut payload, &arguments);
+    encode_args(&mut payload, args);
     payload
+}
+
+/// Appends `args` to `out` as one RESP command.
+fn encode_args(out: &mut Vec<u8>, args: &Args) {
+    let arguments: Vec<&[u8]> = (0..args.len()).map(|index| args.get(index)).collect();
+    wire_resp::encode_command(out, &arguments);
 }
