@@ -18,6 +18,8 @@ use engine::PartitionRole;
 use model::{NodeId, PartitionId};
 use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap};
 
+use super::view::Route;
+
 /// One committed state, seen from one node.
 #[derive(Debug, Default)]
 pub struct Layout {
@@ -29,6 +31,18 @@ pub struct Layout {
     pub tables: HashMap<String, Arc<PartitionTable>>,
     /// Per namespace, what this node claims.
     pub claims: HashMap<String, NamespaceClaims>,
+    /// Per namespace (a handful: found by comparing names), where each partition's requests
+    /// run, worked out once per state so that routing a request is an index.
+    routes: Vec<(String, Box<[PartitionRoutes]>)>,
+}
+
+/// Where requests on one partition run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PartitionRoutes {
+    /// A write: on the master.
+    write: Route,
+    /// A read: on any full copy, here if this node holds one.
+    read: Route,
 }
 
 impl Layout {
@@ -36,6 +50,7 @@ impl Layout {
     pub fn of(state: &ClusterState, me: NodeId, namespaces: &[String]) -> Layout {
         let mut tables = HashMap::new();
         let mut claims = HashMap::new();
+        let mut routes = Vec::new();
         for name in namespaces {
             let Some(table) = state
                 .namespace(name)
@@ -44,6 +59,8 @@ impl Layout {
                 continue;
             };
             claims.insert(name.clone(), claims_of(name, &table, me));
+            let table_routes = table.assignments().iter().map(|a| routes_of(a, me));
+            routes.push((name.clone(), table_routes.collect()));
             tables.insert(name.clone(), table);
         }
         Layout {
@@ -51,6 +68,18 @@ impl Layout {
             nodes: state.nodes.clone(),
             tables,
             claims,
+            routes,
+        }
+    }
+
+    /// Where a write (or, with `read`, a read) of `partition` in `namespace` runs.
+    pub fn route(&self, namespace: &str, partition: PartitionId, read: bool) -> Route {
+        let routes = self.routes.iter().find(|(name, _)| name == namespace);
+        let partition_routes = routes.and_then(|(_, routes)| routes.get(usize::from(partition.0)));
+        match partition_routes {
+            Some(routes) if read => routes.read,
+            Some(routes) => routes.write,
+            None => Route::Unavailable,
         }
     }
 
@@ -85,6 +114,20 @@ pub fn role_of(assignment: Option<&PartitionAssignment>, me: NodeId) -> (Partiti
         Some(_) => PartitionRole::Replica,
     };
     (role, assignment.version)
+}
+
+/// Where requests on a partition with `assignment` run, seen from node `me`.
+fn routes_of(assignment: &PartitionAssignment, me: NodeId) -> PartitionRoutes {
+    let (role, _) = role_of(Some(assignment), me);
+    let elsewhere = master_of(assignment).map_or(Route::Unavailable, |m| Route::Forward(NodeId(m)));
+    let route_if = |here: bool| if here { Route::Local } else { elsewhere };
+    PartitionRoutes {
+        write: route_if(role == PartitionRole::Master),
+        read: route_if(matches!(
+            role,
+            PartitionRole::Master | PartitionRole::Replica
+        )),
+    }
 }
 
 /// What node `me` claims for `name`: column k holds the partitions where `me` is the k-th
@@ -162,5 +205,58 @@ mod tests {
             (PartitionRole::Master, 3)
         );
         assert_eq!(role_of(None, NodeId(0xA2)), (PartitionRole::Absent, 0));
+        let routes = |me| routes_of(&assignment, NodeId(me));
+        let to_master = Route::Forward(NodeId(0xA2));
+        assert_eq!(
+            routes(0xA1),
+            PartitionRoutes {
+                write: to_master,
+                read: to_master
+            }
+        );
+        let here = Route::Local;
+        assert_eq!(
+            routes(0xA2),
+            PartitionRoutes {
+                write: here,
+                read: here
+            }
+        );
+    }
+
+    /// The routes worked out once per state say what the roles say: writes on the master,
+    /// reads on any full copy, elsewhere forwarded to the master; no table, no route.
+    #[test]
+    fn routes_follow_the_roles_of_every_partition() {
+        let nodes = [NodeId(0xA1), NodeId(0xA2), NodeId(0xA3)];
+        let mut state = ClusterState::default();
+        let table = balanced_table(&nodes, 2, None).expect("placed");
+        let meta = cluster::metadata::NamespaceMeta {
+            partitions: Some(Arc::new(table.clone())),
+            ..Default::default()
+        };
+        state.namespaces.insert("test".to_owned(), Arc::new(meta));
+        let me = NodeId(0xA2);
+        let layout = Layout::of(&state, me, &["test".to_owned()]);
+        for (assignment, pid) in table.assignments().iter().zip(PartitionId::all()) {
+            let (role, _) = role_of(Some(assignment), me);
+            let master = Route::Forward(NodeId(master_of(assignment).expect("a master")));
+            let write = if role == PartitionRole::Master {
+                Route::Local
+            } else {
+                master
+            };
+            let read = if role == PartitionRole::Absent {
+                master
+            } else {
+                Route::Local
+            };
+            assert_eq!(layout.route("test", pid, false), write, "{pid:?}");
+            assert_eq!(layout.route("test", pid, true), read, "{pid:?}");
+        }
+        let unknown = layout.route("other", PartitionId(0), false);
+        assert_eq!(unknown, Route::Unavailable);
+        let empty = Layout::default().route("test", PartitionId(0), true);
+        assert_eq!(empty, Route::Unavailable);
     }
 }

@@ -821,18 +821,7 @@ impl ClusterView for ClusterNode {
     fn route(&self, namespace: &str, partition: PartitionId, read: bool) -> Route {
         // Read under the guard: cloning the Arc would make every request of every thread
         // write to one shared counter.
-        let layout = self.layout.read();
-        let Some(assignment) = layout.assignment(namespace, partition) else {
-            return Route::Unavailable;
-        };
-        let (role, _) = role_of(Some(assignment), self.me);
-        if role == PartitionRole::Master || (read && role == PartitionRole::Replica) {
-            return Route::Local;
-        }
-        match cluster::balance::master_of(assignment) {
-            Some(master) => Route::Forward(NodeId(master)),
-            None => Route::Unavailable,
-        }
+        self.layout.read().route(namespace, partition, read)
     }
 }
 
