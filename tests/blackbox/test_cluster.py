@@ -472,3 +472,21 @@ def test_a_redis_transaction_runs_on_the_master_of_its_keys(cluster):
     assert pipe.execute() == [True]
     for key in local + remote:
         r.delete(key)
+
+
+def test_keys_over_many_keys_runs_each_nodes_part_off_the_runtime(cluster):
+    """A KEYS that visits tens of thousands of keys runs each node's part on its long-request
+    pool (`long_request_jobs`), as on one node, instead of holding a runtime worker, and still
+    answers the whole data set."""
+    r = redis.Redis(port=cluster[2].resp_port, socket_timeout=30)
+    r.flushdb()
+    count = 40_000  # each node holds about 27,000 copies: past the pool threshold (20,000)
+    pipe = r.pipeline(transaction=False)
+    for i in range(count):
+        pipe.set(f"many:{i}", b"v")
+    pipe.execute()
+    before = [int(statistics(server)["long_request_jobs"]) for server in cluster]
+    assert len(r.keys("many:*")) == count
+    after = [int(statistics(server)["long_request_jobs"]) for server in cluster]
+    assert all(a > b for a, b in zip(after, before)), (before, after)
+    r.flushdb()

@@ -599,13 +599,17 @@ impl Connection {
     /// The reason to close when the merged reply passed the connection's limit.
     async fn run_gathered(&mut self) -> Result<(), Close> {
         let args = self.args.take().expect("the arguments are home");
-        let session = self.session();
+        let session = self.session.take().expect("the session is home");
         let state = Arc::clone(&session.state);
         let protocol = session.protocol;
-        // This node's part runs inline: its cost is a share of the data set's.
-        session.may_offload = false;
-        let mut parts = vec![Vec::new()];
-        commands::execute(session, &args, &mut Reply::new(&mut parts[0], protocol));
+        let Some((session, local_part)) =
+            routing::execute_off_the_runtime_if_long(session, &args).await
+        else {
+            warn!("a Redis command failed on the long-request pool; closing its connection");
+            return Err(Close::JobFailed);
+        };
+        self.session = Some(session);
+        let mut parts = vec![local_part];
         let payload = Arc::new(routing::forward_payload(protocol, &args));
         let command = args.command().unwrap_or_default().to_ascii_lowercase();
         self.args = Some(args);

@@ -16,7 +16,7 @@ use model::{Digest, PARTITION_COUNT, PartitionId, UserKey};
 use wire_resp::Args;
 
 use super::reply::Reply;
-use super::{Session, commands, keys, keyspace};
+use super::{After, Session, commands, keys, keyspace};
 use crate::cluster::{ClusterView, Route};
 use crate::state::ServerState;
 
@@ -278,8 +278,15 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
                 commands_left = &commands_left[size_bytes..];
                 // Only the last reply goes back: a transaction's +OK and +QUEUED were answered
                 // by the node the client is connected to.
-                out.clear();
-                commands::execute(&mut session, &args, &mut Reply::new(&mut out, protocol));
+                let ran = execute_off_the_runtime_if_long(session, &args).await;
+                (session, out) = match ran {
+                    Some(ran) => ran,
+                    None => {
+                        out.clear();
+                        Reply::new(&mut out, protocol).error("ERR the command failed");
+                        return out;
+                    }
+                };
             }
             Ok(None) if commands_left.is_empty() && !out.is_empty() => break,
             _ => {
@@ -295,6 +302,31 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
             .error("ERR the write could not be confirmed by its replicas");
     }
     out
+}
+
+/// Runs `args` in `session` and returns its reply: here, or on the long-request pool when
+/// the command may take long (a KEYS over many keys), so that it never holds a runtime worker;
+/// `None` if the pool's job failed.
+pub async fn execute_off_the_runtime_if_long(
+    mut session: Session,
+    args: &Args,
+) -> Option<(Session, Vec<u8>)> {
+    let protocol = session.protocol;
+    let mut out = Vec::new();
+    session.may_offload = true;
+    let after = commands::execute(&mut session, args, &mut Reply::new(&mut out, protocol));
+    session.may_offload = false;
+    if after != After::Offload {
+        return Some((session, out));
+    }
+    let state = Arc::clone(&session.state);
+    let args = args.clone();
+    let job = move || {
+        let mut out = Vec::new();
+        commands::execute(&mut session, &args, &mut Reply::new(&mut out, protocol));
+        (session, out)
+    };
+    state.long_requests.run(job).await.ok()
 }
 
 /// The payload forwarding `args` for a client speaking RESP `protocol`.
