@@ -47,25 +47,23 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     if !view.is_clustered() {
         return Routing::Local;
     }
-    let namespace = keys::namespace_of(state).name();
-    match args
-        .command()
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-        .as_slice()
-    {
-        b"keys" | b"dbsize" | b"randomkey" => return Routing::Gather,
-        b"scan" => return scan_route(view, namespace, args),
+    // Compared in place: this runs for every command, and key_arguments lowercases already.
+    let name = args.command().unwrap_or_default();
+    let is = |word: &[u8]| name.eq_ignore_ascii_case(word);
+    if is(b"keys") || is(b"dbsize") || is(b"randomkey") {
+        return Routing::Gather;
+    }
+    if is(b"scan") {
+        return scan_route(view, keys::namespace_of(state).name(), args);
+    }
+    if is(b"watch") {
         // A watch lives in this connection's session, on this node's records: a key another
         // node masters changes there, unseen here.
-        b"watch" => {
-            return match keys_route(state, args) {
-                None | Some(Routing::Local) => Routing::Local,
-                Some(Routing::Unavailable) => Routing::Unavailable,
-                Some(_) => Routing::Refused(WATCH_ELSEWHERE),
-            };
-        }
-        _ => {}
+        return match keys_route(state, args) {
+            None | Some(Routing::Local) => Routing::Local,
+            Some(Routing::Unavailable) => Routing::Unavailable,
+            Some(_) => Routing::Refused(WATCH_ELSEWHERE),
+        };
     }
     keys_route(state, args).unwrap_or(Routing::Local)
 }
