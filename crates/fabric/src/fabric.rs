@@ -199,20 +199,17 @@ impl Fabric {
         message: &Message<'_>,
         on_reply: impl FnOnce(Result<OwnedFrame, FabricError>) + Send + 'static,
     ) {
-        let role = FrameRole::of(message.message_type());
-        assert!(
-            role == FrameRole::Request,
-            "{:?} is not a request",
-            message.message_type()
-        );
-        let connection = match self.connection_of(node_id) {
-            Ok(connection) => connection,
+        let outgoing = match self.outgoing_request(node_id, message) {
+            Ok(outgoing) => outgoing,
             Err(error) => return on_reply(Err(error)),
         };
-        let timeout_ms = self.shared.config.request_timeout_ms;
-        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-        let request_id = self.shared.next_request_id();
-        let frame = encode_with_request_id(message, request_id);
+        let OutgoingRequest {
+            connection,
+            request_id,
+            frame,
+            deadline,
+            timeout_ms,
+        } = outgoing;
         let registered =
             connection.register_callback(request_id, deadline, timeout_ms, Box::new(on_reply));
         if let Err((error, on_reply)) = registered {
@@ -260,6 +257,27 @@ impl Fabric {
         node_id: u64,
         message: &Message<'_>,
     ) -> Result<PendingReply, FabricError> {
+        let outgoing = self.outgoing_request(node_id, message)?;
+        let pending = outgoing.connection.register_request(
+            outgoing.request_id,
+            outgoing.deadline,
+            outgoing.timeout_ms,
+        )?;
+        // On error `pending` is dropped, which forgets the request.
+        pending.connection().push(outgoing.frame)?;
+        Ok(pending)
+    }
+
+    /// A request to node `node_id`, encoded under a fresh id, with its connection and deadline.
+    ///
+    /// # Panics
+    ///
+    /// If `message` is not a request.
+    fn outgoing_request(
+        &self,
+        node_id: u64,
+        message: &Message<'_>,
+    ) -> Result<OutgoingRequest, FabricError> {
         let role = FrameRole::of(message.message_type());
         assert!(
             role == FrameRole::Request,
@@ -268,19 +286,29 @@ impl Fabric {
         );
         let connection = self.connection_of(node_id)?;
         let timeout_ms = self.shared.config.request_timeout_ms;
-        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
         let request_id = self.shared.next_request_id();
-        let frame = encode_with_request_id(message, request_id);
-        let pending = connection.register_request(request_id, deadline, timeout_ms)?;
-        // On error `pending` is dropped, which forgets the request.
-        pending.connection().push(frame)?;
-        Ok(pending)
+        Ok(OutgoingRequest {
+            connection,
+            request_id,
+            frame: encode_with_request_id(message, request_id),
+            deadline: Instant::now() + Duration::from_millis(timeout_ms),
+            timeout_ms,
+        })
     }
 
     fn connection_of(&self, node_id: u64) -> Result<Arc<Connection>, FabricError> {
         let connection = self.shared.peers.lock().connection_of(node_id);
         connection.ok_or(FabricError::NotConnected { node_id })
     }
+}
+
+/// A request ready to be registered and queued on its connection.
+struct OutgoingRequest {
+    connection: Arc<Connection>,
+    request_id: u64,
+    frame: bytes::Bytes,
+    deadline: Instant,
+    timeout_ms: u64,
 }
 
 impl Drop for Fabric {
