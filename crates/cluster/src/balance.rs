@@ -1,17 +1,31 @@
 //! The balancer: which nodes should hold each partition, as a partition table to commit.
 //!
-//! The target of every partition is Aerospike's rendezvous order over the cluster's nodes
-//! ([`crate::placement`]), cut at the effective replication factor, so a join or a leave
+//! The target of every partition is Aerospike's rendezvous order over the cluster's placing
+//! nodes ([`crate::placement`]), cut at the effective replication factor, so a join or a leave
 //! changes only the rows the node enters or leaves. The balancer proposes; the metadata group
 //! commits, and every node then takes its roles from the committed table.
 //!
+//! A move is made in steps, each one committed table: the new replica joins as `Filling`
+//! (its master streams the partition to it and sends it every write meanwhile), the filled
+//! node reports itself (`PartitionsFilled`) and becomes `Full`, and only when every wanted
+//! replica is `Full` does the table take the target order, handing the master role over and
+//! dropping the copies no longer wanted. Until then the partition's master stays where it was
+//! and the old copies stay in the list, so the partition never has fewer full copies than
+//! before the move began.
+//!
 //! Invariants:
 //! - A partition's version rises (by one) exactly when its replica list changes, and never
-//!   falls: it is the fencing token replica writes carry.
+//!   falls: it is the fencing token replica writes carry. `master_since` is the version at
+//!   which the master last changed ([`PartitionAssignment::followed_by`]).
 //! - In a namespace's first table every replica is `Full` (there is no data yet to fill); in
-//!   later tables a node new to a partition is `Filling` until a migration fills it, and a
-//!   partition keeps its first `Full` replica (the one holding every acknowledged write) at the
-//!   head while any `Filling` node precedes it in the target order.
+//!   later tables a node new to a partition is `Filling` until it reports itself filled.
+//! - Only roster nodes hold partitions; a node leaving the roster leaves every list at once
+//!   (the metadata group strips it when it removes the node).
+//! - While any wanted replica fills, the master does not change (if it is still a member) and
+//!   no `Full` copy is dropped.
+//! - At most `moves_max` partitions have a replica filling at once; further moves wait.
+
+use std::collections::BTreeSet;
 
 use model::{NodeId, PartitionId};
 
@@ -29,8 +43,33 @@ pub enum BalanceError {
     Table(#[from] MetaRejection),
 }
 
+/// What the balancer works from.
+#[derive(Clone, Debug)]
+pub struct BalanceInput<'a> {
+    /// The nodes partitions are placed on (the roster less the nodes leaving it).
+    pub placing: &'a [NodeId],
+    /// Every roster node: nodes outside it hold nothing.
+    pub roster: &'a BTreeSet<u64>,
+    /// Copies per partition (capped by the number of placing nodes).
+    pub replication_factor: usize,
+    /// The committed table, if any.
+    pub previous: Option<&'a PartitionTable>,
+    /// Most partitions with a replica filling at once.
+    pub moves_max: usize,
+}
+
+/// A table to commit, and how many moves it holds back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Balanced {
+    /// The table.
+    pub table: PartitionTable,
+    /// Partitions whose move waits for moves in progress to finish.
+    pub moves_waiting: u64,
+}
+
 /// The table that places every partition of a namespace on `nodes` with `replication_factor`
-/// copies (capped by the node count), starting from `previous` (the committed table, if any).
+/// copies (capped by the node count), starting from `previous` (the committed table, if any),
+/// with no limit on moves and every node a roster member.
 ///
 /// # Errors
 /// Too many nodes to place.
@@ -39,70 +78,173 @@ pub fn balanced_table(
     replication_factor: usize,
     previous: Option<&PartitionTable>,
 ) -> Result<PartitionTable, BalanceError> {
-    let succession = Succession::new(nodes.iter().copied())?;
-    let target = succession.replica_table(replication_factor);
+    let roster: BTreeSet<u64> = nodes.iter().map(|n| n.0).collect();
+    let input = BalanceInput {
+        placing: nodes,
+        roster: &roster,
+        replication_factor,
+        previous,
+        moves_max: usize::MAX,
+    };
+    Ok(balance(&input)?.table)
+}
+
+/// The next table for `input`.
+///
+/// # Errors
+/// Too many nodes to place.
+pub fn balance(input: &BalanceInput<'_>) -> Result<Balanced, BalanceError> {
+    let succession = Succession::new(input.placing.iter().copied())?;
+    let target = succession.replica_table(input.replication_factor);
+    let filling_now = input.previous.map_or(0, |table| {
+        table
+            .assignments()
+            .iter()
+            .filter(|a| a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling))
+            .count()
+    });
+    let mut budget = input.moves_max.saturating_sub(filling_now);
+    let mut moves_waiting = 0;
     let assignments = PartitionId::all()
         .map(|pid| {
             let wanted = target.replicas(pid);
-            let before = previous.and_then(|table| table.get(pid.0));
-            assignment(wanted, before)
+            let before = input.previous.and_then(|table| table.get(pid.0));
+            let Some(before) = before.filter(|before| !before.replicas.is_empty()) else {
+                return first_assignment(wanted);
+            };
+            let (next, waited) = assignment(wanted, before, input.roster, &mut budget);
+            moves_waiting += u64::from(waited);
+            next
         })
         .collect();
-    Ok(PartitionTable::new(assignments)?)
+    Ok(Balanced {
+        table: PartitionTable::new(assignments)?,
+        moves_waiting,
+    })
 }
 
-/// One partition's assignment: `wanted` (target order), given what it was.
-fn assignment(wanted: &[NodeId], before: Option<&PartitionAssignment>) -> PartitionAssignment {
-    let Some(before) = before.filter(|before| !before.replicas.is_empty()) else {
-        return PartitionAssignment {
-            replicas: wanted.iter().map(|n| (n.0, ReplicaState::Full)).collect(),
-            version: 1,
-        };
-    };
-    let state_before = |node: NodeId| {
-        before
-            .replicas
-            .iter()
-            .find(|(id, _)| *id == node.0)
-            .map(|(_, state)| *state)
-    };
-    let mut replicas: Vec<(u64, ReplicaState)> = wanted
+/// A partition's first assignment: every wanted replica full, at version one.
+fn first_assignment(wanted: &[NodeId]) -> PartitionAssignment {
+    PartitionAssignment {
+        replicas: wanted.iter().map(|n| (n.0, ReplicaState::Full)).collect(),
+        version: 1,
+        master_since: 1,
+    }
+}
+
+/// One partition's next assignment towards `wanted` (target order), given `before`; and
+/// whether a move it needs was held back for want of `budget`.
+fn assignment(
+    wanted: &[NodeId],
+    before: &PartitionAssignment,
+    roster: &BTreeSet<u64>,
+    budget: &mut usize,
+) -> (PartitionAssignment, bool) {
+    let kept: Vec<(u64, ReplicaState)> = before
+        .replicas
+        .iter()
+        .copied()
+        .filter(|(node, _)| roster.contains(node))
+        .collect();
+    let state_before = |node: NodeId| kept.iter().find(|(id, _)| *id == node.0).map(|(_, s)| *s);
+    let target: Vec<(u64, ReplicaState)> = wanted
         .iter()
         .map(|&node| (node.0, state_before(node).unwrap_or(ReplicaState::Filling)))
         .collect();
-    keep_a_full_master(&mut replicas, before);
-    let version = match replicas == before.replicas {
-        true => before.version,
-        false => before.version + 1,
-    };
-    PartitionAssignment { replicas, version }
+    let adds_a_fill = wanted.iter().any(|&node| state_before(node).is_none());
+    if adds_a_fill && *budget == 0 {
+        return (before.followed_by(kept), true);
+    }
+    if adds_a_fill {
+        *budget -= 1;
+    }
+    let all_full = target.iter().all(|(_, s)| *s == ReplicaState::Full);
+    if all_full {
+        return (before.followed_by(target), false);
+    }
+    (before.followed_by(while_filling(target, &kept)), false)
 }
 
-/// If no wanted replica is `Full`, the previous master (the first full one) stays on as master
-/// until a migration fills the new ones: it alone holds every acknowledged write.
-fn keep_a_full_master(replicas: &mut Vec<(u64, ReplicaState)>, before: &PartitionAssignment) {
-    if replicas
-        .iter()
-        .any(|(_, state)| *state == ReplicaState::Full)
-    {
-        return;
-    }
-    if let Some(master) = before
+/// The list while some wanted replica fills: the current master first (if it is still a
+/// member), then the wanted replicas, then every other full copy, kept until the fills end.
+fn while_filling(
+    target: Vec<(u64, ReplicaState)>,
+    kept: &[(u64, ReplicaState)],
+) -> Vec<(u64, ReplicaState)> {
+    let master = kept.iter().find(|(_, s)| *s == ReplicaState::Full).copied();
+    let mut replicas: Vec<(u64, ReplicaState)> = master.into_iter().collect();
+    let mut push = |entry: (u64, ReplicaState)| {
+        if !replicas.iter().any(|(node, _)| *node == entry.0) {
+            replicas.push(entry);
+        }
+    };
+    target.into_iter().for_each(&mut push);
+    kept.iter()
+        .copied()
+        .filter(|(_, s)| *s == ReplicaState::Full)
+        .for_each(push);
+    replicas
+}
+
+/// `node` restarted and may have lost what it held: where another full copy exists, it fills
+/// again (the master moves on if it was the master). `None` when nothing changes.
+pub fn demoted(assignment: &PartitionAssignment, node: u64) -> Option<PartitionAssignment> {
+    let others_full = assignment
         .replicas
         .iter()
-        .find(|(_, state)| *state == ReplicaState::Full)
-    {
-        replicas.insert(0, *master);
+        .any(|(id, s)| *id != node && *s == ReplicaState::Full);
+    if !others_full || !assignment.has(node, ReplicaState::Full) {
+        return None;
     }
+    let replicas = assignment
+        .replicas
+        .iter()
+        .map(|&(id, state)| match id == node {
+            true => (id, ReplicaState::Filling),
+            false => (id, state),
+        })
+        .collect();
+    Some(assignment.followed_by(replicas))
+}
+
+/// `node` left the roster: the assignment without it. `None` when it held no copy.
+pub fn without(assignment: &PartitionAssignment, node: u64) -> Option<PartitionAssignment> {
+    if !assignment.replicas.iter().any(|(id, _)| *id == node) {
+        return None;
+    }
+    let replicas = assignment
+        .replicas
+        .iter()
+        .copied()
+        .filter(|(id, _)| *id != node)
+        .collect();
+    Some(assignment.followed_by(replicas))
+}
+
+/// `node` filled the partition under the master of `master_since`: it becomes `Full`.
+/// `None` when it does not fill it or the master changed since.
+pub fn filled(
+    assignment: &PartitionAssignment,
+    node: u64,
+    master_since: u64,
+) -> Option<PartitionAssignment> {
+    if assignment.master_since != master_since || !assignment.has(node, ReplicaState::Filling) {
+        return None;
+    }
+    let replicas = assignment
+        .replicas
+        .iter()
+        .map(|&(id, state)| match id == node {
+            true => (id, ReplicaState::Full),
+            false => (id, state),
+        })
+        .collect();
+    Some(assignment.followed_by(replicas))
 }
 
 /// The master of an assignment: its first `Full` replica.
 pub fn master_of(assignment: &PartitionAssignment) -> Option<u64> {
-    assignment
-        .replicas
-        .iter()
-        .find(|(_, state)| *state == ReplicaState::Full)
-        .map(|(node, _)| *node)
+    assignment.master()
 }
 
 #[cfg(test)]
@@ -168,5 +310,122 @@ mod tests {
             (2000..3500).contains(&changed),
             "{changed} of 4096 rows changed"
         );
+    }
+
+    /// Marks every filling replica of `table` full, as the nodes' reports would.
+    fn fill_everything(table: &PartitionTable) -> PartitionTable {
+        let assignments = table
+            .assignments()
+            .iter()
+            .map(|a| {
+                let mut next = a.clone();
+                for (node, state) in &a.replicas {
+                    if *state == ReplicaState::Filling {
+                        next = filled(&next, *node, next.master_since).expect("filling");
+                    }
+                }
+                next
+            })
+            .collect();
+        PartitionTable::new(assignments).expect("4096")
+    }
+
+    /// A join moves a partition in steps: the new node fills while the old master and every
+    /// old full copy stay; once it is full the table takes the target order, and the master
+    /// (with `master_since`) changes only then, at most once.
+    #[test]
+    fn a_move_keeps_the_master_and_the_old_copies_until_the_new_replica_is_full() {
+        let first = balanced_table(&nodes(&[0xA1, 0xA2]), 2, None).expect("placed");
+        let during = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&first)).expect("placed");
+        let filled_table = fill_everything(&during);
+        let after = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&filled_table)).expect("placed");
+        let target = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, None).expect("placed");
+        for pid in 0..4096u16 {
+            let (b, d, f, a) = (
+                first.get(pid).unwrap(),
+                during.get(pid).unwrap(),
+                filled_table.get(pid).unwrap(),
+                after.get(pid).unwrap(),
+            );
+            assert_eq!(d.master(), b.master(), "pid {pid}: the master stays while filling");
+            assert_eq!(d.master_since, b.master_since);
+            for full in b.replicas.iter().filter(|(_, s)| *s == ReplicaState::Full) {
+                assert!(d.replicas.contains(full), "pid {pid}: a full copy was dropped early");
+            }
+            assert_eq!(f.master(), b.master());
+            let wanted: Vec<u64> = target.get(pid).unwrap().replicas.iter().map(|(n, _)| *n).collect();
+            let now: Vec<u64> = a.replicas.iter().map(|(n, _)| *n).collect();
+            assert_eq!(now, wanted, "pid {pid}: the target order once filled");
+            assert!(a.replicas.iter().all(|(_, s)| *s == ReplicaState::Full));
+            match a.master() == b.master() {
+                true => assert_eq!(a.master_since, b.master_since),
+                false => assert_eq!(a.master_since, a.version),
+            }
+        }
+    }
+
+    /// At most `moves_max` partitions fill at once; the rest wait, counted.
+    #[test]
+    fn moves_wait_for_the_budget() {
+        let first = balanced_table(&nodes(&[0xA1, 0xA2]), 2, None).expect("placed");
+        let roster = BTreeSet::from([0xA1, 0xA2, 0xA3]);
+        let placing = nodes(&[0xA1, 0xA2, 0xA3]);
+        let input = BalanceInput {
+            placing: &placing,
+            roster: &roster,
+            replication_factor: 2,
+            previous: Some(&first),
+            moves_max: 100,
+        };
+        let batch = balance(&input).expect("placed");
+        let filling = |t: &PartitionTable| {
+            t.assignments()
+                .iter()
+                .filter(|a| a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling))
+                .count()
+        };
+        assert_eq!(filling(&batch.table), 100);
+        assert!(batch.moves_waiting > 1000, "{}", batch.moves_waiting);
+        let again = balance(&BalanceInput { previous: Some(&batch.table), ..input.clone() }).expect("placed");
+        assert_eq!(again.table, batch.table, "nothing more moves while 100 fill");
+        let filled_table = fill_everything(&batch.table);
+        let next = balance(&BalanceInput { previous: Some(&filled_table), ..input }).expect("placed");
+        assert_eq!(filling(&next.table), 100);
+        assert_eq!(next.moves_waiting, batch.moves_waiting - 100);
+    }
+
+    /// A node that leaves the roster leaves every list at once: its partitions' first full
+    /// copy is master under a new `master_since`, and the balancer then adds a filling copy.
+    #[test]
+    fn a_removed_master_is_replaced_by_its_full_replica_under_a_new_fence() {
+        let first = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, None).expect("placed");
+        for a in first.assignments() {
+            let Some(next) = without(a, 0xA1) else {
+                assert!(a.replicas.iter().all(|(n, _)| *n != 0xA1));
+                continue;
+            };
+            assert_eq!(next.version, a.version + 1);
+            assert_eq!(next.replicas.len(), 1);
+            match a.master() == Some(0xA1) {
+                true => assert_eq!(next.master_since, next.version),
+                false => assert_eq!(next.master_since, a.master_since),
+            }
+        }
+    }
+
+    /// A restarted node fills again where another full copy exists, and keeps a partition
+    /// it alone holds.
+    #[test]
+    fn a_restarted_node_fills_again_unless_it_holds_the_only_copy() {
+        let both = first_assignment(&nodes(&[0xA1, 0xA2]));
+        let demoted_master = demoted(&both, 0xA1).expect("another full copy exists");
+        assert!(demoted_master.has(0xA1, ReplicaState::Filling));
+        assert_eq!(demoted_master.master(), Some(0xA2));
+        assert_eq!(demoted_master.master_since, demoted_master.version);
+        let alone = first_assignment(&nodes(&[0xA1]));
+        assert_eq!(demoted(&alone, 0xA1), None);
+        let refilled = filled(&demoted_master, 0xA1, demoted_master.master_since).expect("fills");
+        assert!(refilled.has(0xA1, ReplicaState::Full));
+        assert_eq!(filled(&demoted_master, 0xA1, 1), None, "a fill under an older master");
     }
 }

@@ -73,6 +73,7 @@ fn info(id: NodeId) -> NodeInfo {
         fabric_addr: format!("10.0.0.{id}:3001"),
         service_addr: format!("10.0.0.{id}:3000"),
         resp_addr: format!("10.0.0.{id}:6379"),
+        boot_id: 1,
     }
 }
 
@@ -279,10 +280,16 @@ impl Model {
             let assignment = PartitionAssignment {
                 replicas: replicas(false),
                 version: 1,
+                master_since: 1,
             };
             let all = vec![assignment; model::PARTITION_COUNT];
             let table = PartitionTable::new(all).expect("PARTITION_COUNT assignments");
-            return (MetaCommand::SetPartitionTable { namespace, table }, true);
+            let command = MetaCommand::SetPartitionTable {
+                namespace,
+                table,
+                moves_waiting: 0,
+            };
+            return (command, true);
         };
         let stale = rng.random_bool(0.2);
         let mut pids = BTreeSet::new();
@@ -295,7 +302,13 @@ impl Model {
                 let (swapped, version) = partitions[usize::from(pid)];
                 let version = if stale { version } else { version + 1 };
                 let replicas = replicas(!swapped);
-                (pid, PartitionAssignment { replicas, version })
+                let master_since = version;
+                let assignment = PartitionAssignment {
+                    replicas,
+                    version,
+                    master_since,
+                };
+                (pid, assignment)
             })
             .collect();
         (MetaCommand::ChangePartitions { namespace, changes }, !stale)
@@ -729,11 +742,16 @@ fn the_file_store_survives_a_restart() {
         let assignment = PartitionAssignment {
             replicas: replicas(true),
             version: 3,
+            master_since: 3,
         };
         let all = vec![assignment; model::PARTITION_COUNT];
         let table = PartitionTable::new(all).expect("PARTITION_COUNT assignments");
         let namespace = "big".to_owned();
-        let command = MetaCommand::SetPartitionTable { namespace, table };
+        let command = MetaCommand::SetPartitionTable {
+            namespace,
+            table,
+            moves_waiting: 0,
+        };
         group
             .propose_via_leader(command)
             .await

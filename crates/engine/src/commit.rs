@@ -306,14 +306,34 @@ impl Namespace {
         (count, hash)
     }
 
+    /// Begins filling `partition` from its master: drops every record held here that the
+    /// master has not replicated since the fill began, so that what remains afterwards is
+    /// exactly what the master streams and replicates (a copy left from before, perhaps of a
+    /// record deleted since, cannot come back). Returns how many records were dropped.
+    ///
+    /// # Errors
+    /// UNAVAILABLE when this node does not fill the partition.
+    pub fn begin_fill(&self, partition: PartitionId) -> Result<u64, ResultCode> {
+        let mut state = self.partitions[partition.index()].state.write();
+        if state.role != PartitionRole::Filling {
+            return Err(ResultCode::Unavailable);
+        }
+        let keep = std::mem::take(&mut state.replicated_during_fill);
+        let dropped = self.remove_records(&mut state, |digest| !keep.contains(digest));
+        state.replicated_during_fill = keep;
+        Ok(dropped)
+    }
+
     /// This node's role for `partition` and the partition's version.
     pub fn partition_role(&self, partition: PartitionId) -> (PartitionRole, u64) {
         let state = self.partitions[partition.index()].state.read();
         (state.role, state.version)
     }
 
-    /// Sets this node's role for `partition` at `version`. A partition that stops holding
-    /// data here is emptied; a change of role forgets which records were replicated during a fill.
+    /// Sets this node's role for `partition` at `version`, taking replicated changes that
+    /// carry `fence_version` or later (the version since which the partition's master is
+    /// master). A partition that stops holding data here is emptied; a change of role forgets
+    /// which records were replicated during a fill.
     ///
     /// # Errors
     /// CLUSTER_KEY_MISMATCH when `version` is older than the partition's.
@@ -322,11 +342,14 @@ impl Namespace {
         partition: PartitionId,
         role: PartitionRole,
         version: u64,
+        fence_version: u64,
     ) -> Result<(), ResultCode> {
+        debug_assert!(fence_version <= version);
         let mut state = self.partitions[partition.index()].state.write();
         if version < state.version {
             return Err(ResultCode::ClusterKeyMismatch);
         }
+        state.fence_version = fence_version;
         if role != state.role {
             state.replicated_during_fill.clear();
         }
@@ -340,10 +363,16 @@ impl Namespace {
 
     /// Removes every record of a partition this node no longer holds (under its write lock).
     fn empty_partition(&self, partition: &mut Partition) {
+        self.remove_records(partition, |_| true);
+    }
+
+    /// Removes the records whose digest is `doomed`, with their index entries (under the
+    /// partition's write lock). Returns how many.
+    fn remove_records(&self, partition: &mut Partition, doomed: impl Fn(&Digest) -> bool) -> u64 {
         let indexes = self.sindexes.snapshot();
         let mut unindexed = Vec::new();
-        partition.remove_where(
-            |_: &Record| true,
+        let removed = partition.remove_where(
+            |digest: &Digest, _: &Record| doomed(digest),
             &self.sets,
             |digest, record| {
                 let keys = self.indexed_keys(&indexes, digest, Some(record));
@@ -356,6 +385,7 @@ impl Namespace {
         for (digest, keys) in unindexed {
             Self::reindex(&indexes, partition, &digest, keys, Vec::new(), None);
         }
+        removed
     }
 
     /// The commit point of every change: hands it to the sink, under the partition lock.
@@ -486,7 +516,7 @@ impl Namespace {
     ) -> Result<(), ResultCode> {
         let slot = self.slot(&version.digest);
         let mut partition = slot.state.write();
-        if !partition.role.holds_data() || partition_version < partition.version {
+        if !partition.role.holds_data() || partition_version < partition.fence_version {
             return Err(ResultCode::ClusterKeyMismatch);
         }
         if partition.role == PartitionRole::Filling {

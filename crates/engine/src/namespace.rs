@@ -169,7 +169,7 @@ impl Namespace {
             let indexes = self.sindexes.snapshot();
             let mut unindexed = Vec::new();
             let mut gone = Vec::new();
-            let removed = partition.remove_where(&doomed, &self.sets, |digest, record| {
+            let removed = partition.remove_where(|_, r| doomed(r), &self.sets, |digest, record| {
                 let keys = self.indexed_keys(&indexes, digest, Some(record));
                 if !keys.is_empty() {
                     unindexed.push((*digest, keys));

@@ -79,8 +79,11 @@ pub(crate) struct Partition {
     pub(crate) index_entries: PartitionEntries,
     /// What this node is for the partition (see `commit.rs`).
     pub(crate) role: PartitionRole,
-    /// The partition's version, as the cluster last assigned it: a fencing token.
+    /// The partition's version, as the cluster last assigned it.
     pub(crate) version: u64,
+    /// The oldest version a replicated change may carry: the version at which the current
+    /// master became master. Changes of a deposed master carry older ones.
+    pub(crate) fence_version: u64,
     /// While filling, the records the master replicated since the fill began: the snapshot's
     /// older copies of them are ignored.
     pub(crate) replicated_during_fill: BTreeSet<Digest>,
@@ -222,7 +225,7 @@ impl Partition {
     /// many.
     pub(crate) fn remove_where(
         &mut self,
-        doomed: impl Fn(&Record) -> bool,
+        doomed: impl Fn(&Digest, &Record) -> bool,
         sets: &SetRegistry,
         mut removed: impl FnMut(&Digest, &Record),
     ) -> u64 {
@@ -231,7 +234,7 @@ impl Partition {
         let set_indexes = &mut self.set_indexes;
         let set_objects = &mut self.set_objects;
         self.index.retain(|digest, record| {
-            if !doomed(record) {
+            if !doomed(digest, record) {
                 return true;
             }
             removed(digest, record);

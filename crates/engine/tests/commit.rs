@@ -242,7 +242,7 @@ fn partition_roles_gate_client_commands() {
         &mut Acks::default(),
     );
     let pid = digest("k").partition_id();
-    ns.set_partition_role(pid, PartitionRole::Replica, 1)
+    ns.set_partition_role(pid, PartitionRole::Replica, 1, 1)
         .expect("newer version");
     assert_eq!(get(&ns, "k"), Ok(1));
     let mut acks = Acks::default();
@@ -253,18 +253,18 @@ fn partition_roles_gate_client_commands() {
     assert_eq!(delete(&ns, "k"), ResultCode::Unavailable);
     assert_eq!(append(&ns, "k"), Err(ResultCode::Unavailable));
     assert_eq!(get(&ns, "k"), Ok(1), "nothing changed");
-    ns.set_partition_role(pid, PartitionRole::Filling, 2)
+    ns.set_partition_role(pid, PartitionRole::Filling, 2, 2)
         .expect("newer version");
     assert_eq!(get(&ns, "k"), Err(ResultCode::Unavailable));
-    ns.set_partition_role(pid, PartitionRole::Absent, 3)
+    ns.set_partition_role(pid, PartitionRole::Absent, 3, 3)
         .expect("newer version");
     assert_eq!(ns.summary().objects, 0, "an absent partition holds nothing");
     assert_eq!(
-        ns.set_partition_role(pid, PartitionRole::Master, 2),
+        ns.set_partition_role(pid, PartitionRole::Master, 2, 2),
         Err(ResultCode::ClusterKeyMismatch),
         "versions never go back"
     );
-    ns.set_partition_role(pid, PartitionRole::Master, 4)
+    ns.set_partition_role(pid, PartitionRole::Master, 4, 4)
         .expect("newer version");
     assert_eq!(get(&ns, "k"), Err(ResultCode::NotFound));
     assert_eq!(
@@ -306,7 +306,7 @@ fn a_replica_refuses_changes_from_an_older_partition_version() {
     let replica = namespace(&clock);
     let pid = digest("k").partition_id();
     replica
-        .set_partition_role(pid, PartitionRole::Replica, 7)
+        .set_partition_role(pid, PartitionRole::Replica, 7, 7)
         .expect("set");
     let mut acks = Acks::default();
     let v1 = version("k", 1, START_UNIX_MS, b"one");
@@ -323,6 +323,64 @@ fn a_replica_refuses_changes_from_an_older_partition_version() {
         .merge_replicated(8, &RecordVersion::tombstone(digest("k")), &mut acks)
         .expect("a newer version is a newer master");
     assert_eq!(get(&replica, "k"), Err(ResultCode::NotFound));
+}
+
+/// The fence is the version since which the master is master, not the partition's version:
+/// a change of the replica list that keeps the master (a replica added or filled) leaves the
+/// master's writes in flight, which carry the previous version, welcome; a write from before
+/// the master changed is refused.
+#[test]
+fn a_replica_takes_the_same_masters_older_versions_but_not_a_deposed_masters() {
+    let clock = clock();
+    let replica = namespace(&clock);
+    let pid = digest("k").partition_id();
+    replica
+        .set_partition_role(pid, PartitionRole::Replica, 9, 7)
+        .expect("set");
+    let mut acks = Acks::default();
+    let v1 = version("k", 1, START_UNIX_MS, b"one");
+    assert_eq!(
+        replica.merge_replicated(6, &v1, &mut acks),
+        Err(ResultCode::ClusterKeyMismatch),
+        "sent by the master before the current one"
+    );
+    replica
+        .merge_replicated(8, &v1, &mut acks)
+        .expect("sent by the current master before the list last changed");
+    assert_eq!(get(&replica, "k"), Ok(1));
+}
+
+/// A fill starts from nothing but what the master replicated since it began: a record left
+/// here from before (the master may have deleted it meanwhile) is dropped, so it cannot
+/// come back; one replicated during the fill is kept.
+#[test]
+fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
+    let clock = clock();
+    let target = namespace(&clock);
+    for key in ["stale-1", "stale-2"] {
+        put(&target, key, b"old", TtlRequest::NeverExpire, &mut Acks::default());
+    }
+    let fresh = version("fresh", 3, START_UNIX_MS, b"new");
+    let fresh_pid = digest("fresh").partition_id();
+    for pid in model::PartitionId::all() {
+        target
+            .set_partition_role(pid, PartitionRole::Filling, 2, 2)
+            .expect("set");
+    }
+    target
+        .merge_replicated(2, &fresh, &mut Acks::default())
+        .expect("replicated during the fill");
+    let mut dropped = 0;
+    for pid in model::PartitionId::all() {
+        dropped += target.begin_fill(pid).expect("filling");
+    }
+    assert_eq!(dropped, 2);
+    target
+        .set_partition_role(fresh_pid, PartitionRole::Replica, 3, 2)
+        .expect("set");
+    assert_eq!(get(&target, "fresh"), Ok(3));
+    assert_eq!(target.summary().objects, 1);
+    assert_eq!(target.begin_fill(fresh_pid), Err(ResultCode::Unavailable), "not filling");
 }
 
 /// A partition streamed out of one namespace and merged into another arrives whole, with each
@@ -346,7 +404,7 @@ fn partitions_stream_out_and_merge_in_without_undoing_changes_made_during_the_fi
     let target = namespace(&clock);
     for pid in 0..PARTITION_COUNT as u16 {
         target
-            .set_partition_role(PartitionId(pid), PartitionRole::Filling, 1)
+            .set_partition_role(PartitionId(pid), PartitionRole::Filling, 1, 1)
             .expect("set");
     }
     // During the fill the master deletes k1 and rewrites k2; both reach the target first.
@@ -373,7 +431,7 @@ fn partitions_stream_out_and_merge_in_without_undoing_changes_made_during_the_fi
             after = end.last;
         }
         target
-            .set_partition_role(PartitionId(pid), PartitionRole::Replica, 2)
+            .set_partition_role(PartitionId(pid), PartitionRole::Replica, 2, 2)
             .expect("full");
     }
     assert_eq!(streamed, 2_000);

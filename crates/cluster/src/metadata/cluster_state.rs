@@ -14,6 +14,7 @@ use openraft::Membership;
 use serde::{Deserialize, Serialize};
 
 use super::NodeId;
+use crate::balance;
 use super::command::{
     MetaCommand, MetaRejection, PartitionAssignment, PartitionTable, check_version,
 };
@@ -34,6 +35,10 @@ pub struct ClusterState {
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// Per-namespace metadata, by namespace name.
     pub namespaces: BTreeMap<String, Arc<NamespaceMeta>>,
+    /// Roster nodes on their way out: no partition is placed on them, and once they hold
+    /// none the leader removes them.
+    #[serde(default)]
+    pub leaving: BTreeSet<NodeId>,
 }
 
 /// What the cluster agreed about one namespace.
@@ -49,6 +54,9 @@ pub struct NamespaceMeta {
     pub set_truncate_before_ms: BTreeMap<String, u64>,
     /// Per-set set-index switches.
     pub set_index_enabled: BTreeMap<String, bool>,
+    /// Partitions whose move the balancer held back when it committed the table.
+    #[serde(default)]
+    pub moves_waiting: u64,
 }
 
 impl ClusterState {
@@ -82,15 +90,47 @@ impl ClusterState {
     fn apply_command(&mut self, command: &MetaCommand) -> Result<(), MetaRejection> {
         match command {
             MetaCommand::AddNode { id, info } => {
+                let restarted = self
+                    .nodes
+                    .get(id)
+                    .is_some_and(|known| known.boot_id != info.boot_id);
                 self.nodes.insert(*id, info.clone());
+                if restarted {
+                    self.change_every_table(|assignment| balance::demoted(assignment, *id));
+                }
                 Ok(())
             }
             MetaCommand::RemoveNode { id } => match self.nodes.remove(id) {
-                Some(_) => Ok(()),
+                Some(_) => {
+                    self.leaving.remove(id);
+                    self.change_every_table(|assignment| balance::without(assignment, *id));
+                    Ok(())
+                }
                 None => Err(MetaRejection::UnknownNode { id: *id }),
             },
-            MetaCommand::SetPartitionTable { namespace, table } => {
-                self.set_partition_table(namespace, table)
+            MetaCommand::SetPartitionTable {
+                namespace,
+                table,
+                moves_waiting,
+            } => {
+                self.set_partition_table(namespace, table)?;
+                self.namespace_mut(namespace).moves_waiting = *moves_waiting;
+                Ok(())
+            }
+            MetaCommand::PartitionsFilled {
+                namespace,
+                node,
+                partitions,
+            } => self.partitions_filled(namespace, *node, partitions),
+            MetaCommand::SetNodeLeaving { id, leaving } => {
+                if !self.nodes.contains_key(id) {
+                    return Err(MetaRejection::UnknownNode { id: *id });
+                }
+                match leaving {
+                    true => self.leaving.insert(*id),
+                    false => self.leaving.remove(id),
+                };
+                Ok(())
             }
             MetaCommand::ChangePartitions { namespace, changes } => {
                 self.change_partitions(namespace, changes)
@@ -168,6 +208,64 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Replaces every assignment, in every namespace, that `change` gives a new one for.
+    fn change_every_table(
+        &mut self,
+        change: impl Fn(&PartitionAssignment) -> Option<PartitionAssignment>,
+    ) {
+        for meta in self.namespaces.values_mut() {
+            let Some(table) = meta.partitions.as_ref() else {
+                continue;
+            };
+            let changes: Vec<(u16, PartitionAssignment)> = (0u16..)
+                .zip(table.assignments())
+                .filter_map(|(pid, assignment)| change(assignment).map(|next| (pid, next)))
+                .collect();
+            if changes.is_empty() {
+                continue;
+            }
+            let meta = Arc::make_mut(meta);
+            let table = Arc::make_mut(meta.partitions.as_mut().expect("checked above"));
+            for (pid, assignment) in changes {
+                table.set(pid, assignment);
+            }
+        }
+    }
+
+    fn partitions_filled(
+        &mut self,
+        namespace: &str,
+        node: NodeId,
+        partitions: &[(u16, u64)],
+    ) -> Result<(), MetaRejection> {
+        if !self.nodes.contains_key(&node) {
+            return Err(MetaRejection::UnknownNode { id: node });
+        }
+        let Some(current) = self.partition_table(namespace) else {
+            return Err(MetaRejection::NoPartitionTable {
+                namespace: namespace.to_owned(),
+            });
+        };
+        let mut changes = Vec::new();
+        for &(pid, master_since) in partitions {
+            let Some(assignment) = current.get(pid) else {
+                return Err(MetaRejection::PartitionOutOfRange { pid });
+            };
+            if changes.iter().any(|(seen, _)| *seen == pid) {
+                return Err(MetaRejection::DuplicatePartition { pid });
+            }
+            if let Some(next) = balance::filled(assignment, node, master_since) {
+                changes.push((pid, next));
+            }
+        }
+        let meta = self.namespace_mut(namespace);
+        let table = Arc::make_mut(meta.partitions.as_mut().expect("checked above"));
+        for (pid, assignment) in changes {
+            table.set(pid, assignment);
+        }
+        Ok(())
+    }
+
     fn drop_sindex(&mut self, namespace: &str, name: &str) -> Result<(), MetaRejection> {
         let known = self
             .namespace(namespace)
@@ -228,6 +326,7 @@ mod tests {
         PartitionAssignment {
             replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
             version,
+            master_since: version,
         }
     }
 
@@ -260,6 +359,7 @@ mod tests {
         let set = MetaCommand::SetPartitionTable {
             namespace: "test".into(),
             table: table_on(&[1, 2], 1),
+            moves_waiting: 0,
         };
         assert_eq!(state.apply(&set), Ok(()));
         let before = state.clone();

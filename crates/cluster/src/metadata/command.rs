@@ -30,6 +30,45 @@ pub struct PartitionAssignment {
     pub replicas: Vec<(NodeId, ReplicaState)>,
     /// The configuration version, carried by every replica write; never decreases.
     pub version: u64,
+    /// The version at which the current master became master: replicas take replica writes
+    /// carrying this version or a later one, so changes that keep the master (a replica
+    /// added, filled or dropped) do not fail the master's writes in flight, while a deposed
+    /// master's writes (older versions) are refused.
+    #[serde(default)]
+    pub master_since: u64,
+}
+
+impl PartitionAssignment {
+    /// The master: the first `Full` replica.
+    pub fn master(&self) -> Option<NodeId> {
+        self.replicas
+            .iter()
+            .find(|(_, state)| *state == ReplicaState::Full)
+            .map(|(node, _)| *node)
+    }
+
+    /// Whether `node` is a replica here in `state`.
+    pub fn has(&self, node: NodeId, state: ReplicaState) -> bool {
+        self.replicas.contains(&(node, state))
+    }
+
+    /// `replicas` as the assignment that follows this one: the version rises if the list
+    /// changed, and `master_since` moves to the new version if the master changed.
+    pub fn followed_by(&self, replicas: Vec<(NodeId, ReplicaState)>) -> PartitionAssignment {
+        if replicas == self.replicas {
+            return self.clone();
+        }
+        let version = self.version + 1;
+        let mut next = PartitionAssignment {
+            replicas,
+            version,
+            master_since: self.master_since,
+        };
+        if next.master() != self.master() {
+            next.master_since = version;
+        }
+        next
+    }
 }
 
 /// A namespace's partition table: one assignment per partition.
@@ -59,6 +98,27 @@ pub enum MetaCommand {
         namespace: String,
         /// The new table.
         table: PartitionTable,
+        /// Partitions whose move the balancer holds back until moves in progress finish.
+        #[serde(default)]
+        moves_waiting: u64,
+    },
+    /// A node finished filling partitions: each `(partition, master_since)` whose node is
+    /// still `Filling` there under the same master becomes `Full`; others (the master changed
+    /// since the fill began, or the node no longer fills it) are skipped.
+    PartitionsFilled {
+        /// The namespace.
+        namespace: String,
+        /// The node that filled them.
+        node: NodeId,
+        /// `(partition id, master_since of the assignment the fill began under)`.
+        partitions: Vec<(u16, u64)>,
+    },
+    /// Marks a node as leaving (its partitions move away, then it is removed) or not.
+    SetNodeLeaving {
+        /// The node.
+        id: NodeId,
+        /// Whether it leaves.
+        leaving: bool,
     },
     /// Changes some partitions of a namespace that already has a table, all or none.
     ChangePartitions {
@@ -146,6 +206,15 @@ pub enum MetaRejection {
         /// The proposed version.
         proposed: u64,
     },
+    /// An assignment whose `master_since` is not its version when the master changes, or not
+    /// the committed one when it does not.
+    #[error("partition {pid}: master_since {proposed} does not follow the master")]
+    FenceNotFollowed {
+        /// The partition id.
+        pid: u16,
+        /// The proposed `master_since`.
+        proposed: u64,
+    },
     /// `DropSindex` of an index that does not exist.
     #[error("namespace {namespace} has no secondary index {name}")]
     UnknownSindex {
@@ -229,14 +298,25 @@ pub(crate) fn check_version(
     let unchanged = current.replicas == proposed.replicas;
     let raised = proposed.version > current.version;
     let kept = proposed.version == current.version;
-    if raised || (unchanged && kept) {
-        return Ok(());
+    let master_changed = proposed.master() != current.master();
+    let fence_follows = match master_changed {
+        true => proposed.master_since == proposed.version,
+        false => proposed.master_since == current.master_since,
+    };
+    if !(raised || (unchanged && kept)) {
+        return Err(MetaRejection::VersionNotRaised {
+            pid,
+            current: current.version,
+            proposed: proposed.version,
+        });
     }
-    Err(MetaRejection::VersionNotRaised {
-        pid,
-        current: current.version,
-        proposed: proposed.version,
-    })
+    if !fence_follows {
+        return Err(MetaRejection::FenceNotFollowed {
+            pid,
+            proposed: proposed.master_since,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -247,6 +327,7 @@ mod tests {
         PartitionAssignment {
             replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
             version,
+            master_since: version,
         }
     }
 

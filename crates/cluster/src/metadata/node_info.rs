@@ -13,6 +13,10 @@ pub struct NodeInfo {
     pub service_addr: String,
     /// The RESP listener.
     pub resp_addr: String,
+    /// Chosen at random each time the node starts: a member that comes back with another one
+    /// restarted, and may have lost what it held (see `ClusterState::apply`).
+    #[serde(default)]
+    pub boot_id: u64,
 }
 
 impl fmt::Display for NodeInfo {
