@@ -27,14 +27,17 @@ TEST_TIMEOUT_S = 90
 
 
 @pytest.fixture(autouse=True)
-def _per_test_timeout():
-    """Fail a test that hangs (every socket and client call also has its own timeout)."""
+def _per_test_timeout(request):
+    """Fail a test that hangs (every socket and client call also has its own timeout). A test
+    that runs long on purpose says how long with `@pytest.mark.timeout_s(seconds)`."""
+    marker = request.node.get_closest_marker("timeout_s")
+    timeout_s = marker.args[0] if marker else TEST_TIMEOUT_S
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"test exceeded {TEST_TIMEOUT_S}s")
+        raise TimeoutError(f"test exceeded {timeout_s}s")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT_S)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
     yield
     signal.setitimer(signal.ITIMER_REAL, 0)
     signal.signal(signal.SIGALRM, previous)

@@ -11,7 +11,9 @@
 //! replica is `Full` does the table take the target order, handing the master role over and
 //! dropping the copies no longer wanted. Until then the partition's master stays where it was
 //! and the old copies stay in the list, so the partition never has fewer full copies than
-//! before the move began.
+//! before the move began. Where the master changes, it hands over first: the table marks the
+//! handover (`handoff_to`), the old master stops taking writes and reports once its writes in
+//! flight are settled (`HandedOver`), and only then does the list change.
 //!
 //! Invariants:
 //! - A partition's version rises (by one) exactly when its replica list changes, and never
@@ -129,6 +131,7 @@ fn first_assignment(wanted: &[NodeId]) -> PartitionAssignment {
         replicas: wanted.iter().map(|n| (n.0, ReplicaState::Full)).collect(),
         version: 1,
         master_since: 1,
+        handoff_to: Vec::new(),
     }
 }
 
@@ -140,6 +143,10 @@ fn assignment(
     roster: &BTreeSet<u64>,
     budget: &mut usize,
 ) -> (PartitionAssignment, bool) {
+    if before.is_handing_off() {
+        // The master drains first; the list changes when it reports (`HandedOver`).
+        return (before.clone(), false);
+    }
     let kept: Vec<(u64, ReplicaState)> = before
         .replicas
         .iter()
@@ -159,6 +166,10 @@ fn assignment(
         *budget -= 1;
     }
     let all_full = target.iter().all(|(_, s)| *s == ReplicaState::Full);
+    let master_moves = target.first().map(|(node, _)| *node) != before.master();
+    if all_full && master_moves && target != before.replicas {
+        return (before.handing_off_to(target), false);
+    }
     if all_full {
         return (before.followed_by(target), false);
     }
@@ -240,6 +251,19 @@ pub fn filled(
         })
         .collect();
     Some(assignment.followed_by(replicas))
+}
+
+/// `node`, the master, drained the partition it was handing over in `version`: the
+/// assignment takes its `handoff_to` list. `None` when that handover is not the one pending.
+pub fn handed_over(
+    assignment: &PartitionAssignment,
+    node: u64,
+    version: u64,
+) -> Option<PartitionAssignment> {
+    let pending = assignment.is_handing_off()
+        && assignment.version == version
+        && assignment.master() == Some(node);
+    pending.then(|| assignment.followed_by(assignment.handoff_to.clone()))
 }
 
 /// The master of an assignment: its first `Full` replica.
@@ -338,7 +362,19 @@ mod tests {
         let first = balanced_table(&nodes(&[0xA1, 0xA2]), 2, None).expect("placed");
         let during = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&first)).expect("placed");
         let filled_table = fill_everything(&during);
-        let after = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&filled_table)).expect("placed");
+        let handing =
+            balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&filled_table)).expect("placed");
+        let again = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, Some(&handing)).expect("placed");
+        assert_eq!(again, handing, "a handover waits for the master to drain");
+        let drained = handing
+            .assignments()
+            .iter()
+            .map(|a| match a.is_handing_off() {
+                true => handed_over(a, a.master().unwrap(), a.version).expect("pending"),
+                false => a.clone(),
+            })
+            .collect();
+        let after = PartitionTable::new(drained).expect("4096");
         let target = balanced_table(&nodes(&[0xA1, 0xA2, 0xA3]), 2, None).expect("placed");
         for pid in 0..4096u16 {
             let (b, d, f, a) = (
@@ -347,13 +383,44 @@ mod tests {
                 filled_table.get(pid).unwrap(),
                 after.get(pid).unwrap(),
             );
-            assert_eq!(d.master(), b.master(), "pid {pid}: the master stays while filling");
+            assert_eq!(
+                d.master(),
+                b.master(),
+                "pid {pid}: the master stays while filling"
+            );
             assert_eq!(d.master_since, b.master_since);
             for full in b.replicas.iter().filter(|(_, s)| *s == ReplicaState::Full) {
-                assert!(d.replicas.contains(full), "pid {pid}: a full copy was dropped early");
+                assert!(
+                    d.replicas.contains(full),
+                    "pid {pid}: a full copy was dropped early"
+                );
             }
             assert_eq!(f.master(), b.master());
-            let wanted: Vec<u64> = target.get(pid).unwrap().replicas.iter().map(|(n, _)| *n).collect();
+            let h = handing.get(pid).unwrap();
+            assert_eq!(
+                h.master(),
+                b.master(),
+                "pid {pid}: the master stays while it drains"
+            );
+            assert_eq!(h.master_since, b.master_since);
+            if h.is_handing_off() {
+                assert_eq!(
+                    h.replicas, f.replicas,
+                    "pid {pid}: nothing moves during a handover"
+                );
+                assert_eq!(
+                    handed_over(h, h.master().unwrap(), h.version - 1),
+                    None,
+                    "stale report"
+                );
+            }
+            let wanted: Vec<u64> = target
+                .get(pid)
+                .unwrap()
+                .replicas
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
             let now: Vec<u64> = a.replicas.iter().map(|(n, _)| *n).collect();
             assert_eq!(now, wanted, "pid {pid}: the target order once filled");
             assert!(a.replicas.iter().all(|(_, s)| *s == ReplicaState::Full));
@@ -386,10 +453,21 @@ mod tests {
         };
         assert_eq!(filling(&batch.table), 100);
         assert!(batch.moves_waiting > 1000, "{}", batch.moves_waiting);
-        let again = balance(&BalanceInput { previous: Some(&batch.table), ..input.clone() }).expect("placed");
-        assert_eq!(again.table, batch.table, "nothing more moves while 100 fill");
+        let again = balance(&BalanceInput {
+            previous: Some(&batch.table),
+            ..input.clone()
+        })
+        .expect("placed");
+        assert_eq!(
+            again.table, batch.table,
+            "nothing more moves while 100 fill"
+        );
         let filled_table = fill_everything(&batch.table);
-        let next = balance(&BalanceInput { previous: Some(&filled_table), ..input }).expect("placed");
+        let next = balance(&BalanceInput {
+            previous: Some(&filled_table),
+            ..input
+        })
+        .expect("placed");
         assert_eq!(filling(&next.table), 100);
         assert_eq!(next.moves_waiting, batch.moves_waiting - 100);
     }
@@ -426,6 +504,10 @@ mod tests {
         assert_eq!(demoted(&alone, 0xA1), None);
         let refilled = filled(&demoted_master, 0xA1, demoted_master.master_since).expect("fills");
         assert!(refilled.has(0xA1, ReplicaState::Full));
-        assert_eq!(filled(&demoted_master, 0xA1, 1), None, "a fill under an older master");
+        assert_eq!(
+            filled(&demoted_master, 0xA1, 1),
+            None,
+            "a fill under an older master"
+        );
     }
 }

@@ -215,8 +215,10 @@ struct Model {
     partitions: Option<Vec<(bool, u64)>>,
 }
 
+/// Partition replicas are nodes 101 and 102, outside the ids the roster commands use: a
+/// `RemoveNode` takes its node out of every table, which this model does not follow.
 fn replicas(swapped: bool) -> Vec<(NodeId, ReplicaState)> {
-    let (first, second) = if swapped { (2, 1) } else { (1, 2) };
+    let (first, second) = if swapped { (102, 101) } else { (101, 102) };
     vec![(first, ReplicaState::Full), (second, ReplicaState::Filling)]
 }
 
@@ -281,6 +283,7 @@ impl Model {
                 replicas: replicas(false),
                 version: 1,
                 master_since: 1,
+                handoff_to: Vec::new(),
             };
             let all = vec![assignment; model::PARTITION_COUNT];
             let table = PartitionTable::new(all).expect("PARTITION_COUNT assignments");
@@ -307,6 +310,7 @@ impl Model {
                     replicas,
                     version,
                     master_since,
+                    handoff_to: Vec::new(),
                 };
                 (pid, assignment)
             })
@@ -743,6 +747,7 @@ fn the_file_store_survives_a_restart() {
             replicas: replicas(true),
             version: 3,
             master_since: 3,
+            handoff_to: Vec::new(),
         };
         let all = vec![assignment; model::PARTITION_COUNT];
         let table = PartitionTable::new(all).expect("PARTITION_COUNT assignments");

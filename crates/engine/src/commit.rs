@@ -235,7 +235,10 @@ impl Namespace {
         let slot = self.slot(digest);
         let gate = self.gate.shared();
         let partition = slot.state.write();
-        if partition.role != PartitionRole::Master {
+        let refused = self
+            .writes_refused
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if partition.role != PartitionRole::Master || refused {
             return Err(ResultCode::Unavailable);
         }
         Ok(WriteAccess {
@@ -306,6 +309,13 @@ impl Namespace {
         (count, hash)
     }
 
+    /// Refuses every client write (UNAVAILABLE) while `refused`: a node cut off from its
+    /// cluster's quorum must not take writes the other side may never see.
+    pub fn set_writes_refused(&self, refused: bool) {
+        self.writes_refused
+            .store(refused, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Begins filling `partition` from its master: drops every record held here that the
     /// master has not replicated since the fill began, so that what remains afterwards is
     /// exactly what the master streams and replicates (a copy left from before, perhaps of a
@@ -349,10 +359,12 @@ impl Namespace {
         if version < state.version {
             return Err(ResultCode::ClusterKeyMismatch);
         }
-        state.fence_version = fence_version;
-        if role != state.role {
+        // What a fill took from one master says nothing of what the next one holds: a fill
+        // under a new master starts from nothing replicated (see `begin_fill`).
+        if role != state.role || fence_version != state.fence_version {
             state.replicated_during_fill.clear();
         }
+        state.fence_version = fence_version;
         if !role.holds_data() && state.role.holds_data() {
             self.empty_partition(&mut state);
         }

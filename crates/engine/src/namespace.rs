@@ -54,6 +54,9 @@ pub struct Namespace {
     pub(crate) sindexes: SecondaryIndexes,
     /// Where committed changes go (see `commit.rs`); unset on a single node.
     pub(crate) change_sink: OnceLock<Arc<dyn ChangeSink>>,
+    /// On a cluster, set while this node cannot reach a quorum of the metadata group: client
+    /// writes are refused (UNAVAILABLE) rather than applied on a side that may be failed over.
+    pub(crate) writes_refused: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -90,6 +93,7 @@ impl Namespace {
             memory_used_pct: AtomicU8::new(0),
             sindexes: SecondaryIndexes::default(),
             change_sink: OnceLock::new(),
+            writes_refused: std::sync::atomic::AtomicBool::new(false),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.
@@ -169,14 +173,18 @@ impl Namespace {
             let indexes = self.sindexes.snapshot();
             let mut unindexed = Vec::new();
             let mut gone = Vec::new();
-            let removed = partition.remove_where(|_, r| doomed(r), &self.sets, |digest, record| {
-                let keys = self.indexed_keys(&indexes, digest, Some(record));
-                if !keys.is_empty() {
-                    unindexed.push((*digest, keys));
-                }
-                self.forget(digest, record, counter);
-                gone.push(*digest);
-            });
+            let removed = partition.remove_where(
+                |_, r| doomed(r),
+                &self.sets,
+                |digest, record| {
+                    let keys = self.indexed_keys(&indexes, digest, Some(record));
+                    if !keys.is_empty() {
+                        unindexed.push((*digest, keys));
+                    }
+                    self.forget(digest, record, counter);
+                    gone.push(*digest);
+                },
+            );
             for (digest, keys) in unindexed {
                 Self::reindex(&indexes, &mut partition, &digest, keys, Vec::new(), None);
             }

@@ -350,6 +350,45 @@ fn a_replica_takes_the_same_masters_older_versions_but_not_a_deposed_masters() {
     assert_eq!(get(&replica, "k"), Ok(1));
 }
 
+/// A node cut off from its cluster's quorum refuses client writes (UNAVAILABLE) and still
+/// serves reads; writes come back with the quorum.
+#[test]
+fn refused_writes_are_unavailable_until_allowed_again() {
+    let clock = clock();
+    let ns = namespace(&clock);
+    put(
+        &ns,
+        "k",
+        b"1",
+        TtlRequest::NeverExpire,
+        &mut Acks::default(),
+    );
+    ns.set_writes_refused(true);
+    assert_eq!(
+        put(
+            &ns,
+            "k",
+            b"2",
+            TtlRequest::NeverExpire,
+            &mut Acks::default()
+        ),
+        ResultCode::Unavailable
+    );
+    assert_eq!(delete(&ns, "k"), ResultCode::Unavailable);
+    assert_eq!(get(&ns, "k"), Ok(1), "reads go on");
+    ns.set_writes_refused(false);
+    assert_eq!(
+        put(
+            &ns,
+            "k",
+            b"2",
+            TtlRequest::NeverExpire,
+            &mut Acks::default()
+        ),
+        ResultCode::Ok
+    );
+}
+
 /// A fill starts from nothing but what the master replicated since it began: a record left
 /// here from before (the master may have deleted it meanwhile) is dropped, so it cannot
 /// come back; one replicated during the fill is kept.
@@ -358,7 +397,13 @@ fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
     let clock = clock();
     let target = namespace(&clock);
     for key in ["stale-1", "stale-2"] {
-        put(&target, key, b"old", TtlRequest::NeverExpire, &mut Acks::default());
+        put(
+            &target,
+            key,
+            b"old",
+            TtlRequest::NeverExpire,
+            &mut Acks::default(),
+        );
     }
     let fresh = version("fresh", 3, START_UNIX_MS, b"new");
     let fresh_pid = digest("fresh").partition_id();
@@ -380,7 +425,11 @@ fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
         .expect("set");
     assert_eq!(get(&target, "fresh"), Ok(3));
     assert_eq!(target.summary().objects, 1);
-    assert_eq!(target.begin_fill(fresh_pid), Err(ResultCode::Unavailable), "not filling");
+    assert_eq!(
+        target.begin_fill(fresh_pid),
+        Err(ResultCode::Unavailable),
+        "not filling"
+    );
 }
 
 /// A partition streamed out of one namespace and merged into another arrives whole, with each

@@ -479,8 +479,14 @@ fn dispatch(
             )));
         }
         FrameRole::Heartbeat => {
-            if let Message::Heartbeat { map_version, .. } = frame.message() {
-                shared.handler().heartbeat(from, map_version);
+            if let Message::Heartbeat {
+                map_version,
+                peer_node_ids,
+                ..
+            } = frame.message()
+            {
+                let hearing: Vec<u64> = peer_node_ids.iter().collect();
+                shared.handler().heartbeat(from, map_version, &hearing);
             }
         }
         FrameRole::Reply => {

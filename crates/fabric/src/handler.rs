@@ -22,9 +22,10 @@ pub trait FabricHandler: Send + Sync + 'static {
     /// unanswered (the sender times out).
     fn handle(&self, from: u64, frame: OwnedFrame, reply: Responder);
 
-    /// A heartbeat from node `from`, with the metadata version it has applied.
-    fn heartbeat(&self, from: u64, map_version: u64) {
-        let _ = (from, map_version);
+    /// A heartbeat from node `from`, with the metadata version it has applied and the nodes
+    /// it hears (those not silent past the heartbeat timeout).
+    fn heartbeat(&self, from: u64, map_version: u64, hearing: &[u64]) {
+        let _ = (from, map_version, hearing);
     }
 }
 

@@ -125,6 +125,8 @@ enum Next {
     Long(Vec<u8>, dispatch::Received),
     /// A request for a partition another node is master of: the frame's body, and that node.
     Forward(Vec<u8>, model::NodeId),
+    /// A request to run once this node's map catches up (see `dispatch::Handled::Unready`).
+    Unready(Vec<u8>, dispatch::Received),
 }
 
 /// Serves `stream` until the peer leaves, misbehaves, times out, or the server shuts down.
@@ -227,6 +229,21 @@ impl Connection {
                     self.run_forwarded(&body, owner).await;
                     continue;
                 }
+                Next::Unready(body, received) => {
+                    let handled = dispatch::handle_when_ready(
+                        &self.state,
+                        &body,
+                        received,
+                        &mut self.output,
+                        &mut self.acks,
+                        true,
+                    )
+                    .await;
+                    if let dispatch::Handled::Forward(owner) = handled {
+                        self.run_forwarded(&body, owner).await;
+                    }
+                    continue;
+                }
             }
             frame_started = match (self.input.is_empty(), progressed) {
                 (true, _) => None,
@@ -312,6 +329,7 @@ impl Connection {
                 dispatch::Handled::Answered => Next::Read,
                 dispatch::Handled::Streamed(streamed) => Next::Stream(streamed),
                 dispatch::Handled::Forward(owner) => Next::Forward(body.to_vec(), owner),
+                dispatch::Handled::Unready => Next::Unready(body.to_vec(), received),
             };
         }
         self.input.advance(consumed);

@@ -141,6 +141,44 @@ pub enum Handled {
     Streamed(Streamed),
     /// Another node should serve it (see [`forward_target`]); nothing was run or written.
     Forward(model::NodeId),
+    /// On a cluster, this node's map says the request runs here, but the partition's role
+    /// here says otherwise (the map is changing, and this node has applied only part of the
+    /// change, or applied it before or after the node that sent the request): nothing was run
+    /// or written; ask again once the map has moved ([`handle_when_ready`]).
+    Unready,
+}
+
+/// How long a request waits for this node's map to catch up before it is answered
+/// UNAVAILABLE (11).
+const MAP_CATCH_UP_MS: u64 = 500;
+
+/// [`handle`] of a single-record request, waiting while this node's map catches up with a
+/// change in progress ([`Handled::Unready`]), for at most [`MAP_CATCH_UP_MS`]; then answers
+/// UNAVAILABLE. `may_forward` as for [`handle_client_message`].
+pub async fn handle_when_ready(
+    state: &Arc<ServerState>,
+    body: &[u8],
+    received: Received,
+    out: &mut Vec<u8>,
+    acks: &mut Acks,
+    may_forward: bool,
+) -> Handled {
+    let deadline = Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
+    loop {
+        let seen = state.cluster_node().map_or(0, |node| node.layout_version());
+        let handled = handle(state, body, received, out, acks, may_forward);
+        if !matches!(handled, Handled::Unready) {
+            return handled;
+        }
+        let Some(node) = state.cluster_node() else {
+            break;
+        };
+        if !node.wait_layout_after(seen, deadline).await {
+            break;
+        }
+    }
+    reply_error(out, ResultCode::Unavailable);
+    Handled::Answered
 }
 
 /// Handles one AS_MSG body received at `received`: appends exactly one reply frame to `out`,
@@ -155,6 +193,10 @@ pub fn handle_message(
 ) -> Option<Streamed> {
     match handle(state, body, received, out, acks, false) {
         Handled::Streamed(streamed) => Some(streamed),
+        Handled::Unready => {
+            reply_error(out, ResultCode::Unavailable);
+            None
+        }
         Handled::Answered | Handled::Forward(_) => None,
     }
 }
@@ -204,6 +246,10 @@ fn handle(
     match execute(state, &message, deadline.engine, out, acks) {
         Ok((meta, op_count)) => {
             wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
+        }
+        Err(ResultCode::Unavailable) if state.is_clustered() => {
+            out.truncate(start);
+            return Handled::Unready;
         }
         Err(code) => {
             out.truncate(start);

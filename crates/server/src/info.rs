@@ -65,6 +65,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
     match name {
         b"node" => value.push_str(&state.node_id),
         b"cluster-stable" => write_cluster_stable(state, rest, value),
+        b"cluster-leave" => write_cluster_leave(state, rest, value),
         b"partition-hashes" => write_partition_hashes(state, rest, value),
         b"build" => value.push_str(BUILD_VERSION),
         b"version" => {
@@ -199,6 +200,30 @@ fn write_peers(state: &ServerState, with_addresses: bool, value: &mut String) {
         view.node_id(),
         &peers,
     ));
+}
+
+/// `cluster-leave[:node=ID]`: the node (this one if none is named) leaves the cluster
+/// gracefully: no partition is placed on it any more, its copies move to the other nodes,
+/// and once it holds none the metadata group removes it. `ok` once the request is queued.
+fn write_cluster_leave(state: &ServerState, params: &[u8], value: &mut String) {
+    let Some(node) = state.cluster_node() else {
+        return value.push_str("ERROR:4:not part of a cluster");
+    };
+    let id = match info_param(params, b"node") {
+        None => Ok(state.cluster_view().node_id()),
+        Some(text) => std::str::from_utf8(text)
+            .map_err(|_| ())
+            .and_then(|text| text.parse::<model::NodeId>().map_err(|_| ())),
+    };
+    let Ok(id) = id else {
+        return value.push_str("ERROR:4:node is not a node id (1 to 16 hex digits)");
+    };
+    match node.leave(id) {
+        Ok(()) => value.push_str("ok"),
+        Err(problem) => {
+            let _ = write!(value, "ERROR:4:{problem}");
+        }
+    }
 }
 
 /// `cluster-stable[:size=N;ignore-migrations=B]`: the cluster key when every member sees the
@@ -425,12 +450,23 @@ fn write_statistics(state: &ServerState, value: &mut String) {
          objects={objects};client_connections={open};client_connections_opened={opened};\
          client_connections_closed={closed};client_connections_refused={refused};\
          migrate_allowed=true;migrate_partitions_remaining={remaining};\
+         migrate_rx_partitions_active={rx_active};migrate_rx_partitions_remaining={rx_remaining};\
+         migrate_tx_partitions_remaining={tx_remaining};migrate_rx_partitions_done={rx_done};\
+         migrate_tx_partitions_done={tx_done};migrate_records_received={rx_records};\
+         migrate_records_transmitted={tx_records};\
          forwarded_requests={forwarded};process_rss_bytes={rss}",
         size = cluster.size,
         key = cluster.key,
         integrity = cluster.integrity,
         name = state.config.service.cluster_name,
         remaining = cluster.migrate_partitions_remaining,
+        rx_active = cluster.migration.rx_partitions_active,
+        rx_remaining = cluster.migration.rx_partitions_remaining,
+        tx_remaining = cluster.migration.tx_partitions_remaining,
+        rx_done = cluster.migration.rx_partitions_done,
+        tx_done = cluster.migration.tx_partitions_done,
+        rx_records = cluster.migration.records_received,
+        tx_records = cluster.migration.records_transmitted,
         forwarded = state.cluster_stats.forwarded.load(Ordering::Relaxed),
         uptime = state.started.elapsed().as_secs(),
         open = connections.open_now(),

@@ -14,11 +14,11 @@ use openraft::Membership;
 use serde::{Deserialize, Serialize};
 
 use super::NodeId;
-use crate::balance;
 use super::command::{
     MetaCommand, MetaRejection, PartitionAssignment, PartitionTable, check_version,
 };
 use super::node_info::NodeInfo;
+use crate::balance;
 
 /// The cluster's shared state as committed by the metadata group.
 ///
@@ -31,6 +31,9 @@ pub struct ClusterState {
     pub voters: BTreeSet<NodeId>,
     /// The group's learners.
     pub learners: BTreeSet<NodeId>,
+    /// Whether a joint configuration (a change of voters) is in progress.
+    #[serde(default)]
+    pub voters_changing: bool,
     /// The node roster, by `AddNode` / `RemoveNode`.
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// Per-namespace metadata, by namespace name.
@@ -84,6 +87,7 @@ impl ClusterState {
     pub(crate) fn apply_membership(&mut self, membership: &Membership<NodeId, NodeInfo>) {
         self.voters = membership.voter_ids().collect();
         self.learners = membership.learner_ids().collect();
+        self.voters_changing = membership.get_joint_config().len() > 1;
         self.version += 1;
     }
 
@@ -121,7 +125,12 @@ impl ClusterState {
                 namespace,
                 node,
                 partitions,
-            } => self.partitions_filled(namespace, *node, partitions),
+            } => self.change_reported(namespace, *node, partitions, balance::filled),
+            MetaCommand::HandedOver {
+                namespace,
+                node,
+                partitions,
+            } => self.change_reported(namespace, *node, partitions, balance::handed_over),
             MetaCommand::SetNodeLeaving { id, leaving } => {
                 if !self.nodes.contains_key(id) {
                     return Err(MetaRejection::UnknownNode { id: *id });
@@ -232,11 +241,14 @@ impl ClusterState {
         }
     }
 
-    fn partitions_filled(
+    /// Applies a node's report on some partitions (`PartitionsFilled`, `HandedOver`): each
+    /// `(partition, number)` that `change` accepts changes; the others are skipped.
+    fn change_reported(
         &mut self,
         namespace: &str,
         node: NodeId,
         partitions: &[(u16, u64)],
+        change: fn(&PartitionAssignment, u64, u64) -> Option<PartitionAssignment>,
     ) -> Result<(), MetaRejection> {
         if !self.nodes.contains_key(&node) {
             return Err(MetaRejection::UnknownNode { id: node });
@@ -247,14 +259,14 @@ impl ClusterState {
             });
         };
         let mut changes = Vec::new();
-        for &(pid, master_since) in partitions {
+        for &(pid, number) in partitions {
             let Some(assignment) = current.get(pid) else {
                 return Err(MetaRejection::PartitionOutOfRange { pid });
             };
             if changes.iter().any(|(seen, _)| *seen == pid) {
                 return Err(MetaRejection::DuplicatePartition { pid });
             }
-            if let Some(next) = balance::filled(assignment, node, master_since) {
+            if let Some(next) = change(assignment, node, number) {
                 changes.push((pid, next));
             }
         }
@@ -327,6 +339,7 @@ mod tests {
             replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
             version,
             master_since: version,
+            handoff_to: Vec::new(),
         }
     }
 
@@ -406,5 +419,42 @@ mod tests {
         assert_eq!(state.apply(&put), Ok(()));
         assert_eq!(state.apply(&drop), Ok(()));
         assert!(state.apply(&drop).is_err());
+    }
+
+    /// Removing a node takes it out of every table in the same command (its partitions'
+    /// next full copy is master at once, under a new fence); a member that comes back with
+    /// another boot id fills again wherever another full copy exists.
+    #[test]
+    fn remove_node_strips_it_and_a_restart_makes_it_fill_again() {
+        let mut state = ClusterState::default();
+        for id in [1, 2] {
+            let info = NodeInfo {
+                boot_id: 7,
+                ..NodeInfo::default()
+            };
+            assert_eq!(state.apply(&MetaCommand::AddNode { id, info }), Ok(()));
+        }
+        let set = MetaCommand::SetPartitionTable {
+            namespace: "test".into(),
+            table: table_on(&[1, 2], 1),
+            moves_waiting: 0,
+        };
+        assert_eq!(state.apply(&set), Ok(()));
+        let restarted = NodeInfo {
+            boot_id: 8,
+            ..NodeInfo::default()
+        };
+        let add = MetaCommand::AddNode { id: 1, info: restarted };
+        assert_eq!(state.apply(&add), Ok(()));
+        let after_restart = state.partition_table("test").expect("set").get(0).cloned();
+        let after_restart = after_restart.expect("partition 0");
+        assert!(after_restart.has(1, ReplicaState::Filling));
+        assert_eq!(after_restart.master(), Some(2));
+        assert_eq!(after_restart.master_since, after_restart.version);
+        assert_eq!(state.apply(&MetaCommand::RemoveNode { id: 2 }), Ok(()));
+        let after_remove = state.partition_table("test").expect("set").get(0).cloned();
+        let after_remove = after_remove.expect("partition 0");
+        assert_eq!(after_remove.replicas, vec![(1, ReplicaState::Filling)]);
+        assert_eq!(after_remove.master(), None, "no full copy left: nothing serves");
     }
 }

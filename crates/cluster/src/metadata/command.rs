@@ -36,6 +36,12 @@ pub struct PartitionAssignment {
     /// master's writes (older versions) are refused.
     #[serde(default)]
     pub master_since: u64,
+    /// While not empty, the master hands the partition over: it takes no new writes, and
+    /// once the writes it has in flight are settled it reports itself drained
+    /// (`HandedOver`), and the assignment becomes this list. So a master never changes while
+    /// the old one has writes half replicated, which would leave copies that differ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoff_to: Vec<(NodeId, ReplicaState)>,
 }
 
 impl PartitionAssignment {
@@ -45,6 +51,22 @@ impl PartitionAssignment {
             .iter()
             .find(|(_, state)| *state == ReplicaState::Full)
             .map(|(node, _)| *node)
+    }
+
+    /// Whether the master is handing the partition over.
+    pub fn is_handing_off(&self) -> bool {
+        !self.handoff_to.is_empty()
+    }
+
+    /// This assignment with the master handing the partition over to `next`: the same
+    /// replicas under a new version, the master unchanged.
+    pub fn handing_off_to(&self, next: Vec<(NodeId, ReplicaState)>) -> PartitionAssignment {
+        PartitionAssignment {
+            replicas: self.replicas.clone(),
+            version: self.version + 1,
+            master_since: self.master_since,
+            handoff_to: next,
+        }
     }
 
     /// Whether `node` is a replica here in `state`.
@@ -63,6 +85,7 @@ impl PartitionAssignment {
             replicas,
             version,
             master_since: self.master_since,
+            handoff_to: Vec::new(),
         };
         if next.master() != self.master() {
             next.master_since = version;
@@ -111,6 +134,17 @@ pub enum MetaCommand {
         /// The node that filled them.
         node: NodeId,
         /// `(partition id, master_since of the assignment the fill began under)`.
+        partitions: Vec<(u16, u64)>,
+    },
+    /// A master drained partitions it was handing over: each `(partition, version)` whose
+    /// assignment is still that version, handing over from `node`, takes its `handoff_to`
+    /// list; others are skipped.
+    HandedOver {
+        /// The namespace.
+        namespace: String,
+        /// The master that drained them.
+        node: NodeId,
+        /// `(partition id, version of the handing-over assignment)`.
         partitions: Vec<(u16, u64)>,
     },
     /// Marks a node as leaving (its partitions move away, then it is removed) or not.
@@ -328,6 +362,7 @@ mod tests {
             replicas: nodes.iter().map(|&n| (n, ReplicaState::Full)).collect(),
             version,
             master_since: version,
+            handoff_to: Vec::new(),
         }
     }
 

@@ -401,7 +401,17 @@ impl MetaGroup {
                     reason: error.to_string(),
                 },
             },
-            MetaRpc::Propose(command) => MetaRpcReply::Propose(self.propose(command).await),
+            // A member that does not lead passes the proposal on to its leader: the asker
+            // (a node joining through one seed) may not know the leader's address.
+            MetaRpc::Propose(command) => {
+                let result = match self.current_leader() {
+                    Some(leader) if leader != self.inner.node_id => {
+                        self.propose_at(leader, &command).await
+                    }
+                    _ => self.propose(command).await,
+                };
+                MetaRpcReply::Propose(result)
+            }
         }
     }
 

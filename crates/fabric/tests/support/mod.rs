@@ -57,7 +57,7 @@ impl FabricHandler for Recorder {
         });
     }
 
-    fn heartbeat(&self, from: u64, map_version: u64) {
+    fn heartbeat(&self, from: u64, map_version: u64, _hearing: &[u64]) {
         self.heartbeats.lock().push((from, map_version));
     }
 }

@@ -27,6 +27,14 @@ pub struct ClusterConfig {
     /// acknowledged); empty: `<service.work-directory>/cluster`, or `cluster-<node id>` in the
     /// current directory when there is no work directory.
     pub metadata_dir: PathBuf,
+    /// Partitions this node fills at once (Aerospike's `migrate-max-num-incoming`).
+    pub migrate_max_num_incoming: usize,
+    /// About how many bytes of records one migration chunk carries: with one chunk in flight
+    /// per fill, the bytes in flight to a node are at most this times the fills at once.
+    pub migrate_chunk_bytes: u32,
+    /// Partitions with a replica filling at once over the cluster; further moves wait for
+    /// them (the leader's setting counts).
+    pub migrate_partitions_moving_max: usize,
 }
 
 impl Default for ClusterConfig {
@@ -39,6 +47,9 @@ impl Default for ClusterConfig {
             heartbeat_interval_ms: 150,
             heartbeat_timeout_count: 10,
             metadata_dir: PathBuf::new(),
+            migrate_max_num_incoming: 4,
+            migrate_chunk_bytes: 256 * 1024,
+            migrate_partitions_moving_max: 512,
         }
     }
 }
@@ -49,8 +60,31 @@ impl ClusterConfig {
         !self.seeds.is_empty()
     }
 
+    /// The migration settings.
+    pub fn migration(&self) -> super::migration::MigrationConfig {
+        super::migration::MigrationConfig {
+            incoming_max: self.migrate_max_num_incoming,
+            chunk_bytes: self.migrate_chunk_bytes,
+        }
+    }
+
     /// What is wrong with the section, if anything.
     pub fn problem(&self) -> Option<String> {
+        if !(1..=256).contains(&self.migrate_max_num_incoming) {
+            return Some(format!(
+                "cluster.migrate-max-num-incoming = {} is outside 1..=256",
+                self.migrate_max_num_incoming
+            ));
+        }
+        if !(4096..=64 * 1024 * 1024).contains(&self.migrate_chunk_bytes) {
+            return Some(format!(
+                "cluster.migrate-chunk-bytes = {} is outside 4096..=67108864",
+                self.migrate_chunk_bytes
+            ));
+        }
+        if self.migrate_partitions_moving_max == 0 {
+            return Some("cluster.migrate-partitions-moving-max must be at least 1".to_owned());
+        }
         if !(50..=10_000).contains(&self.heartbeat_interval_ms) {
             return Some(format!(
                 "cluster.heartbeat-interval-ms = {} is outside 50..=10000",

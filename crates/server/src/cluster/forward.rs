@@ -3,8 +3,9 @@
 //! with a stale map (or Redis clients, which know no map) still get the right answer.
 //!
 //! A forwarded request is served where it arrives and never forwarded again: if that node is
-//! not the master either (the map moved meanwhile), the engine answers UNAVAILABLE, which the
-//! client treats as it would from any node.
+//! not the master (yet: the map is moving, and the sender applied the change first), it waits
+//! a little for its own map to catch up, then answers UNAVAILABLE, which the client treats as
+//! it would from any node.
 
 use std::sync::Arc;
 
@@ -28,9 +29,10 @@ pub async fn serve(state: &Arc<ServerState>, protocol: ForwardProtocol, payload:
 async fn serve_aerospike(state: &Arc<ServerState>, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut acks = Acks::default();
-    let streamed =
-        dispatch::handle_message(state, body, dispatch::Received::now(), &mut out, &mut acks);
-    if streamed.is_some() {
+    let received = dispatch::Received::now();
+    let handled =
+        dispatch::handle_when_ready(state, body, received, &mut out, &mut acks, false).await;
+    if matches!(handled, dispatch::Handled::Streamed(_)) {
         // Batches and scans are split by the client, never forwarded whole.
         out.clear();
         dispatch::write_stream_error(&mut out, ResultCode::Parameter);

@@ -12,6 +12,7 @@ use model::ResultCode;
 use wire_fabric::Message;
 
 use super::forward;
+use super::migration;
 use super::node::ClusterNode;
 use super::replication::apply_replica_write;
 
@@ -33,7 +34,7 @@ impl Handler {
 }
 
 impl FabricHandler for Handler {
-    fn handle(&self, _from: u64, frame: OwnedFrame, reply: Responder) {
+    fn handle(&self, from: u64, frame: OwnedFrame, reply: Responder) {
         let Some(node) = self.node() else {
             return;
         };
@@ -85,14 +86,37 @@ impl FabricHandler for Handler {
                     });
                 });
             }
-            // Partition streams come with migrations; unanswered, the asker times out.
+            Message::PartitionStreamRequest {
+                namespace,
+                partition,
+                after_digest,
+                chunk_size_bytes_max,
+                ..
+            } => {
+                let namespace = namespace.to_vec();
+                // The walk may read records from the device: off the reader task.
+                tokio::task::spawn_blocking(move || {
+                    let chunk = node.stream_chunk(
+                        from,
+                        &namespace,
+                        partition,
+                        after_digest,
+                        chunk_size_bytes_max,
+                    );
+                    let (done, records) = chunk.unwrap_or_default();
+                    let wire = migration::wire_records(&records);
+                    let _ = reply.send(&migration::chunk_message(
+                        &namespace, partition, done, &wire,
+                    ));
+                });
+            }
             _ => {}
         }
     }
 
-    fn heartbeat(&self, from: u64, map_version: u64) {
+    fn heartbeat(&self, from: u64, map_version: u64, hearing: &[u64]) {
         if let Some(node) = self.node() {
-            node.heard(from, map_version);
+            node.heard(from, map_version, hearing.to_vec());
         }
     }
 }

@@ -6,6 +6,8 @@
 //!   whole, so a reader never sees half of a change.
 //! - This node claims a column of a partition only where the table makes it a `Full` replica
 //!   in that position: a filling replica claims nothing, so clients never read from it.
+//! - While a partition's master hands it over, no node's role is `Master` for it and no
+//!   node routes its writes anywhere: writes wait for the next map.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -31,6 +33,10 @@ pub struct Layout {
     pub tables: HashMap<String, Arc<PartitionTable>>,
     /// Per namespace, what this node claims.
     pub claims: HashMap<String, NamespaceClaims>,
+    /// Partition moves the balancer holds back, over every namespace.
+    moves_waiting: u64,
+    /// Roster nodes leaving the cluster.
+    leaving_count: usize,
     /// Per namespace (a handful: found by comparing names), where each partition's requests
     /// run, worked out once per state so that routing a request is an index.
     routes: Vec<(String, Box<[PartitionRoutes]>)>,
@@ -51,7 +57,9 @@ impl Layout {
         let mut tables = HashMap::new();
         let mut claims = HashMap::new();
         let mut routes = Vec::new();
+        let mut moves_waiting = unplaced_nodes(state);
         for name in namespaces {
+            moves_waiting += state.namespace(name).map_or(0, |meta| meta.moves_waiting);
             let Some(table) = state
                 .namespace(name)
                 .and_then(|meta| meta.partitions.clone())
@@ -68,8 +76,49 @@ impl Layout {
             nodes: state.nodes.clone(),
             tables,
             claims,
+            moves_waiting,
+            leaving_count: state.leaving.len(),
             routes,
         }
+    }
+
+    /// Partitions of `namespace` with fewer copies than `replication_factor` (capped by the
+    /// nodes partitions are placed on): a node left, and the balancer has not yet placed the
+    /// copies that restore the factor.
+    pub fn under_replicated(&self, namespace: &str, replication_factor: usize) -> u64 {
+        let placing = self.nodes.len().saturating_sub(self.leaving_count).max(1);
+        let wanted = replication_factor.min(placing);
+        self.tables.get(namespace).map_or(0, |table| {
+            table
+                .assignments()
+                .iter()
+                .filter(|a| a.replicas.len() < wanted)
+                .count() as u64
+        })
+    }
+
+    /// Partition moves the balancer holds back, over every namespace.
+    pub fn moves_waiting(&self) -> u64 {
+        self.moves_waiting
+    }
+
+    /// Node `me`'s migrations to come: partitions it fills, and partitions it masters that
+    /// another node fills.
+    pub fn migrations_of(&self, me: u64) -> (u64, u64) {
+        let (mut incoming, mut outgoing) = (0, 0);
+        for assignment in self.tables.values().flat_map(|table| table.assignments()) {
+            if assignment.has(me, ReplicaState::Filling) {
+                incoming += 1;
+            }
+            let filling = assignment
+                .replicas
+                .iter()
+                .any(|(_, s)| *s == ReplicaState::Filling);
+            if filling && assignment.master() == Some(me) {
+                outgoing += 1;
+            }
+        }
+        (incoming, outgoing)
     }
 
     /// Where a write (or, with `read`, a read) of `partition` in `namespace` runs.
@@ -92,14 +141,49 @@ impl Layout {
         self.tables.get(namespace)?.get(partition.0)
     }
 
-    /// Partitions with a replica still filling, over every namespace.
-    pub fn filling_partitions(&self) -> u64 {
+    /// Partitions still moving, over every namespace: a replica filling, or a master handing
+    /// over.
+    pub fn moving_partitions(&self) -> u64 {
         self.tables
             .values()
             .flat_map(|table| table.assignments())
-            .filter(|a| a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling))
+            .filter(|a| {
+                a.is_handing_off() || a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling)
+            })
             .count() as u64
     }
+}
+
+/// Roster nodes the tables do not reflect yet: a node that joined and holds nothing (the
+/// leader has not placed partitions on it yet), and a node leaving that is still a member.
+/// Each counts as one move to come, so that `cluster-stable` waits for them.
+fn unplaced_nodes(state: &ClusterState) -> u64 {
+    let tables: Vec<&PartitionTable> = state
+        .namespaces
+        .values()
+        .filter_map(|meta| meta.partitions.as_deref())
+        .collect();
+    if tables.is_empty() {
+        return 0;
+    }
+    let holds_some = |id: u64| {
+        tables.iter().any(|table| {
+            table
+                .assignments()
+                .iter()
+                .any(|a| a.replicas.iter().any(|(n, _)| *n == id))
+        })
+    };
+    let unplaced = state
+        .nodes
+        .keys()
+        .filter(|id| state.leaving.contains(id) || !holds_some(**id))
+        .count() as u64;
+    // Too few voters (a learner not yet promoted, a departed voter not yet replaced): one
+    // more failure could leave the metadata group without a quorum.
+    let voters_wanted = state.nodes.len().min(super::node::VOTERS_MAX);
+    let voters_missing = voters_wanted.saturating_sub(state.voters.len()) as u64;
+    unplaced + voters_missing + u64::from(state.voters_changing)
 }
 
 /// This node's role for a partition with `assignment`.
@@ -110,7 +194,10 @@ pub fn role_of(assignment: Option<&PartitionAssignment>, me: NodeId) -> (Partiti
     let role = match assignment.replicas.iter().find(|(node, _)| *node == me.0) {
         None => PartitionRole::Absent,
         Some((_, ReplicaState::Filling)) => PartitionRole::Filling,
-        Some(_) if master_of(assignment) == Some(me.0) => PartitionRole::Master,
+        // A master handing the partition over takes no new writes.
+        Some(_) if master_of(assignment) == Some(me.0) && !assignment.is_handing_off() => {
+            PartitionRole::Master
+        }
         Some(_) => PartitionRole::Replica,
     };
     (role, assignment.version)
@@ -121,8 +208,13 @@ fn routes_of(assignment: &PartitionAssignment, me: NodeId) -> PartitionRoutes {
     let (role, _) = role_of(Some(assignment), me);
     let elsewhere = master_of(assignment).map_or(Route::Unavailable, |m| Route::Forward(NodeId(m)));
     let route_if = |here: bool| if here { Route::Local } else { elsewhere };
+    // While the master hands over, no node takes writes: a write waits for the next map.
+    let write = match assignment.is_handing_off() {
+        true => Route::Unavailable,
+        false => route_if(role == PartitionRole::Master),
+    };
     PartitionRoutes {
-        write: route_if(role == PartitionRole::Master),
+        write,
         read: route_if(matches!(
             role,
             PartitionRole::Master | PartitionRole::Replica
@@ -195,6 +287,8 @@ mod tests {
         let assignment = PartitionAssignment {
             replicas: vec![(0xA1, ReplicaState::Filling), (0xA2, ReplicaState::Full)],
             version: 3,
+            master_since: 3,
+            handoff_to: Vec::new(),
         };
         assert_eq!(
             role_of(Some(&assignment), NodeId(0xA1)),

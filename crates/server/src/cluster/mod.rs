@@ -8,6 +8,7 @@ pub mod config;
 pub mod forward;
 mod handler;
 mod layout;
+mod migration;
 mod node;
 mod replication;
 mod transport;

@@ -20,11 +20,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use cluster::balance::balanced_table;
+use cluster::balance::{BalanceInput, balance};
 use cluster::metadata::{
     ClusterState, FileDisk, MetaCommand, MetaConfig, MetaError, MetaGroup, MetaRejection, NodeInfo,
 };
@@ -34,19 +34,20 @@ use model::{NodeId, PartitionId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap, Peer};
 
 use super::config::{ClusterConfig, CommitLevelOverride};
 use super::handler::Handler;
 use super::layout::{Layout, role_of};
+use super::migration::{self, Fill, Migrations};
 use super::replication::ReplicationSink;
 use super::transport::FabricMetaTransport;
-use super::view::{ClusterSummary, ClusterView, Route};
+use super::view::{ClusterSummary, ClusterView, MigrationSummary, Route};
 use crate::state::ServerState;
 
 /// Most voters of the metadata group; further nodes are learners.
-const VOTERS_MAX: usize = 3;
+pub(super) const VOTERS_MAX: usize = 3;
 /// How often formation and the leader's membership work run.
 const FORMATION_PERIOD: Duration = Duration::from_millis(200);
 
@@ -84,8 +85,20 @@ pub struct ClusterNode {
     partition_generation: AtomicI64,
     peers_generation: AtomicU64,
     rebalance_generation: AtomicU64,
-    /// Per peer, the metadata version its last heartbeat reported.
-    heard_versions: Mutex<HashMap<u64, u64>>,
+    /// Per peer, what its last heartbeat reported: the metadata version it applied, and the
+    /// nodes it hears.
+    heard: Mutex<HashMap<u64, Heard>>,
+    /// Per namespace (in the order of `namespaces`), its replication sink.
+    sinks: Vec<Arc<ReplicationSink>>,
+    /// Fills and streams.
+    migrations: Migrations,
+    /// This node was told to leave: once removed, it does not ask to join again.
+    leaving: AtomicBool,
+    /// Whether client writes are refused for want of a quorum.
+    writes_refused: AtomicBool,
+    /// Wakes the migration task when a new state is applied (a handover to drain, fills to
+    /// start).
+    migration_wake: tokio::sync::Notify,
     server: OnceLock<Weak<ServerState>>,
     /// The index definitions of the last state applied, by (namespace, index name).
     applied_sindexes: Mutex<BTreeMap<(String, String), String>>,
@@ -104,6 +117,20 @@ pub struct ClusterNode {
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
+
+/// What one peer's last heartbeat said.
+#[derive(Clone, Debug, Default)]
+struct Heard {
+    /// The metadata version it applied.
+    version: u64,
+    /// The nodes it hears (none silent past the heartbeat timeout).
+    hearing: Vec<u64>,
+}
+
+/// How often the migration task starts fills and reports filled partitions.
+const MIGRATION_PERIOD: Duration = Duration::from_millis(100);
+/// How often it checks whether a partition this node hands over has drained.
+const HANDOFF_DRAIN_PERIOD: Duration = Duration::from_millis(2);
 
 /// Metadata changes that may wait to be proposed; beyond, a change is refused and logged.
 /// They are made by administrators (index definitions, truncates), a few at a time.
@@ -129,6 +156,7 @@ impl ClusterNode {
             fabric_addr: fabric.local_address().to_owned(),
             service_addr: setup.service_address.clone(),
             resp_addr: setup.resp_address.clone().unwrap_or_default(),
+            boot_id: new_boot_id(),
         };
         let disk = Arc::new(FileDisk::open(&setup.metadata_dir)?);
         let transport = Arc::new(FabricMetaTransport::new(fabric.clone()));
@@ -143,21 +171,24 @@ impl ClusterNode {
         .map_err(std::io::Error::other)?;
         let layout = Arc::new(RwLock::new(Arc::new(Layout::default())));
         let runtime = tokio::runtime::Handle::current();
+        let mut sinks = Vec::new();
         for ((namespace, _), commit_level) in setup.namespaces.iter().zip(&setup.commit_levels) {
             for pid in PartitionId::all() {
                 // Nothing is served until the first table says what this node holds; what it
                 // holds (a restart on device storage) stays until a table says it is not its.
-                let _ = namespace.set_partition_role(pid, PartitionRole::Filling, 0);
+                let _ = namespace.set_partition_role(pid, PartitionRole::Filling, 0, 0);
             }
-            let sink = ReplicationSink::new(
+            let sink = Arc::new(ReplicationSink::new(
                 namespace.name(),
                 *commit_level,
                 setup.node_id,
                 fabric.clone(),
                 layout.clone(),
-            );
-            namespace.set_change_sink(Arc::new(sink));
+            ));
+            namespace.set_change_sink(sink.clone());
+            sinks.push(sink);
         }
+        let migrations = Migrations::new(setup.config.migration());
         let (proposals, proposals_waiting) = mpsc::channel(PROPOSALS_WAITING_MAX);
         let node = Arc::new(ClusterNode {
             me: setup.node_id,
@@ -170,7 +201,12 @@ impl ClusterNode {
             partition_generation: AtomicI64::new(-1),
             peers_generation: AtomicU64::new(1),
             rebalance_generation: AtomicU64::new(0),
-            heard_versions: Mutex::default(),
+            heard: Mutex::default(),
+            sinks,
+            migrations,
+            leaving: AtomicBool::new(false),
+            writes_refused: AtomicBool::new(false),
+            migration_wake: tokio::sync::Notify::new(),
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),
             applied_set_index_switches: Mutex::default(),
@@ -222,9 +258,10 @@ impl ClusterNode {
             .find(|namespace| namespace.name().as_bytes() == name)
     }
 
-    /// A peer's heartbeat reported that it applied metadata version `version`.
-    pub fn heard(&self, from: u64, version: u64) {
-        self.heard_versions.lock().insert(from, version);
+    /// A peer's heartbeat reported that it applied metadata version `version` and hears the
+    /// nodes `hearing`.
+    pub fn heard(&self, from: u64, version: u64, hearing: Vec<u64>) {
+        self.heard.lock().insert(from, Heard { version, hearing });
     }
 
     /// Commits a truncate made here (cut-off `before_ms`) to the metadata group, so that every
@@ -268,11 +305,12 @@ impl ClusterNode {
                 .keys()
                 .copied()
                 .collect::<Vec<u64>>();
-            let heard = self.heard_versions.lock().clone();
-            let behind = nodes
-                .iter()
-                .filter(|id| **id != self.me.0)
-                .any(|id| heard.get(id).is_none_or(|applied| *applied < version));
+            let heard = self.heard.lock().clone();
+            let behind = nodes.iter().filter(|id| **id != self.me.0).any(|id| {
+                heard
+                    .get(id)
+                    .is_none_or(|applied| applied.version < version)
+            });
             if !behind {
                 return;
             }
@@ -282,6 +320,48 @@ impl ClusterNode {
             version,
             "not every node applied a metadata change within 2 s"
         );
+    }
+
+    /// The metadata version of the layout this node serves by.
+    pub fn layout_version(&self) -> u64 {
+        self.layout.read().version
+    }
+
+    /// Waits until this node serves by a layout newer than `seen`; false if `deadline` came
+    /// first.
+    pub async fn wait_layout_after(&self, seen: u64, deadline: Instant) -> bool {
+        while Instant::now() < deadline {
+            if self.layout_version() > seen {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        false
+    }
+
+    /// Asks the cluster to let node `id` leave: its partitions move to the other nodes, then
+    /// the leader removes it. In the background, behind earlier metadata changes made here.
+    ///
+    /// # Errors
+    /// The node is not a member, or is the last one.
+    pub fn leave(&self, id: NodeId) -> Result<(), String> {
+        let state = self.meta.state();
+        if !state.nodes.contains_key(&id.0) {
+            return Err(format!("node {id} is not a member of the cluster"));
+        }
+        let staying = state
+            .nodes
+            .keys()
+            .filter(|node| **node != id.0 && !state.leaving.contains(node))
+            .count();
+        if staying == 0 {
+            return Err("the last node cannot leave".to_owned());
+        }
+        self.propose_in_background(MetaCommand::SetNodeLeaving {
+            id: id.0,
+            leaving: true,
+        });
+        Ok(())
     }
 
     /// Commits a secondary-index definition created here, so that every node creates it.
@@ -449,11 +529,12 @@ impl ClusterNode {
     fn spawn_tasks(self: &Arc<Self>) {
         let applying = tokio::spawn(Arc::clone(self).apply_states());
         let forming = tokio::spawn(Arc::clone(self).form_and_manage());
+        let migrating = tokio::spawn(Arc::clone(self).migrate());
         let queued = self.proposals_waiting.lock().take();
         let proposing = queued.map(|queued| tokio::spawn(Arc::clone(self).propose_queued(queued)));
         self.tasks
             .lock()
-            .extend([applying, forming].into_iter().chain(proposing));
+            .extend([applying, forming, migrating].into_iter().chain(proposing));
     }
 
     /// Applies every state the metadata group commits.
@@ -479,8 +560,15 @@ impl ClusterNode {
             .collect();
         let layout = Arc::new(Layout::of(state, self.me, &names));
         let before = self.layout.read().clone();
-        for (namespace, _) in &self.namespaces {
-            self.apply_roles(namespace, &layout);
+        if state.leaving.contains(&self.me.0) {
+            self.leaving.store(true, Ordering::Release);
+        }
+        // Until the roster shows this start of the node, its roles are those of the node before
+        // a restart, which may have lost what it held: it serves nothing.
+        if self.is_member_now(state) {
+            for (namespace, _) in &self.namespaces {
+                self.apply_roles(namespace, &layout);
+            }
         }
         self.apply_truncates(state);
         self.apply_sindexes(state);
@@ -488,6 +576,11 @@ impl ClusterNode {
         let peers_changed = before.nodes != layout.nodes;
         let claims_changed = before.claims != layout.claims;
         *self.layout.write() = layout.clone();
+        for sink in &self.sinks {
+            sink.retain_fills(&layout);
+        }
+        self.migrations.reported(&layout, self.me.0);
+        self.migration_wake.notify_one();
         self.fabric.set_map_version(state.version);
         for (id, info) in &layout.nodes {
             if *id != self.me.0 && !self.fabric.peers().iter().any(|p| p.node_id == Some(*id)) {
@@ -507,13 +600,24 @@ impl ClusterNode {
         }
     }
 
+    /// Whether `state`'s roster holds this node as started now (not as it was before a
+    /// restart).
+    fn is_member_now(&self, state: &ClusterState) -> bool {
+        state
+            .nodes
+            .get(&self.me.0)
+            .is_some_and(|info| info.boot_id == self.info.boot_id)
+    }
+
     fn apply_roles(&self, namespace: &Namespace, layout: &Layout) {
         for pid in PartitionId::all() {
-            let (role, version) = role_of(layout.assignment(namespace.name(), pid), self.me);
+            let assignment = layout.assignment(namespace.name(), pid);
+            let (role, version) = role_of(assignment, self.me);
+            let fence = assignment.map_or(0, |a| a.master_since.min(a.version));
             if namespace.partition_role(pid) == (role, version) {
                 continue;
             }
-            if let Err(code) = namespace.set_partition_role(pid, role, version) {
+            if let Err(code) = namespace.set_partition_role(pid, role, version, fence) {
                 warn!(
                     namespace = namespace.name(),
                     partition = pid.0,
@@ -529,8 +633,12 @@ impl ClusterNode {
         let mut stop = self.stop.subscribe();
         let mut seeds_answered_at = None;
         loop {
-            if !self.meta.state().nodes.contains_key(&self.me.0) {
-                self.join(&mut seeds_answered_at).await;
+            let state = self.meta.state();
+            self.refuse_writes_without_quorum(&state);
+            if !self.is_member_now(&state) {
+                if !self.leaving.load(Ordering::Acquire) {
+                    self.join(&mut seeds_answered_at).await;
+                }
             } else if self.meta.current_leader() == Some(self.me.0) {
                 self.manage().await;
             }
@@ -538,6 +646,41 @@ impl ClusterNode {
                 () = tokio::time::sleep(FORMATION_PERIOD) => {}
                 _ = stop.changed() => return,
             }
+        }
+    }
+
+    /// Refuses client writes while this node hears fewer than a majority of the metadata
+    /// group's voters (itself included): on a minority side, nothing fails over, and what it
+    /// took could be lost when the majority's view wins.
+    fn refuse_writes_without_quorum(&self, state: &ClusterState) {
+        if state.voters.is_empty() {
+            return;
+        }
+        let peers = self.fabric.peers();
+        let heard = state
+            .voters
+            .iter()
+            .filter(|voter| {
+                **voter == self.me.0
+                    || peers
+                        .iter()
+                        .any(|p| p.node_id == Some(**voter) && p.connected && !p.suspect)
+            })
+            .count();
+        let refused = heard * 2 <= state.voters.len();
+        let was_refused = self.writes_refused.swap(refused, Ordering::AcqRel);
+        if refused != was_refused {
+            match refused {
+                true => warn!(
+                    heard,
+                    voters = state.voters.len(),
+                    "cut off from the metadata group's quorum: refusing writes"
+                ),
+                false => info!("the metadata group's quorum is back: taking writes"),
+            }
+        }
+        for (namespace, _) in &self.namespaces {
+            namespace.set_writes_refused(refused);
         }
     }
 
@@ -553,11 +696,7 @@ impl ClusterNode {
             }
             return;
         }
-        let formed = self
-            .heard_versions
-            .lock()
-            .values()
-            .any(|&version| version > 0);
+        let formed = self.heard.lock().values().any(|heard| heard.version > 0);
         if formed {
             self.ask_members(&add_me).await;
             return;
@@ -631,7 +770,8 @@ impl ClusterNode {
         }
     }
 
-    /// The leader's work: members for new nodes, three voters, and tables for the roster.
+    /// The leader's work: members for new nodes, dead and departed nodes out, three voters,
+    /// and tables for the roster.
     async fn manage(&self) {
         let state = self.meta.state();
         let members: BTreeSet<u64> = state.voters.union(&state.learners).copied().collect();
@@ -643,15 +783,113 @@ impl ClusterNode {
                 return;
             }
         }
+        // The learners just added are in the state from now on: promote them before placing.
+        let state = self.meta.state();
+        if self.remove_departed(&state).await {
+            return;
+        }
+        if self.replace_departed_voter(&state).await {
+            return;
+        }
         self.promote_voters(&state).await;
         if self.waiting_for_seeds(&state) {
             return;
         }
-        let nodes: Vec<NodeId> = state.nodes.keys().map(|&id| NodeId(id)).collect();
+        let roster: BTreeSet<u64> = state.nodes.keys().copied().collect();
+        let placing: Vec<NodeId> = roster
+            .iter()
+            .filter(|id| !state.leaving.contains(id))
+            .map(|&id| NodeId(id))
+            .collect();
         for (namespace, replication_factor) in &self.namespaces {
-            self.balance(&state, namespace.name(), &nodes, *replication_factor)
-                .await;
+            let input = BalanceInput {
+                placing: &placing,
+                roster: &roster,
+                replication_factor: *replication_factor,
+                previous: state.partition_table(namespace.name()),
+                moves_max: self.config.migrate_partitions_moving_max,
+            };
+            self.balance(&state, namespace.name(), &input).await;
         }
+    }
+
+    /// Removes from the roster one node that is dead or has left: dead when this leader has
+    /// not heard it for the heartbeat timeout and no node this leader hears has either (the
+    /// group's view, not one node's); left when it was leaving and holds no partition any
+    /// more. Returns whether it removed one (the state changed).
+    async fn remove_departed(&self, state: &ClusterState) -> bool {
+        let departed = state.nodes.keys().copied().find(|id| {
+            let dead = *id != self.me.0 && self.is_dead(*id);
+            dead || (state.leaving.contains(id) && holds_nothing(state, *id))
+        });
+        let Some(id) = departed else {
+            return false;
+        };
+        let dead = id != self.me.0 && self.is_dead(id);
+        match self.meta.propose(MetaCommand::RemoveNode { id }).await {
+            Ok(applied) if dead => warn!(
+                node = id,
+                version = applied.version,
+                "declared a silent node dead; its partitions fail over to their replicas"
+            ),
+            Ok(applied) => info!(
+                node = id,
+                version = applied.version,
+                "a node left the cluster"
+            ),
+            Err(error) => warn!(node = id, %error, "could not remove a node"),
+        }
+        true
+    }
+
+    /// Whether node `id` is silent: suspected here, and heard by none of the nodes this
+    /// node hears.
+    fn is_dead(&self, id: u64) -> bool {
+        let peers = self.fabric.peers();
+        let suspect_here = peers
+            .iter()
+            .find(|p| p.node_id == Some(id))
+            .is_some_and(|p| p.suspect);
+        if !suspect_here {
+            return false;
+        }
+        let heard = self.heard.lock();
+        let heard_by_others = peers
+            .iter()
+            .filter(|p| p.node_id.is_some_and(|other| other != id) && !p.suspect)
+            .filter_map(|p| heard.get(&p.node_id?))
+            .any(|theirs| theirs.hearing.contains(&id));
+        !heard_by_others
+    }
+
+    /// Replaces a voter that left the roster (dead, or gone) by a learner that is in it, one
+    /// change at a time. A departed voter with no replacement stays a voter: it counts against
+    /// the quorum only as one of three, where shrinking the group to two voters would make the
+    /// next change pass through a joint configuration that one more failure could leave
+    /// without a quorum for good. A node that comes back under its id is a voter again at once.
+    /// Returns whether it changed anything.
+    async fn replace_departed_voter(&self, state: &ClusterState) -> bool {
+        let Some(&gone) = state.voters.iter().find(|id| !state.nodes.contains_key(id)) else {
+            return false;
+        };
+        let replacement = state
+            .learners
+            .iter()
+            .find(|id| state.nodes.contains_key(id) && !state.voters.contains(id));
+        let Some(&learner) = replacement else {
+            return false;
+        };
+        let mut voters = state.voters.clone();
+        voters.remove(&gone);
+        voters.insert(learner);
+        match self.meta.change_voters(voters, false).await {
+            Ok(_) => info!(
+                gone,
+                learner, "a learner replaced a departed voter of the metadata group"
+            ),
+            Err(error) => warn!(gone, %error, "could not replace a departed voter"),
+        }
+        true
     }
 
     async fn promote_voters(&self, state: &ClusterState) {
@@ -686,40 +924,227 @@ impl ClusterNode {
         })
     }
 
-    async fn balance(
-        &self,
-        state: &ClusterState,
-        namespace: &str,
-        nodes: &[NodeId],
-        replication_factor: usize,
-    ) {
+    async fn balance(&self, state: &ClusterState, namespace: &str, input: &BalanceInput<'_>) {
         if self.balanced_at_version.lock().get(namespace) == Some(&state.version) {
             return;
         }
-        let previous = state.partition_table(namespace);
-        let table = match balanced_table(nodes, replication_factor, previous) {
-            Ok(table) => table,
+        let balanced = match balance(input) {
+            Ok(balanced) => balanced,
             Err(error) => return warn!(namespace, %error, "no partition table"),
         };
-        if previous == Some(&table) {
+        let waiting_before = state
+            .namespace(namespace)
+            .map_or(0, |meta| meta.moves_waiting);
+        if input.previous == Some(&balanced.table) && waiting_before == balanced.moves_waiting {
             self.balanced_at_version
                 .lock()
                 .insert(namespace.to_owned(), state.version);
             return;
         }
+        let moves_waiting = balanced.moves_waiting;
         let command = MetaCommand::SetPartitionTable {
             namespace: namespace.to_owned(),
-            table,
+            table: balanced.table,
+            moves_waiting,
         };
         match self.meta.propose(command).await {
             Ok(applied) => info!(
                 namespace,
                 version = applied.version,
+                moves_waiting,
                 "committed a partition table"
             ),
             Err(error) => warn!(namespace, %error, "could not commit a partition table"),
         }
     }
+
+    /// Starts the fills this node's table asks for and reports the partitions filled, until
+    /// the node stops.
+    async fn migrate(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        let mut handoffs_pending = false;
+        loop {
+            // A handover holds its partition's writes back: check its drain often.
+            let period = match handoffs_pending {
+                true => HANDOFF_DRAIN_PERIOD,
+                false => MIGRATION_PERIOD,
+            };
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                () = self.migration_wake.notified() => {}
+                _ = stop.changed() => return,
+            }
+            if !self.is_member_now(&self.meta.state()) {
+                continue;
+            }
+            let layout = self.layout.read().clone();
+            let (drained, pending) = self.drained_handoffs(&layout);
+            handoffs_pending = pending;
+            for command in drained
+                .into_iter()
+                .chain(self.migrations.reports(self.me.0))
+            {
+                if let Err(error) = self.meta.propose_via_leader(command).await {
+                    debug!(%error, "filled partitions not reported yet");
+                }
+            }
+            self.start_fills();
+        }
+    }
+
+    /// The handovers this node (their master) has drained, one command per namespace; and
+    /// whether any handover from this node is still draining.
+    fn drained_handoffs(&self, layout: &Layout) -> (Vec<MetaCommand>, bool) {
+        let mut commands = Vec::new();
+        let mut pending = false;
+        for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
+            let mut partitions = Vec::new();
+            for pid in PartitionId::all() {
+                let Some(assignment) = layout.assignment(namespace.name(), pid) else {
+                    break;
+                };
+                if !assignment.is_handing_off() || assignment.master() != Some(self.me.0) {
+                    continue;
+                }
+                // Drained: the role no longer takes writes here (applied under the partition
+                // lock), and every replica write sent before has been answered.
+                let applied =
+                    namespace.partition_role(pid) == (PartitionRole::Replica, assignment.version);
+                match applied && sink.drained(pid) {
+                    true => partitions.push((pid.0, assignment.version)),
+                    false => pending = true,
+                }
+            }
+            if !partitions.is_empty() {
+                commands.push(MetaCommand::HandedOver {
+                    namespace: namespace.name().to_owned(),
+                    node: self.me.0,
+                    partitions,
+                });
+            }
+        }
+        (commands, pending)
+    }
+
+    /// Runs one fill and records its end.
+    async fn fill(self: Arc<Self>, fill: Fill) {
+        let still_filling = || {
+            self.layout
+                .read()
+                .assignment(fill.namespace.name(), fill.partition)
+                .is_some_and(|a| {
+                    a.master_since == fill.master_since
+                        && a.has(self.me.0, cluster::metadata::ReplicaState::Filling)
+                })
+        };
+        let config = self.migrations.config();
+        let outcome = migration::run_fill(
+            &fill,
+            config.chunk_bytes,
+            &self.migrations.stats,
+            still_filling,
+            &self.fabric,
+        )
+        .await;
+        migration::log_fill_end(&fill, &outcome);
+        self.migrations.finished(&fill, outcome.is_ok());
+        // The next fill starts now, not at the next period: fills are short.
+        self.start_fills();
+    }
+
+    /// Starts the fills the applied table asks for, within the limit of fills at once.
+    fn start_fills(self: &Arc<Self>) {
+        let namespaces: Vec<Arc<Namespace>> = self
+            .namespaces
+            .iter()
+            .map(|(namespace, _)| namespace.clone())
+            .collect();
+        let layout = self.layout.read().clone();
+        for fill in self.migrations.to_start(&layout, self.me.0, &namespaces) {
+            tokio::spawn(Arc::clone(self).fill(fill));
+        }
+    }
+
+    /// Answers a peer's request for the next chunk of a partition this node masters.
+    pub fn stream_chunk(
+        &self,
+        asker: u64,
+        namespace: &[u8],
+        partition: PartitionId,
+        after: Option<model::Digest>,
+        chunk_bytes: u32,
+    ) -> Option<(bool, Vec<engine::RecordVersion>)> {
+        let index = self
+            .namespaces
+            .iter()
+            .position(|(ns, _)| ns.name().as_bytes() == namespace)?;
+        let namespace = &self.namespaces[index].0;
+        let layout = self.layout.read().clone();
+        let chunk_bytes = chunk_bytes.clamp(1, self.migrations.config().chunk_bytes.max(1));
+        let was_streaming = layout
+            .assignment(namespace.name(), partition)
+            .is_some_and(|a| {
+                a.master() == Some(self.me.0)
+                    && a.has(asker, cluster::metadata::ReplicaState::Filling)
+            });
+        if was_streaming {
+            self.sinks[index].start_fill(partition, asker);
+        }
+        let (done, records) = migration::next_chunk(
+            namespace,
+            &layout,
+            self.me.0,
+            asker,
+            partition,
+            after,
+            chunk_bytes,
+        );
+        let stats = &self.migrations.stats;
+        stats
+            .tx_records
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        if done {
+            stats.tx_partitions_done.fetch_add(1, Ordering::Relaxed);
+        }
+        Some((done, records))
+    }
+}
+
+impl ClusterNode {
+    fn migration_summary(&self, layout: &Layout) -> MigrationSummary {
+        let stats = &self.migrations.stats;
+        let (rx_remaining, tx_remaining) = layout.migrations_of(self.me.0);
+        MigrationSummary {
+            rx_partitions_active: self.migrations.active_count() as u64,
+            rx_partitions_remaining: rx_remaining,
+            tx_partitions_remaining: tx_remaining,
+            rx_partitions_done: stats.rx_partitions_done.load(Ordering::Relaxed),
+            tx_partitions_done: stats.tx_partitions_done.load(Ordering::Relaxed),
+            records_received: stats.rx_records.load(Ordering::Relaxed),
+            records_transmitted: stats.tx_records.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether node `id` holds no partition in any table.
+fn holds_nothing(state: &ClusterState, id: u64) -> bool {
+    state.namespaces.values().all(|meta| {
+        meta.partitions.as_ref().is_none_or(|table| {
+            table
+                .assignments()
+                .iter()
+                .all(|a| a.replicas.iter().all(|(node, _)| *node != id))
+        })
+    })
+}
+
+/// A number that differs from one start of the process to the next.
+fn new_boot_id() -> u64 {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((now, std::process::id()))
 }
 
 /// The metadata command of a truncate of `set` (the namespace for `None`) at `before_ms`.
@@ -814,7 +1239,14 @@ impl ClusterView for ClusterNode {
             size: layout.nodes.len().max(1),
             key: cluster_key(&layout),
             integrity,
-            migrate_partitions_remaining: layout.filling_partitions(),
+            migrate_partitions_remaining: layout.moving_partitions()
+                + layout.moves_waiting()
+                + self
+                    .namespaces
+                    .iter()
+                    .map(|(ns, rf)| layout.under_replicated(ns.name(), *rf))
+                    .sum::<u64>(),
+            migration: self.migration_summary(&layout),
         }
     }
 

@@ -4,7 +4,8 @@
 //! The engine calls the sink under the partition lock, once per applied change, in the order
 //! the changes were applied. The sink queues a `ReplicaWrite` carrying the partition's version
 //! and the next sequence number of the partition to every other replica in the committed
-//! configuration (`Full` or `Filling`), still under the lock: the fabric queues a frame before
+//! configuration (every `Full` one, and every `Filling` one that has begun streaming the
+//! partition: see `migration.rs`), still under the lock: the fabric queues a frame before
 //! `request` returns, and frames to one peer leave in call order, so each replica receives a
 //! partition's changes in the master's order. With commit level all, the write's
 //! acknowledgement waits on an [`AckLatch`] that every replica's `ReplicaAck` confirms; with
@@ -17,13 +18,15 @@
 //!   or in doubt instead of acknowledging it.
 //! - Expiry is not replicated: every replica expires a record by the same void time itself.
 
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use cluster::balance::master_of;
+use cluster::metadata::ReplicaState;
 use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
 use fabric::{Fabric, OwnedFrame};
-use model::{NodeId, PARTITION_COUNT, ResultCode};
+use model::{NodeId, PARTITION_COUNT, PartitionId, ResultCode};
 use parking_lot::RwLock;
 use tracing::warn;
 use wire_fabric::{Message, REPLICA_ACK_OK};
@@ -40,6 +43,12 @@ pub struct ReplicationSink {
     layout: Arc<RwLock<Arc<Layout>>>,
     /// Per partition, the sequence number of its last replicated change.
     sequences: Box<[AtomicU64]>,
+    /// `(partition, node)` of the fills that have begun streaming from this node: those
+    /// filling replicas receive the partition's writes.
+    fills_started: RwLock<HashSet<(u16, u64)>>,
+    /// Per partition, replica writes sent and not yet answered (or failed): a master hands a
+    /// partition over only once none is left.
+    in_flight: Arc<[AtomicU32]>,
 }
 
 impl std::fmt::Debug for ReplicationSink {
@@ -67,7 +76,33 @@ impl ReplicationSink {
             fabric,
             layout,
             sequences: (0..PARTITION_COUNT).map(|_| AtomicU64::new(0)).collect(),
+            fills_started: RwLock::default(),
+            in_flight: (0..PARTITION_COUNT).map(|_| AtomicU32::new(0)).collect(),
         }
+    }
+
+    /// Whether every replica write of `partition` sent from here has been answered.
+    pub fn drained(&self, partition: PartitionId) -> bool {
+        self.in_flight[partition.index()].load(Ordering::Acquire) == 0
+    }
+
+    /// Node `node` began streaming `partition` from here: from now on it receives the
+    /// partition's writes. Every write committed before is in the partition as the stream
+    /// walks it, since the stream walks under the partition's lock after this call.
+    pub fn start_fill(&self, partition: PartitionId, node: u64) {
+        let key = (partition.0, node);
+        if !self.fills_started.read().contains(&key) {
+            self.fills_started.write().insert(key);
+        }
+    }
+
+    /// Forgets the fills `layout` no longer has (the node filled, or moved on).
+    pub fn retain_fills(&self, layout: &Layout) {
+        self.fills_started.write().retain(|(partition, node)| {
+            layout
+                .assignment(&self.namespace, PartitionId(*partition))
+                .is_some_and(|a| a.has(*node, ReplicaState::Filling))
+        });
     }
 
     /// The other replicas of `change`'s partition in the committed configuration, when this
@@ -81,11 +116,16 @@ impl ReplicationSink {
         if master_of(assignment) != Some(self.me.0) {
             return Vec::new();
         }
+        let partition = change.partition.0;
         assignment
             .replicas
             .iter()
+            .filter(|(node, state)| {
+                *node != self.me.0
+                    && (*state == ReplicaState::Full
+                        || self.fills_started.read().contains(&(partition, *node)))
+            })
             .map(|(node, _)| *node)
-            .filter(|node| *node != self.me.0)
             .collect()
     }
 }
@@ -114,10 +154,14 @@ impl ChangeSink for ReplicationSink {
             .commit_level
             .waits_for_replicas(asked_master)
             .then(|| Arc::new(AckLatch::new(destinations.len() as u32)));
+        let index = change.partition.index();
+        self.in_flight[index].fetch_add(destinations.len() as u32, Ordering::AcqRel);
         for node in destinations {
             let latch = latch.clone();
+            let in_flight = Arc::clone(&self.in_flight);
             // Runs on the fabric's reader task when the replica answers: no task per write.
             self.fabric.request_then(node, &message, move |reply| {
+                in_flight[index].fetch_sub(1, Ordering::AcqRel);
                 let outcome = reply.map_err(|_| ResultCode::Timeout).and_then(ack_result);
                 match (outcome, latch) {
                     (Ok(()), Some(latch)) => latch.confirm(),

@@ -19,8 +19,30 @@ pub struct ClusterSummary {
     pub key: u64,
     /// Whether every member sees the same cluster (no suspected member).
     pub integrity: bool,
-    /// Partitions still to move before the map settles.
+    /// Partitions still to move before the map settles, over the cluster: those with a
+    /// replica filling, and those whose move waits for them.
     pub migrate_partitions_remaining: u64,
+    /// This node's migrations.
+    pub migration: MigrationSummary,
+}
+
+/// One node's migrations, as `statistics` shows them (Aerospike's names where it has them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MigrationSummary {
+    /// Partitions this node fills now.
+    pub rx_partitions_active: u64,
+    /// Partitions this node is to fill (the table makes it `Filling`).
+    pub rx_partitions_remaining: u64,
+    /// Partitions this node masters that a replica is filling.
+    pub tx_partitions_remaining: u64,
+    /// Partitions this node finished filling since it started.
+    pub rx_partitions_done: u64,
+    /// Partitions this node streamed out to their end since it started.
+    pub tx_partitions_done: u64,
+    /// Records this node received in fills.
+    pub records_received: u64,
+    /// Records this node streamed out.
+    pub records_transmitted: u64,
 }
 
 /// Where a single-record command on a partition should run.
@@ -135,6 +157,7 @@ impl ClusterView for SingleNode {
             key: self.key.max(1),
             integrity: true,
             migrate_partitions_remaining: 0,
+            migration: MigrationSummary::default(),
         }
     }
 
