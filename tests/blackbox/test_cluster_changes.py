@@ -45,6 +45,7 @@ def new_node(index: int, fabric_port: int, seeds: list[str]) -> OspreyServer:
         {"port": 0},
         [namespace("test", replication_factor=2)],
         tag=f"changes{index}",
+        release=True,
         cluster={"node-id": f"D{index + 1}", "fabric-port": fabric_port, "seeds": seeds},
     )
     server.config_path.write_text(

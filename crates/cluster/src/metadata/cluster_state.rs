@@ -444,7 +444,10 @@ mod tests {
             boot_id: 8,
             ..NodeInfo::default()
         };
-        let add = MetaCommand::AddNode { id: 1, info: restarted };
+        let add = MetaCommand::AddNode {
+            id: 1,
+            info: restarted,
+        };
         assert_eq!(state.apply(&add), Ok(()));
         let after_restart = state.partition_table("test").expect("set").get(0).cloned();
         let after_restart = after_restart.expect("partition 0");
@@ -455,6 +458,10 @@ mod tests {
         let after_remove = state.partition_table("test").expect("set").get(0).cloned();
         let after_remove = after_remove.expect("partition 0");
         assert_eq!(after_remove.replicas, vec![(1, ReplicaState::Filling)]);
-        assert_eq!(after_remove.master(), None, "no full copy left: nothing serves");
+        assert_eq!(
+            after_remove.master(),
+            None,
+            "no full copy left: nothing serves"
+        );
     }
 }

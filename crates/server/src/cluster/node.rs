@@ -183,7 +183,6 @@ impl ClusterNode {
                 *commit_level,
                 setup.node_id,
                 fabric.clone(),
-                layout.clone(),
             ));
             namespace.set_change_sink(sink.clone());
             sinks.push(sink);
@@ -566,7 +565,8 @@ impl ClusterNode {
         // Until the roster shows this start of the node, its roles are those of the node before
         // a restart, which may have lost what it held: it serves nothing.
         if self.is_member_now(state) {
-            for (namespace, _) in &self.namespaces {
+            for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
+                sink.prepare(&layout);
                 self.apply_roles(namespace, &layout);
             }
         }

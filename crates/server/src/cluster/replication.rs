@@ -22,7 +22,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use cluster::balance::master_of;
 use cluster::metadata::ReplicaState;
 use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
 use fabric::{Fabric, OwnedFrame};
@@ -32,7 +31,7 @@ use tracing::warn;
 use wire_fabric::{Message, REPLICA_ACK_OK};
 
 use super::config::CommitLevelOverride;
-use super::layout::Layout;
+use super::layout::{Layout, role_of};
 
 /// The master's side of replication for one namespace.
 pub struct ReplicationSink {
@@ -40,7 +39,6 @@ pub struct ReplicationSink {
     commit_level: CommitLevelOverride,
     me: NodeId,
     fabric: Arc<Fabric>,
-    layout: Arc<RwLock<Arc<Layout>>>,
     /// Per partition, the sequence number of its last replicated change.
     sequences: Box<[AtomicU64]>,
     /// `(partition, node)` of the fills that have begun streaming from this node: those
@@ -49,6 +47,9 @@ pub struct ReplicationSink {
     /// Per partition, replica writes sent and not yet answered (or failed): a master hands a
     /// partition over only once none is left.
     in_flight: Arc<[AtomicU32]>,
+    /// Per partition, the replicas of the last two tables prepared, by version: the one a
+    /// write's role came from is among them.
+    peers: Box<[RwLock<[Option<Peers>; 2]>]>,
 }
 
 impl std::fmt::Debug for ReplicationSink {
@@ -60,24 +61,25 @@ impl std::fmt::Debug for ReplicationSink {
 }
 
 impl ReplicationSink {
-    /// Replicates `namespace`'s changes from node `me` over `fabric`, to the replicas `layout`
-    /// names.
+    /// Replicates `namespace`'s changes from node `me` over `fabric`, to the replicas of the
+    /// tables it is given ([`ReplicationSink::prepare`]).
     pub fn new(
         namespace: &str,
         commit_level: CommitLevelOverride,
         me: NodeId,
         fabric: Arc<Fabric>,
-        layout: Arc<RwLock<Arc<Layout>>>,
     ) -> ReplicationSink {
         ReplicationSink {
             namespace: namespace.to_owned(),
             commit_level,
             me,
             fabric,
-            layout,
             sequences: (0..PARTITION_COUNT).map(|_| AtomicU64::new(0)).collect(),
             fills_started: RwLock::default(),
             in_flight: (0..PARTITION_COUNT).map(|_| AtomicU32::new(0)).collect(),
+            peers: (0..PARTITION_COUNT)
+                .map(|_| RwLock::new([None, None]))
+                .collect(),
         }
     }
 
@@ -105,29 +107,74 @@ impl ReplicationSink {
         });
     }
 
-    /// The other replicas of `change`'s partition in the committed configuration, when this
-    /// node is its master; none otherwise (a replica applying its master's change passes it
-    /// on to nobody).
-    fn destinations(&self, change: &Change<'_>) -> Vec<u64> {
-        let layout = self.layout.read();
-        let Some(assignment) = layout.assignment(&self.namespace, change.partition) else {
-            return Vec::new();
-        };
-        if master_of(assignment) != Some(self.me.0) {
-            return Vec::new();
+    /// Makes the replicas `layout` names known before this node takes roles from it: a write
+    /// is replicated to the replicas of the table its partition's role came from (the
+    /// partition version it was applied under), never to those of a newer or older one. Call
+    /// it before the roles of `layout` are applied, one layout at a time.
+    pub fn prepare(&self, layout: &Layout) {
+        for (pid, peers) in PartitionId::all().zip(self.peers.iter()) {
+            let Some(assignment) = layout.assignment(&self.namespace, pid) else {
+                continue;
+            };
+            let mut peers = peers.write();
+            if peers[1]
+                .as_ref()
+                .is_some_and(|p| p.version == assignment.version)
+            {
+                continue;
+            }
+            let master = role_of(Some(assignment), self.me).0 == engine::PartitionRole::Master;
+            let others: Vec<(u64, ReplicaState)> = match master {
+                true => assignment
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|(n, _)| *n != self.me.0)
+                    .collect(),
+                false => Vec::new(),
+            };
+            peers[0] = peers[1].take();
+            peers[1] = Some(Peers {
+                version: assignment.version,
+                others: others.into(),
+            });
         }
+    }
+
+    /// The other replicas of `change`'s partition in the table its role came from, when this
+    /// node was its master there (a replica applying its master's change passes it on to
+    /// nobody); filling ones only once they began streaming. `None` when that table is not
+    /// known (a bug: the write must then not be acknowledged).
+    fn destinations(&self, change: &Change<'_>) -> Option<Vec<u64>> {
+        let peers = self.peers[change.partition.index()].read();
+        let applied = peers
+            .iter()
+            .flatten()
+            .find(|p| p.version == change.partition_version);
+        let Some(applied) = applied else {
+            // No table yet (a single node's first writes never reach a sink): nothing to send.
+            return peers.iter().all(Option::is_none).then(Vec::new);
+        };
         let partition = change.partition.0;
-        assignment
-            .replicas
+        let destinations = applied
+            .others
             .iter()
             .filter(|(node, state)| {
-                *node != self.me.0
-                    && (*state == ReplicaState::Full
-                        || self.fills_started.read().contains(&(partition, *node)))
+                *state == ReplicaState::Full
+                    || self.fills_started.read().contains(&(partition, *node))
             })
             .map(|(node, _)| *node)
-            .collect()
+            .collect();
+        Some(destinations)
     }
+}
+
+/// The replicas of one partition version, seen from its master.
+#[derive(Debug)]
+struct Peers {
+    version: u64,
+    /// The other replicas, when this node is the master at `version`; none otherwise.
+    others: Arc<[(u64, ReplicaState)]>,
 }
 
 impl ChangeSink for ReplicationSink {
@@ -135,7 +182,17 @@ impl ChangeSink for ReplicationSink {
         if change.kind == ChangeKind::Expired {
             return;
         }
-        let destinations = self.destinations(change);
+        let Some(destinations) = self.destinations(change) else {
+            warn!(
+                partition = change.partition.0,
+                version = change.partition_version,
+                "a write under a partition version this node has no replicas for"
+            );
+            let latch = Arc::new(AckLatch::new(1));
+            latch.fail(AckError::NotReplicated(ResultCode::Unavailable));
+            acks.add_latch(latch);
+            return;
+        };
         if destinations.is_empty() {
             return;
         }
