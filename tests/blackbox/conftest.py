@@ -5,6 +5,7 @@ Run: .venv/bin/python -m pytest tests/blackbox   (OSPREY_BIN overrides the binar
 
 from __future__ import annotations
 
+import faulthandler
 import resource
 import signal
 
@@ -32,6 +33,10 @@ def _per_test_timeout(request):
     that runs long on purpose says how long with `@pytest.mark.timeout_s(seconds)`."""
     marker = request.node.get_closest_marker("timeout_s")
     timeout_s = marker.args[0] if marker else TEST_TIMEOUT_S
+    if marker:
+        # pytest's stack dump after faulthandler_timeout is for hangs; this test is long on
+        # purpose, and its own limit below still catches a hang.
+        faulthandler.cancel_dump_traceback_later()
 
     def on_alarm(signum, frame):
         raise TimeoutError(f"test exceeded {timeout_s}s")
