@@ -207,15 +207,7 @@ pub fn demoted(assignment: &PartitionAssignment, node: u64) -> Option<PartitionA
     if !others_full || !assignment.has(node, ReplicaState::Full) {
         return None;
     }
-    let replicas = assignment
-        .replicas
-        .iter()
-        .map(|&(id, state)| match id == node {
-            true => (id, ReplicaState::Filling),
-            false => (id, state),
-        })
-        .collect();
-    Some(assignment.followed_by(replicas))
+    Some(assignment.followed_by(with_state(assignment, node, ReplicaState::Filling)))
 }
 
 /// `node` left the roster: the assignment without it. `None` when it held no copy.
@@ -242,15 +234,20 @@ pub fn filled(
     if assignment.master_since != master_since || !assignment.has(node, ReplicaState::Filling) {
         return None;
     }
-    let replicas = assignment
+    Some(assignment.followed_by(with_state(assignment, node, ReplicaState::Full)))
+}
+
+/// `assignment`'s replicas, in order, with `node` in `state`.
+fn with_state(
+    assignment: &PartitionAssignment,
+    node: u64,
+    state: ReplicaState,
+) -> Vec<(u64, ReplicaState)> {
+    assignment
         .replicas
         .iter()
-        .map(|&(id, state)| match id == node {
-            true => (id, ReplicaState::Full),
-            false => (id, state),
-        })
-        .collect();
-    Some(assignment.followed_by(replicas))
+        .map(|&(id, was)| (id, if id == node { state } else { was }))
+        .collect()
 }
 
 /// `node`, the master, drained the partition it was handing over in `version`: the

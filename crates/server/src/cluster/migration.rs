@@ -33,7 +33,7 @@ use cluster::metadata::{MetaCommand, ReplicaState};
 use engine::{Namespace, PartitionRole, RecordVersion};
 use model::{Digest, PartitionId};
 use parking_lot::Mutex;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 use wire_fabric::{List, Message};
 
 use super::layout::Layout;
@@ -337,7 +337,7 @@ pub fn log_fill_end(fill: &Fill, outcome: &Result<u64, FillError>) {
     let namespace = fill.namespace.name();
     let partition = fill.partition.0;
     match outcome {
-        Ok(records) => info!(
+        Ok(records) => debug!(
             namespace,
             partition,
             master = fill.master,
@@ -345,6 +345,9 @@ pub fn log_fill_end(fill: &Fill, outcome: &Result<u64, FillError>) {
             "filled a partition"
         ),
         Err(FillError::Superseded) => debug!(namespace, partition, "a fill was superseded"),
+        // A master out of reach is what failover is for: the fill starts again after it.
+        Err(error @ FillError::Fabric(_)) => debug!(namespace, partition, master = fill.master,
+            %error, "a fill stopped; it starts again"),
         Err(error) => warn!(namespace, partition, master = fill.master, %error,
             "a fill stopped; it starts again"),
     }

@@ -129,6 +129,10 @@ struct Heard {
 
 /// How often the migration task starts fills and reports filled partitions.
 const MIGRATION_PERIOD: Duration = Duration::from_millis(100);
+/// How long a fill that stopped waits before its slot is free again.
+const FILL_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// How often the migration task logs progress while partitions move to or from this node.
+const MIGRATION_LOG_PERIOD: Duration = Duration::from_secs(5);
 /// How often it checks whether a partition this node hands over has drained.
 const HANDOFF_DRAIN_PERIOD: Duration = Duration::from_millis(2);
 
@@ -963,6 +967,7 @@ impl ClusterNode {
     async fn migrate(self: Arc<Self>) {
         let mut stop = self.stop.subscribe();
         let mut handoffs_pending = false;
+        let mut progress = MigrationProgress::default();
         loop {
             // A handover holds its partition's writes back: check its drain often.
             let period = match handoffs_pending {
@@ -978,6 +983,7 @@ impl ClusterNode {
                 continue;
             }
             let layout = self.layout.read().clone();
+            progress.log(&self.migration_summary(&layout));
             let (drained, pending) = self.drained_handoffs(&layout);
             handoffs_pending = pending;
             for command in drained
@@ -1047,6 +1053,10 @@ impl ClusterNode {
         )
         .await;
         migration::log_fill_end(&fill, &outcome);
+        if outcome.is_err() {
+            // Not at once again: the master may be out of reach until a failover.
+            tokio::time::sleep(FILL_RETRY_PAUSE).await;
+        }
         self.migrations.finished(&fill, outcome.is_ok());
         // The next fill starts now, not at the next period: fills are short.
         self.start_fills();
@@ -1123,6 +1133,47 @@ impl ClusterNode {
             records_received: stats.rx_records.load(Ordering::Relaxed),
             records_transmitted: stats.tx_records.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// When the migration task last logged, and whether anything was moving then.
+#[derive(Debug, Default)]
+struct MigrationProgress {
+    logged_at: Option<Instant>,
+    moving: bool,
+}
+
+impl MigrationProgress {
+    /// Logs this node's migrations every [`MIGRATION_LOG_PERIOD`] while partitions move to
+    /// or from it, and once when they stop.
+    fn log(&mut self, summary: &MigrationSummary) {
+        let moving = summary.rx_partitions_remaining + summary.tx_partitions_remaining > 0;
+        let due = self
+            .logged_at
+            .is_none_or(|at| at.elapsed() >= MIGRATION_LOG_PERIOD);
+        if moving && due {
+            info!(
+                rx_remaining = summary.rx_partitions_remaining,
+                rx_active = summary.rx_partitions_active,
+                tx_remaining = summary.tx_partitions_remaining,
+                rx_done = summary.rx_partitions_done,
+                records_received = summary.records_received,
+                records_transmitted = summary.records_transmitted,
+                "migrations in progress"
+            );
+            self.logged_at = Some(Instant::now());
+        }
+        if self.moving && !moving {
+            info!(
+                rx_done = summary.rx_partitions_done,
+                tx_done = summary.tx_partitions_done,
+                records_received = summary.records_received,
+                records_transmitted = summary.records_transmitted,
+                "migrations to and from this node finished"
+            );
+            self.logged_at = None;
+        }
+        self.moving = moving;
     }
 }
 
