@@ -16,7 +16,11 @@
 //!   holds and serves no client) and `partition-generation` is -1, so clients ignore the node
 //!   and the engine refuses their commands.
 //! - Roles come only from committed tables, with their versions: a node never promotes itself.
-//! - Only the metadata group's leader changes membership or tables.
+//!   It takes none until the roster shows its current boot id (a restart may have lost what
+//!   it held), and its replication sink learns each table before the roles change.
+//! - Only the metadata group's leader changes membership or tables; it declares a node dead
+//!   only when neither it nor any node it hears has heard that node for the heartbeat timeout.
+//! - A node hearing fewer than a majority of the group's voters takes no client writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
