@@ -293,3 +293,38 @@ def test_a_node_cut_off_from_the_quorum_refuses_writes_until_it_is_back(nodes):
     while time.monotonic() < deadline and raw_write(lone, digest) != 0:
         time.sleep(0.2)
     assert raw_write(lone, digest) == 0, "writes come back with the quorum"
+
+
+def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
+    """A node that joins builds its secondary index from the records streamed to it: after
+    it takes partitions over and an original node leaves, a range query through the cluster
+    still finds every record."""
+    from aerospike import predicates as p
+
+    cluster = start_three(nodes)
+    config = client_config(cluster[0].port)
+    config["hosts"] = [(s.host, s.port) for s in cluster]
+    client = aerospike.client(config).connect()
+    try:
+        client.index_integer_create("test", "moved", "v", "moved_v")
+        for i in range(600):
+            client.put(("test", "moved", f"m{i}"), {"v": i})
+        nodes[3].start()
+        wait_settled(cluster + [nodes[3]])
+        assert info_value(cluster[0], "cluster-leave:node=D1") == "ok"
+        staying = cluster[1:] + [nodes[3]]
+        wait_settled(staying)
+        assert info_value(nodes[3], "sindex-exists:ns=test;indexname=moved_v") == "true"
+        assert int(statistics(nodes[3])["migrate_records_received"]) > 0
+    finally:
+        client.close()
+    config["hosts"] = [(s.host, s.port) for s in staying]
+    client = aerospike.client(config).connect()
+    try:
+        query = client.query("test", "moved")
+        query.where(p.between("v", 100, 499))
+        found = []
+        query.foreach(lambda record: found.append(record[2]["v"]))
+        assert sorted(found) == list(range(100, 500))
+    finally:
+        client.close()
