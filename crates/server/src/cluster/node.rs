@@ -38,17 +38,20 @@ use model::{NodeId, PartitionId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap, Peer};
 
 use super::config::{ClusterConfig, CommitLevelOverride};
 use super::handler::Handler;
 use super::layout::{Layout, role_of};
-use super::migration::{self, Fill, Migrations};
+use super::migration::Migrations;
 use super::replication::ReplicationSink;
 use super::transport::FabricMetaTransport;
-use super::view::{ClusterSummary, ClusterView, MigrationSummary, Route};
+use super::view::{ClusterSummary, ClusterView, Route};
 use crate::state::ServerState;
+
+mod failover;
+mod migrating;
 
 /// Most voters of the metadata group; further nodes are learners.
 pub(super) const VOTERS_MAX: usize = 3;
@@ -130,15 +133,6 @@ struct Heard {
     /// The nodes it hears (none silent past the heartbeat timeout).
     hearing: Vec<u64>,
 }
-
-/// How often the migration task starts fills and reports filled partitions.
-const MIGRATION_PERIOD: Duration = Duration::from_millis(100);
-/// How long a fill that stopped waits before its slot is free again.
-const FILL_RETRY_PAUSE: Duration = Duration::from_millis(100);
-/// How often the migration task logs progress while partitions move to or from this node.
-const MIGRATION_LOG_PERIOD: Duration = Duration::from_secs(5);
-/// How often it checks whether a partition this node hands over has drained.
-const HANDOFF_DRAIN_PERIOD: Duration = Duration::from_millis(2);
 
 /// Metadata changes that may wait to be proposed; beyond, a change is refused and logged.
 /// They are made by administrators (index definitions, truncates), a few at a time.
@@ -657,41 +651,6 @@ impl ClusterNode {
         }
     }
 
-    /// Refuses client writes while this node hears fewer than a majority of the metadata
-    /// group's voters (itself included): on a minority side, nothing fails over, and what it
-    /// took could be lost when the majority's view wins.
-    fn refuse_writes_without_quorum(&self, state: &ClusterState) {
-        if state.voters.is_empty() {
-            return;
-        }
-        let peers = self.fabric.peers();
-        let heard = state
-            .voters
-            .iter()
-            .filter(|voter| {
-                **voter == self.me.0
-                    || peers
-                        .iter()
-                        .any(|p| p.node_id == Some(**voter) && p.connected && !p.suspect)
-            })
-            .count();
-        let refused = heard * 2 <= state.voters.len();
-        let was_refused = self.writes_refused.swap(refused, Ordering::AcqRel);
-        if refused != was_refused {
-            match refused {
-                true => warn!(
-                    heard,
-                    voters = state.voters.len(),
-                    "cut off from the metadata group's quorum: refusing writes"
-                ),
-                false => info!("the metadata group's quorum is back: taking writes"),
-            }
-        }
-        for (namespace, _) in &self.namespaces {
-            namespace.set_writes_refused(refused);
-        }
-    }
-
     /// One attempt to become a member: bootstrap, or ask a member to add this node.
     async fn join(&self, seeds_answered_at: &mut Option<Instant>) {
         let add_me = MetaCommand::AddNode {
@@ -821,85 +780,6 @@ impl ClusterNode {
         }
     }
 
-    /// Removes from the roster one node that is dead or has left: dead when this leader has
-    /// not heard it for the heartbeat timeout and no node this leader hears has either (the
-    /// group's view, not one node's); left when it was leaving and holds no partition any
-    /// more. Returns whether it removed one (the state changed).
-    async fn remove_departed(&self, state: &ClusterState) -> bool {
-        let departed = state.nodes.keys().copied().find(|id| {
-            let dead = *id != self.me.0 && self.is_dead(*id);
-            dead || (state.leaving.contains(id) && holds_nothing(state, *id))
-        });
-        let Some(id) = departed else {
-            return false;
-        };
-        let dead = id != self.me.0 && self.is_dead(id);
-        match self.meta.propose(MetaCommand::RemoveNode { id }).await {
-            Ok(applied) if dead => warn!(
-                node = id,
-                version = applied.version,
-                "declared a silent node dead; its partitions fail over to their replicas"
-            ),
-            Ok(applied) => info!(
-                node = id,
-                version = applied.version,
-                "a node left the cluster"
-            ),
-            Err(error) => warn!(node = id, %error, "could not remove a node"),
-        }
-        true
-    }
-
-    /// Whether node `id` is silent: suspected here, and heard by none of the nodes this
-    /// node hears.
-    fn is_dead(&self, id: u64) -> bool {
-        let peers = self.fabric.peers();
-        let suspect_here = peers
-            .iter()
-            .find(|p| p.node_id == Some(id))
-            .is_some_and(|p| p.suspect);
-        if !suspect_here {
-            return false;
-        }
-        let heard = self.heard.lock();
-        let heard_by_others = peers
-            .iter()
-            .filter(|p| p.node_id.is_some_and(|other| other != id) && !p.suspect)
-            .filter_map(|p| heard.get(&p.node_id?))
-            .any(|theirs| theirs.hearing.contains(&id));
-        !heard_by_others
-    }
-
-    /// Replaces a voter that left the roster (dead, or gone) by a learner that is in it, one
-    /// change at a time. A departed voter with no replacement stays a voter: it counts against
-    /// the quorum only as one of three, where shrinking the group to two voters would make the
-    /// next change pass through a joint configuration that one more failure could leave
-    /// without a quorum for good. A node that comes back under its id is a voter again at once.
-    /// Returns whether it changed anything.
-    async fn replace_departed_voter(&self, state: &ClusterState) -> bool {
-        let Some(&gone) = state.voters.iter().find(|id| !state.nodes.contains_key(id)) else {
-            return false;
-        };
-        let replacement = state
-            .learners
-            .iter()
-            .find(|id| state.nodes.contains_key(id) && !state.voters.contains(id));
-        let Some(&learner) = replacement else {
-            return false;
-        };
-        let mut voters = state.voters.clone();
-        voters.remove(&gone);
-        voters.insert(learner);
-        match self.meta.change_voters(voters, false).await {
-            Ok(_) => info!(
-                gone,
-                learner, "a learner replaced a departed voter of the metadata group"
-            ),
-            Err(error) => warn!(gone, %error, "could not replace a departed voter"),
-        }
-        true
-    }
-
     async fn promote_voters(&self, state: &ClusterState) {
         if state.voters.len() >= VOTERS_MAX {
             return;
@@ -964,220 +844,6 @@ impl ClusterNode {
             ),
             Err(error) => warn!(namespace, %error, "could not commit a partition table"),
         }
-    }
-
-    /// Starts the fills this node's table asks for and reports the partitions filled, until
-    /// the node stops.
-    async fn migrate(self: Arc<Self>) {
-        let mut stop = self.stop.subscribe();
-        let mut handoffs_pending = false;
-        let mut progress = MigrationProgress::default();
-        loop {
-            // A handover holds its partition's writes back: check its drain often.
-            let period = match handoffs_pending {
-                true => HANDOFF_DRAIN_PERIOD,
-                false => MIGRATION_PERIOD,
-            };
-            tokio::select! {
-                () = tokio::time::sleep(period) => {}
-                () = self.migration_wake.notified() => {}
-                _ = stop.changed() => return,
-            }
-            if !self.is_member_now(&self.meta.state()) {
-                continue;
-            }
-            let layout = self.layout.read().clone();
-            progress.log(&self.migration_summary(&layout));
-            let (drained, pending) = self.drained_handoffs(&layout);
-            handoffs_pending = pending;
-            for command in drained
-                .into_iter()
-                .chain(self.migrations.reports(self.me.0))
-            {
-                if let Err(error) = self.meta.propose_via_leader(command).await {
-                    debug!(%error, "filled partitions not reported yet");
-                }
-            }
-            self.start_fills();
-        }
-    }
-
-    /// The handovers this node (their master) has drained, one command per namespace; and
-    /// whether any handover from this node is still draining.
-    fn drained_handoffs(&self, layout: &Layout) -> (Vec<MetaCommand>, bool) {
-        let mut commands = Vec::new();
-        let mut pending = false;
-        for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
-            let mut partitions = Vec::new();
-            for pid in PartitionId::all() {
-                let Some(assignment) = layout.assignment(namespace.name(), pid) else {
-                    break;
-                };
-                if !assignment.is_handing_off() || assignment.master() != Some(self.me.0) {
-                    continue;
-                }
-                // Drained: the role no longer takes writes here (applied under the partition
-                // lock), and every replica write sent before has been answered.
-                let applied =
-                    namespace.partition_role(pid) == (PartitionRole::Replica, assignment.version);
-                match applied && sink.drained(pid) {
-                    true => partitions.push((pid.0, assignment.version)),
-                    false => pending = true,
-                }
-            }
-            if !partitions.is_empty() {
-                commands.push(MetaCommand::HandedOver {
-                    namespace: namespace.name().to_owned(),
-                    node: self.me.0,
-                    partitions,
-                });
-            }
-        }
-        (commands, pending)
-    }
-
-    /// Runs one fill and records its end.
-    async fn fill(self: Arc<Self>, fill: Fill) {
-        let still_filling = || {
-            self.layout
-                .read()
-                .assignment(fill.namespace.name(), fill.partition)
-                .is_some_and(|a| {
-                    a.master_since == fill.master_since
-                        && a.has(self.me.0, cluster::metadata::ReplicaState::Filling)
-                })
-        };
-        let config = self.migrations.config();
-        let outcome = migration::run_fill(
-            &fill,
-            config.chunk_bytes,
-            &self.migrations.stats,
-            still_filling,
-            &self.fabric,
-        )
-        .await;
-        migration::log_fill_end(&fill, &outcome);
-        if outcome.is_err() {
-            // Not at once again: the master may be out of reach until a failover.
-            tokio::time::sleep(FILL_RETRY_PAUSE).await;
-        }
-        self.migrations.finished(&fill, outcome.is_ok());
-        // The next fill starts now, not at the next period: fills are short.
-        self.start_fills();
-    }
-
-    /// Starts the fills the applied table asks for, within the limit of fills at once.
-    fn start_fills(self: &Arc<Self>) {
-        let namespaces: Vec<Arc<Namespace>> = self
-            .namespaces
-            .iter()
-            .map(|(namespace, _)| namespace.clone())
-            .collect();
-        let layout = self.layout.read().clone();
-        for fill in self.migrations.to_start(&layout, self.me.0, &namespaces) {
-            tokio::spawn(Arc::clone(self).fill(fill));
-        }
-    }
-
-    /// Answers a peer's request for the next chunk of a partition this node masters.
-    pub fn stream_chunk(
-        &self,
-        asker: u64,
-        namespace: &[u8],
-        partition: PartitionId,
-        after: Option<model::Digest>,
-        chunk_bytes: u32,
-    ) -> Option<(bool, Vec<engine::RecordVersion>)> {
-        let index = self
-            .namespaces
-            .iter()
-            .position(|(ns, _)| ns.name().as_bytes() == namespace)?;
-        let namespace = &self.namespaces[index].0;
-        let layout = self.layout.read().clone();
-        let chunk_bytes = chunk_bytes.clamp(1, self.migrations.config().chunk_bytes.max(1));
-        let was_streaming = layout
-            .assignment(namespace.name(), partition)
-            .is_some_and(|a| {
-                a.master() == Some(self.me.0)
-                    && a.has(asker, cluster::metadata::ReplicaState::Filling)
-            });
-        if was_streaming {
-            self.sinks[index].start_fill(partition, asker);
-        }
-        let (done, records) = migration::next_chunk(
-            namespace,
-            &layout,
-            self.me.0,
-            asker,
-            partition,
-            after,
-            chunk_bytes,
-        );
-        let stats = &self.migrations.stats;
-        stats
-            .tx_records
-            .fetch_add(records.len() as u64, Ordering::Relaxed);
-        if done {
-            stats.tx_partitions_done.fetch_add(1, Ordering::Relaxed);
-        }
-        Some((done, records))
-    }
-}
-
-impl ClusterNode {
-    fn migration_summary(&self, layout: &Layout) -> MigrationSummary {
-        let stats = &self.migrations.stats;
-        let (rx_remaining, tx_remaining) = layout.migrations_of(self.me.0);
-        MigrationSummary {
-            rx_partitions_active: self.migrations.active_count() as u64,
-            rx_partitions_remaining: rx_remaining,
-            tx_partitions_remaining: tx_remaining,
-            rx_partitions_done: stats.rx_partitions_done.load(Ordering::Relaxed),
-            tx_partitions_done: stats.tx_partitions_done.load(Ordering::Relaxed),
-            records_received: stats.rx_records.load(Ordering::Relaxed),
-            records_transmitted: stats.tx_records.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// When the migration task last logged, and whether anything was moving then.
-#[derive(Debug, Default)]
-struct MigrationProgress {
-    logged_at: Option<Instant>,
-    moving: bool,
-}
-
-impl MigrationProgress {
-    /// Logs this node's migrations every [`MIGRATION_LOG_PERIOD`] while partitions move to
-    /// or from it, and once when they stop.
-    fn log(&mut self, summary: &MigrationSummary) {
-        let moving = summary.rx_partitions_remaining + summary.tx_partitions_remaining > 0;
-        let due = self
-            .logged_at
-            .is_none_or(|at| at.elapsed() >= MIGRATION_LOG_PERIOD);
-        if moving && due {
-            info!(
-                rx_remaining = summary.rx_partitions_remaining,
-                rx_active = summary.rx_partitions_active,
-                tx_remaining = summary.tx_partitions_remaining,
-                rx_done = summary.rx_partitions_done,
-                records_received = summary.records_received,
-                records_transmitted = summary.records_transmitted,
-                "migrations in progress"
-            );
-            self.logged_at = Some(Instant::now());
-        }
-        if self.moving && !moving {
-            info!(
-                rx_done = summary.rx_partitions_done,
-                tx_done = summary.tx_partitions_done,
-                records_received = summary.records_received,
-                records_transmitted = summary.records_transmitted,
-                "migrations to and from this node finished"
-            );
-            self.logged_at = None;
-        }
-        self.moving = moving;
     }
 }
 
