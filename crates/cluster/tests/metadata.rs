@@ -315,7 +315,12 @@ impl Model {
                 (pid, assignment)
             })
             .collect();
-        (MetaCommand::ChangePartitions { namespace, changes }, !stale)
+        let command = MetaCommand::ChangePartitions {
+            namespace,
+            changes,
+            moves_waiting: None,
+        };
+        (command, !stale)
     }
 
     /// Records an accepted command.

@@ -163,7 +163,7 @@ pub async fn handle_when_ready(
     acks: &mut Acks,
     may_forward: bool,
 ) -> Handled {
-    let deadline = Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
     loop {
         let seen = state.cluster_node().map_or(0, |node| node.layout_version());
         let handled = handle(state, body, received, out, acks, may_forward);

@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
-use crate::cluster::{ClusterNode, NodeSetup};
+use crate::cluster::{ClusterNode, MetadataStore, NodeSetup};
 use crate::config::Config;
 use crate::connection::{self, Role};
 use crate::resp;
@@ -167,7 +167,7 @@ async fn join_cluster(
             .iter()
             .map(|section| section.write_commit_level_override)
             .collect(),
-        metadata_dir,
+        metadata: MetadataStore::Dir(metadata_dir),
         network: Arc::new(fabric::TcpNetwork),
     };
     ClusterNode::start(setup).await

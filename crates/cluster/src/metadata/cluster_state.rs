@@ -141,8 +141,16 @@ impl ClusterState {
                 };
                 Ok(())
             }
-            MetaCommand::ChangePartitions { namespace, changes } => {
-                self.change_partitions(namespace, changes)
+            MetaCommand::ChangePartitions {
+                namespace,
+                changes,
+                moves_waiting,
+            } => {
+                self.change_partitions(namespace, changes)?;
+                if let Some(moves_waiting) = moves_waiting {
+                    self.namespace_mut(namespace).moves_waiting = *moves_waiting;
+                }
+                Ok(())
             }
             MetaCommand::PutSindex {
                 namespace,
@@ -379,14 +387,20 @@ mod tests {
         let mixed = MetaCommand::ChangePartitions {
             namespace: "test".into(),
             changes: vec![(0, assignment(&[2, 1], 2)), (1, assignment(&[2, 1], 1))],
+            moves_waiting: None,
         };
         assert!(state.apply(&mixed).is_err());
         assert_eq!(state, before);
         let good = MetaCommand::ChangePartitions {
             namespace: "test".into(),
             changes: vec![(0, assignment(&[2, 1], 2))],
+            moves_waiting: Some(3),
         };
         assert_eq!(state.apply(&good), Ok(()));
+        assert_eq!(
+            state.namespace("test").map(|meta| meta.moves_waiting),
+            Some(3)
+        );
         let table = state.partition_table("test").expect("table set above");
         assert_eq!(table.get(0), Some(&assignment(&[2, 1], 2)));
         assert_eq!(table.get(1), Some(&assignment(&[1, 2], 1)));

@@ -160,6 +160,9 @@ pub enum MetaCommand {
         namespace: String,
         /// `(partition id, new assignment)`; each partition at most once.
         changes: Vec<(u16, PartitionAssignment)>,
+        /// The balancer's count of held-back moves after this change (`None`: unchanged).
+        #[serde(default)]
+        moves_waiting: Option<u64>,
     },
     /// Adds or replaces a secondary-index definition.
     PutSindex {

@@ -82,17 +82,26 @@ impl Layout {
         }
     }
 
-    /// Partitions of `namespace` with fewer copies than `replication_factor` (capped by the
-    /// nodes partitions are placed on): a node left, and the balancer has not yet placed the
-    /// copies that restore the factor.
-    pub fn under_replicated(&self, namespace: &str, replication_factor: usize) -> u64 {
+    /// The layout of a node outside the cluster at metadata version `version`: no roster, no
+    /// table, no claim; every request is unavailable here.
+    pub fn outside(version: u64) -> Layout {
+        Layout {
+            version,
+            ..Layout::default()
+        }
+    }
+
+    /// Partitions of `namespace` whose copies are not `replication_factor` (capped by the
+    /// nodes partitions are placed on): fewer after a node left, until the balancer places the
+    /// copies that restore the factor; more once a move filled, until it drops the old copy.
+    pub fn copies_off_target(&self, namespace: &str, replication_factor: usize) -> u64 {
         let placing = self.nodes.len().saturating_sub(self.leaving_count).max(1);
         let wanted = replication_factor.min(placing);
         self.tables.get(namespace).map_or(0, |table| {
             table
                 .assignments()
                 .iter()
-                .filter(|a| a.replicas.len() < wanted)
+                .filter(|a| a.replicas.len() != wanted)
                 .count() as u64
         })
     }
@@ -130,6 +139,12 @@ impl Layout {
             Some(routes) => routes.write,
             None => Route::Unavailable,
         }
+    }
+
+    /// `namespace`'s table, once one exists: loops over every partition take it once rather
+    /// than look the namespace up 4096 times.
+    pub fn table(&self, namespace: &str) -> Option<&PartitionTable> {
+        self.tables.get(namespace).map(|table| &**table)
     }
 
     /// The assignment of `partition` in `namespace`, once a table exists.

@@ -125,13 +125,13 @@ impl Migrations {
         let filled = self.filled.lock();
         let mut fills = Vec::new();
         for namespace in namespaces {
-            for partition in PartitionId::all() {
+            let Some(table) = layout.table(namespace.name()) else {
+                continue;
+            };
+            for (partition, assignment) in PartitionId::all().zip(table.assignments()) {
                 if active.len() >= self.config.incoming_max {
                     return fills;
                 }
-                let Some(assignment) = layout.assignment(namespace.name(), partition) else {
-                    break;
-                };
                 if !assignment.has(me, ReplicaState::Filling) {
                     continue;
                 }

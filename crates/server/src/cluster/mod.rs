@@ -17,7 +17,7 @@ mod view;
 use std::sync::atomic::AtomicU64;
 
 pub use config::{ClusterConfig, CommitLevelOverride};
-pub use node::{ClusterNode, NodeSetup};
+pub use node::{ClusterNode, MetadataStore, NodeSetup};
 pub use view::{ClusterView, Route, SingleNode};
 
 /// Counters of the cluster's data path, for `statistics`.
@@ -30,3 +30,6 @@ pub struct ClusterStats {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sim;

@@ -20,17 +20,20 @@
 //!   it held), and its replication sink learns each table before the roles change.
 //! - Only the metadata group's leader changes membership or tables; it declares a node dead
 //!   only when neither it nor any node it hears has heard that node for the heartbeat timeout.
-//! - A node hearing fewer than a majority of the group's voters takes no client writes.
+//! - A node hearing fewer than a majority of the group's voters takes no client writes; nor
+//!   does one whose map stays older than a peer's (cut off and healed, it may not know yet
+//!   that it was removed and its partitions failed over: its answers would be stale).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::balance::{BalanceInput, balance};
 use cluster::metadata::{
-    ClusterState, FileDisk, MetaCommand, MetaConfig, MetaError, MetaGroup, MetaRejection, NodeInfo,
+    ClusterState, FileDisk, MetaCommand, MetaConfig, MetaDisk, MetaError, MetaGroup, MetaRejection,
+    NodeInfo, PartitionAssignment, PartitionTable,
 };
 use engine::{Namespace, PartitionRole};
 use fabric::{Fabric, FabricConfig, Network};
@@ -38,6 +41,7 @@ use model::{NodeId, PartitionId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::{info, warn};
 use wire_aerospike::cluster_map::{NamespaceClaims, PartitionBitmap, Peer};
 
@@ -75,9 +79,19 @@ pub struct NodeSetup {
     /// Per namespace (in the same order), its `write-commit-level-override`.
     pub commit_levels: Vec<CommitLevelOverride>,
     /// Where the metadata group keeps its store.
-    pub metadata_dir: PathBuf,
+    pub metadata: MetadataStore,
     /// How the fabric reaches peers (TCP; in memory for tests).
     pub network: Arc<dyn Network>,
+}
+
+/// Where a node's metadata group keeps its vote, log and snapshots.
+pub enum MetadataStore {
+    /// Files in this directory, synced before they are acknowledged.
+    Dir(PathBuf),
+    /// A disk of the caller's (the simulation's memory disk, whose crash image a restarted
+    /// node opens).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Disk(Arc<dyn MetaDisk>),
 }
 
 /// One node of a cluster.
@@ -101,8 +115,14 @@ pub struct ClusterNode {
     migrations: Migrations,
     /// This node was told to leave: once removed, it does not ask to join again.
     leaving: AtomicBool,
-    /// Whether client writes are refused for want of a quorum.
+    /// Whether client writes are refused: for want of a quorum, outside the roster, or with a
+    /// map older than a peer's.
     writes_refused: AtomicBool,
+    /// The newest metadata version a peer reported that this node had not applied, and since
+    /// when.
+    behind_since: Mutex<Option<(u64, Instant)>>,
+    /// When client writes were last refused.
+    refused_since: Mutex<Instant>,
     /// Wakes the migration task when a new state is applied (a handover to drain, fills to
     /// start).
     migration_wake: tokio::sync::Notify,
@@ -126,12 +146,14 @@ pub struct ClusterNode {
 }
 
 /// What one peer's last heartbeat said.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Heard {
     /// The metadata version it applied.
     version: u64,
     /// The nodes it hears (none silent past the heartbeat timeout).
     hearing: Vec<u64>,
+    /// When that heartbeat arrived.
+    at: Instant,
 }
 
 /// Metadata changes that may wait to be proposed; beyond, a change is refused and logged.
@@ -160,7 +182,10 @@ impl ClusterNode {
             resp_addr: setup.resp_address.clone().unwrap_or_default(),
             boot_id: new_boot_id(),
         };
-        let disk = Arc::new(FileDisk::open(&setup.metadata_dir)?);
+        let disk: Arc<dyn MetaDisk> = match &setup.metadata {
+            MetadataStore::Dir(dir) => Arc::new(FileDisk::open(dir)?),
+            MetadataStore::Disk(disk) => disk.clone(),
+        };
         let transport = Arc::new(FabricMetaTransport::new(fabric.clone()));
         let meta = MetaGroup::start(
             setup.node_id.0,
@@ -207,6 +232,8 @@ impl ClusterNode {
             migrations,
             leaving: AtomicBool::new(false),
             writes_refused: AtomicBool::new(false),
+            behind_since: Mutex::default(),
+            refused_since: Mutex::new(Instant::now()),
             migration_wake: tokio::sync::Notify::new(),
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),
@@ -262,7 +289,13 @@ impl ClusterNode {
     /// A peer's heartbeat reported that it applied metadata version `version` and hears the
     /// nodes `hearing`.
     pub fn heard(&self, from: u64, version: u64, hearing: Vec<u64>) {
-        self.heard.lock().insert(from, Heard { version, hearing });
+        let at = Instant::now();
+        let heard = Heard {
+            version,
+            hearing,
+            at,
+        };
+        self.heard.lock().insert(from, heard);
     }
 
     /// Commits a truncate made here (cut-off `before_ms`) to the metadata group, so that every
@@ -321,6 +354,21 @@ impl ClusterNode {
             version,
             "not every node applied a metadata change within 2 s"
         );
+    }
+
+    /// The layout this node serves by.
+    #[cfg(test)]
+    pub(super) fn layout(&self) -> Arc<Layout> {
+        self.layout.read().clone()
+    }
+
+    /// Whether every replica write this node sent as a master has been answered (or given up:
+    /// the replica left).
+    #[cfg(test)]
+    pub(super) fn replication_drained(&self) -> bool {
+        self.sinks
+            .iter()
+            .all(|sink| PartitionId::all().all(|pid| sink.drained(pid)))
     }
 
     /// The metadata version of the layout this node serves by.
@@ -559,14 +607,20 @@ impl ClusterNode {
             .iter()
             .map(|(namespace, _)| namespace.name().to_owned())
             .collect();
-        let layout = Arc::new(Layout::of(state, self.me, &names));
+        // Until the roster shows this start of the node (a restart may have lost what the
+        // node held before), or once it no longer does (removed while cut off), the node is
+        // outside the cluster: it claims nothing, takes no roles and no client writes, and
+        // reports a cluster of one.
+        let member_now = self.is_member_now(state);
+        let layout = Arc::new(match member_now {
+            true => Layout::of(state, self.me, &names),
+            false => Layout::outside(state.version),
+        });
         let before = self.layout.read().clone();
         if state.leaving.contains(&self.me.0) {
             self.leaving.store(true, Ordering::Release);
         }
-        // Until the roster shows this start of the node, its roles are those of the node before
-        // a restart, which may have lost what it held: it serves nothing.
-        if self.is_member_now(state) {
+        if member_now {
             for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
                 sink.prepare(&layout);
                 self.apply_roles(namespace, &layout);
@@ -584,7 +638,7 @@ impl ClusterNode {
         self.migrations.reported(&layout, self.me.0);
         self.migration_wake.notify_one();
         self.fabric.set_map_version(state.version);
-        for (id, info) in &layout.nodes {
+        for (id, info) in &state.nodes {
             if *id != self.me.0 && !self.fabric.peers().iter().any(|p| p.node_id == Some(*id)) {
                 self.fabric.add_peer_node(*id, &info.fabric_addr);
             }
@@ -592,7 +646,7 @@ impl ClusterNode {
         if peers_changed {
             self.peers_generation.fetch_add(1, Ordering::AcqRel);
         }
-        if claims_changed && !layout.claims.is_empty() {
+        if claims_changed {
             let generation = self.partition_generation.load(Ordering::Acquire).max(0) + 1;
             self.partition_generation
                 .store(generation, Ordering::Release);
@@ -604,7 +658,7 @@ impl ClusterNode {
 
     /// Whether `state`'s roster holds this node as started now (not as it was before a
     /// restart).
-    fn is_member_now(&self, state: &ClusterState) -> bool {
+    pub(super) fn is_member_now(&self, state: &ClusterState) -> bool {
         state
             .nodes
             .get(&self.me.0)
@@ -612,13 +666,15 @@ impl ClusterNode {
     }
 
     fn apply_roles(&self, namespace: &Namespace, layout: &Layout) {
+        let table = layout.table(namespace.name());
         for pid in PartitionId::all() {
-            let assignment = layout.assignment(namespace.name(), pid);
+            let assignment = table.and_then(|table| table.get(pid.0));
             let (role, version) = role_of(assignment, self.me);
             let fence = assignment.map_or(0, |a| a.master_since.min(a.version));
             if namespace.partition_role(pid) == (role, version) {
                 continue;
             }
+            tracing::debug!(node = %self.me, partition = pid.0, ?role, version, fence, "role");
             if let Err(code) = namespace.set_partition_role(pid, role, version, fence) {
                 warn!(
                     namespace = namespace.name(),
@@ -637,10 +693,13 @@ impl ClusterNode {
         loop {
             let state = self.meta.state();
             self.refuse_writes_without_quorum(&state);
+            let leaving = self.leaving.load(Ordering::Acquire);
             if !self.is_member_now(&state) {
-                if !self.leaving.load(Ordering::Acquire) {
+                if !leaving {
                     self.join(&mut seeds_answered_at).await;
                 }
+            } else if self.left_behind() && !leaving {
+                self.rejoin().await;
             } else if self.meta.current_leader() == Some(self.me.0) {
                 self.manage().await;
             }
@@ -675,6 +734,21 @@ impl ClusterNode {
                 Err(error) => warn!(%error, "bootstrap"),
             }
         }
+    }
+
+    /// Asks a member to add this node again: removed from the roster and the group while cut
+    /// off, it learns nothing the group commits since, its removal included.
+    async fn rejoin(&self) {
+        warn!(node = %self.me, "left behind by the metadata group: asking to join again");
+        // Once per `LEFT_BEHIND_AFTER`, not every formation period: each ask is a commit.
+        if let Some((_, since)) = self.behind_since.lock().as_mut() {
+            *since = Instant::now();
+        }
+        let add_me = MetaCommand::AddNode {
+            id: self.me.0,
+            info: self.info.clone(),
+        };
+        self.ask_members(&add_me).await;
     }
 
     /// Whether this node should form the group: every seed answered a while ago, none has a
@@ -743,7 +817,9 @@ impl ClusterNode {
         let state = self.meta.state();
         let members: BTreeSet<u64> = state.voters.union(&state.learners).copied().collect();
         for (id, info) in &state.nodes {
+            // A leaving node leaves the group before the roster: it is not added back.
             if !members.contains(id)
+                && !state.leaving.contains(id)
                 && let Err(error) = self.meta.add_learner(*id, info.clone()).await
             {
                 warn!(node = id, %error, "could not add a learner");
@@ -786,7 +862,8 @@ impl ClusterNode {
         }
         let mut voters = state.voters.clone();
         for learner in &state.learners {
-            if voters.len() < VOTERS_MAX && state.nodes.contains_key(learner) {
+            let staying = state.nodes.contains_key(learner) && !state.leaving.contains(learner);
+            if voters.len() < VOTERS_MAX && staying {
                 voters.insert(*learner);
             }
         }
@@ -830,10 +907,19 @@ impl ClusterNode {
             return;
         }
         let moves_waiting = balanced.moves_waiting;
-        let command = MetaCommand::SetPartitionTable {
-            namespace: namespace.to_owned(),
-            table: balanced.table,
-            moves_waiting,
+        // Only the rows that change travel: a whole table is ~150 KiB of JSON in the log and
+        // in every append message, and a move changes a few rows at a time.
+        let command = match input.previous {
+            Some(previous) => MetaCommand::ChangePartitions {
+                namespace: namespace.to_owned(),
+                changes: changed_rows(previous, &balanced.table),
+                moves_waiting: Some(moves_waiting),
+            },
+            None => MetaCommand::SetPartitionTable {
+                namespace: namespace.to_owned(),
+                table: balanced.table,
+                moves_waiting,
+            },
         };
         match self.meta.propose(command).await {
             Ok(applied) => info!(
@@ -845,6 +931,18 @@ impl ClusterNode {
             Err(error) => warn!(namespace, %error, "could not commit a partition table"),
         }
     }
+}
+
+/// The rows of `next` that differ from `previous`, by partition id.
+fn changed_rows(
+    previous: &PartitionTable,
+    next: &PartitionTable,
+) -> Vec<(u16, PartitionAssignment)> {
+    (0_u16..)
+        .zip(previous.assignments().iter().zip(next.assignments()))
+        .filter(|(_, (before, after))| before != after)
+        .map(|(pid, (_, after))| (pid, after.clone()))
+        .collect()
 }
 
 /// Whether node `id` holds no partition in any table.
@@ -965,7 +1063,7 @@ impl ClusterView for ClusterNode {
                 + self
                     .namespaces
                     .iter()
-                    .map(|(ns, rf)| layout.under_replicated(ns.name(), *rf))
+                    .map(|(ns, rf)| layout.copies_off_target(ns.name(), *rf))
                     .sum::<u64>(),
             migration: self.migration_summary(&layout),
         }

@@ -16,11 +16,17 @@
 //!   fails: a replica that refuses (an older version: CLUSTER_KEY_MISMATCH), does not answer
 //!   or cannot be reached fails the latch, and the connection then reports the write as failed
 //!   or in doubt instead of acknowledging it.
+//! - A change a replica did not answer is sent to it again ([`resend_until_answered`]) until
+//!   it answers, refuses it, or stops being a replica of the partition here: a copy cut off for
+//!   less than the heartbeat timeout, which stays a replica, does not keep missing what its
+//!   master applied (the client was told the write was in doubt). Until then the change counts
+//!   as in flight, so a handover waits for it.
 //! - Expiry is not replicated: every replica expires a record by the same void time itself.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use cluster::metadata::ReplicaState;
 use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
@@ -49,7 +55,9 @@ pub struct ReplicationSink {
     in_flight: Arc<[AtomicU32]>,
     /// Per partition, the replicas of the last two tables prepared, by version: the one a
     /// write's role came from is among them.
-    peers: Box<[RwLock<[Option<Peers>; 2]>]>,
+    peers: Arc<[RwLock<[Option<Peers>; 2]>]>,
+    /// Where resends run (the engine may call the sink from threads outside the runtime).
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for ReplicationSink {
@@ -80,6 +88,7 @@ impl ReplicationSink {
             peers: (0..PARTITION_COUNT)
                 .map(|_| RwLock::new([None, None]))
                 .collect(),
+            runtime: tokio::runtime::Handle::current(),
         }
     }
 
@@ -112,10 +121,10 @@ impl ReplicationSink {
     /// partition version it was applied under), never to those of a newer or older one. Call
     /// it before the roles of `layout` are applied, one layout at a time.
     pub fn prepare(&self, layout: &Layout) {
-        for (pid, peers) in PartitionId::all().zip(self.peers.iter()) {
-            let Some(assignment) = layout.assignment(&self.namespace, pid) else {
-                continue;
-            };
+        let Some(table) = layout.table(&self.namespace) else {
+            return;
+        };
+        for (peers, assignment) in self.peers.iter().zip(table.assignments()) {
             let mut peers = peers.write();
             if peers[1]
                 .as_ref()
@@ -196,7 +205,7 @@ impl ChangeSink for ReplicationSink {
         if destinations.is_empty() {
             return;
         }
-        let version = change.version();
+        let version = Arc::new(change.version());
         let sequence = self.sequences[change.partition.index()].fetch_add(1, Ordering::Relaxed) + 1;
         let message = Message::ReplicaWrite {
             request_id: 0,
@@ -215,14 +224,24 @@ impl ChangeSink for ReplicationSink {
         self.in_flight[index].fetch_add(destinations.len() as u32, Ordering::AcqRel);
         for node in destinations {
             let latch = latch.clone();
-            let in_flight = Arc::clone(&self.in_flight);
+            let resend = Resend {
+                fabric: Arc::clone(&self.fabric),
+                namespace: self.namespace.clone(),
+                node,
+                partition: change.partition,
+                partition_version: change.partition_version,
+                sequence,
+                version: Arc::clone(&version),
+                peers: Arc::downgrade(&self.peers),
+                in_flight: Arc::clone(&self.in_flight),
+            };
+            let runtime = self.runtime.clone();
             // Runs on the fabric's reader task when the replica answers: no task per write.
             self.fabric.request_then(node, &message, move |reply| {
-                in_flight[index].fetch_sub(1, Ordering::AcqRel);
                 let outcome = reply.map_err(|_| ResultCode::Timeout).and_then(ack_result);
-                match (outcome, latch) {
+                match (&outcome, latch) {
                     (Ok(()), Some(latch)) => latch.confirm(),
-                    (Err(code), Some(latch)) => latch.fail(AckError::NotReplicated(code)),
+                    (Err(code), Some(latch)) => latch.fail(AckError::NotReplicated(*code)),
                     (Err(code), None) => {
                         warn!(
                             node,
@@ -231,6 +250,14 @@ impl ChangeSink for ReplicationSink {
                         );
                     }
                     (Ok(()), None) => {}
+                }
+                match outcome {
+                    Err(code) if code != ResultCode::ClusterKeyMismatch => {
+                        runtime.spawn(resend_until_answered(resend));
+                    }
+                    _ => {
+                        resend.in_flight[index].fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
             });
         }
@@ -243,6 +270,64 @@ impl ChangeSink for ReplicationSink {
         // Truncates are cluster-wide metadata: the node that ran one committed it to the
         // metadata group, and every node applies it from there.
     }
+}
+
+/// Shortest and longest pause between two sends of a replica write nobody answered.
+const RESEND_PAUSE_MIN: Duration = Duration::from_millis(20);
+const RESEND_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// A replica write to send again: what it carries, where, and what tells when to stop.
+struct Resend {
+    fabric: Arc<Fabric>,
+    namespace: String,
+    node: u64,
+    partition: PartitionId,
+    partition_version: u64,
+    sequence: u64,
+    version: Arc<RecordVersion>,
+    /// The sink's replicas per partition; gone with the sink.
+    peers: Weak<[RwLock<[Option<Peers>; 2]>]>,
+    in_flight: Arc<[AtomicU32]>,
+}
+
+impl Resend {
+    /// Whether `node` is still a replica of the partition in the newest table this master
+    /// prepared (none when this node is no longer its master there).
+    fn still_wanted(&self) -> bool {
+        let Some(peers) = self.peers.upgrade() else {
+            return false;
+        };
+        let newest = peers[self.partition.index()].read();
+        newest[1]
+            .as_ref()
+            .is_some_and(|p| p.others.iter().any(|(n, _)| *n == self.node))
+    }
+}
+
+/// Sends `resend` again, with growing pauses, until the replica answers it or refuses it
+/// (a newer master: CLUSTER_KEY_MISMATCH), or stops being a replica here; then it no longer
+/// counts as in flight. Merging by generation and last-update time makes a late copy of an
+/// older version harmless.
+async fn resend_until_answered(resend: Resend) {
+    let mut pause = RESEND_PAUSE_MIN;
+    while resend.still_wanted() {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RESEND_PAUSE_MAX);
+        let message = Message::ReplicaWrite {
+            request_id: 0,
+            namespace: resend.namespace.as_bytes(),
+            partition: resend.partition,
+            partition_version: resend.partition_version,
+            sequence: resend.sequence,
+            record: wire_record(&resend.version),
+        };
+        let reply = resend.fabric.request(resend.node, &message).await;
+        match reply.map_err(|_| ResultCode::Timeout).and_then(ack_result) {
+            Ok(()) | Err(ResultCode::ClusterKeyMismatch) => break,
+            Err(_) => {}
+        }
+    }
+    resend.in_flight[resend.partition.index()].fetch_sub(1, Ordering::AcqRel);
 }
 
 /// The result a replica answered, as an outcome.

@@ -15,7 +15,7 @@ use fabric::MemoryNetwork;
 use model::{Digest, Op, OpCode, PartitionId, ResultCode, TtlRequest, UserKey};
 
 use super::config::{ClusterConfig, CommitLevelOverride};
-use super::node::{ClusterNode, NodeSetup};
+use super::node::{ClusterNode, MetadataStore, NodeSetup};
 use super::view::ClusterView;
 
 const NODES: usize = 3;
@@ -60,7 +60,7 @@ async fn start_nodes(network: &MemoryNetwork, dir: &std::path::Path) -> Vec<Arc<
             resp_address: None,
             namespaces: vec![(namespace, 2)],
             commit_levels: vec![CommitLevelOverride::Off],
-            metadata_dir: dir.join(format!("node{i}")),
+            metadata: MetadataStore::Dir(dir.join(format!("node{i}"))),
             network: Arc::new(network.endpoint(&format!("node{i}:1"))),
         };
         nodes.push(ClusterNode::start(setup).await.expect("node starts"));

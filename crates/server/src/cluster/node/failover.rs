@@ -8,6 +8,11 @@ use tracing::{info, warn};
 
 use super::{ClusterNode, holds_nothing};
 
+/// How long a node may lag behind the metadata version its peers report before it asks to
+/// join again: a member applies each commit within milliseconds, and even a lagging one
+/// catches up within a few heartbeats.
+const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl ClusterNode {
     /// Refuses client writes while this node hears fewer than a majority of the metadata
     /// group's voters (itself included): on a minority side, nothing fails over, and what it
@@ -16,27 +21,86 @@ impl ClusterNode {
         if state.voters.is_empty() {
             return;
         }
+        // A node outside the roster (restarted, or removed while cut off) is no one's master.
+        if !self.is_member_now(state) {
+            return self.refuse_writes(true, 0, state.voters.len());
+        }
         let peers = self.fabric.peers();
+        // Once refused, a voter counts again only after a heartbeat received since (it carries the
+        // map version that tells whether this node's map is stale).
+        let heard_since = match self.writes_refused.load(Ordering::Acquire) {
+            true => Some(*self.refused_since.lock()),
+            false => None,
+        };
+        let heartbeats = self.heard.lock();
         let heard = state
             .voters
             .iter()
             .filter(|voter| {
+                let fresh = heard_since
+                    .is_none_or(|since| heartbeats.get(voter).is_some_and(|h| h.at > since));
                 **voter == self.me.0
-                    || peers
-                        .iter()
-                        .any(|p| p.node_id == Some(**voter) && p.connected && !p.suspect)
+                    || (fresh
+                        && peers
+                            .iter()
+                            .any(|p| p.node_id == Some(**voter) && p.connected && !p.suspect))
             })
             .count();
-        let refused = heard * 2 <= state.voters.len();
+        drop(heartbeats);
+        let without_quorum = heard * 2 <= state.voters.len();
+        let refused = without_quorum || self.map_is_stale(state);
+        self.refuse_writes(refused, heard, state.voters.len());
+    }
+
+    /// Whether this node has lagged behind a version its peers reported for
+    /// [`LEFT_BEHIND_AFTER`]: the group no longer sends it what it commits (it was removed
+    /// while cut off), or cannot.
+    pub(super) fn left_behind(&self) -> bool {
+        self.behind_since
+            .lock()
+            .is_some_and(|(_, since)| since.elapsed() >= LEFT_BEHIND_AFTER)
+    }
+
+    /// Whether a peer reported a metadata version this node has not applied: at once while
+    /// writes are refused here (a node back from a partition takes none until it has caught
+    /// up), else once it has lagged behind that version for a formation period (a healthy node
+    /// applies each commit within milliseconds of its peers).
+    fn map_is_stale(&self, state: &ClusterState) -> bool {
+        let newest_heard = self
+            .heard
+            .lock()
+            .values()
+            .map(|heard| heard.version)
+            .max()
+            .unwrap_or(0);
+        let mut behind_since = self.behind_since.lock();
+        if newest_heard <= state.version {
+            *behind_since = None;
+            return false;
+        }
+        let now = tokio::time::Instant::now();
+        let record = behind_since.get_or_insert((newest_heard, now));
+        if state.version >= record.0 {
+            // Caught up with what was newest then: time the lag from the newest now.
+            *record = (newest_heard, now);
+        }
+        let lagging = now - record.1 >= super::FORMATION_PERIOD;
+        self.writes_refused.load(Ordering::Acquire) || lagging
+    }
+
+    fn refuse_writes(&self, refused: bool, heard: usize, voters: usize) {
         let was_refused = self.writes_refused.swap(refused, Ordering::AcqRel);
+        if refused && !was_refused {
+            *self.refused_since.lock() = tokio::time::Instant::now();
+        }
         if refused != was_refused {
             match refused {
                 true => warn!(
                     heard,
-                    voters = state.voters.len(),
-                    "cut off from the metadata group's quorum: refusing writes"
+                    voters,
+                    "outside the cluster or cut off from the metadata group's quorum: refusing writes"
                 ),
-                false => info!("the metadata group's quorum is back: taking writes"),
+                false => info!("back in the cluster with its quorum: taking writes"),
             }
         }
         for (namespace, _) in &self.namespaces {
@@ -57,6 +121,9 @@ impl ClusterNode {
             return false;
         };
         let dead = id != self.me.0 && self.is_dead(id);
+        if !dead && self.leave_the_group(state, id).await {
+            return true;
+        }
         match self.meta.propose(MetaCommand::RemoveNode { id }).await {
             Ok(applied) if dead => warn!(
                 node = id,
@@ -69,6 +136,44 @@ impl ClusterNode {
                 "a node left the cluster"
             ),
             Err(error) => warn!(node = id, %error, "could not remove a node"),
+        }
+        true
+    }
+
+    /// Takes node `id`, which is leaving and holds nothing, out of the metadata group before
+    /// it leaves the roster, one change at a time: a voter is replaced by a learner if one is
+    /// in the roster, else the group shrinks (with the node gone for good, two voters of three
+    /// would be the quorum anyway); a learner is removed. So a node that left holds no vote,
+    /// and may come back later, even with its metadata directory wiped, as a new learner.
+    /// Returns whether it changed anything (or a change is in progress).
+    async fn leave_the_group(&self, state: &ClusterState, id: u64) -> bool {
+        if state.voters_changing {
+            return true;
+        }
+        let outcome = if state.voters.contains(&id) {
+            let mut voters = state.voters.clone();
+            voters.remove(&id);
+            let replacement = state.learners.iter().find(|learner| {
+                state.nodes.contains_key(learner) && !state.leaving.contains(learner)
+            });
+            voters.extend(replacement);
+            self.meta.change_voters(voters, false).await
+        } else if state.learners.contains(&id) {
+            self.meta.remove_learner(id).await
+        } else {
+            return false;
+        };
+        match outcome {
+            Ok(applied) => {
+                info!(
+                    node = id,
+                    version = applied.version,
+                    "a leaving node left the metadata group"
+                )
+            }
+            Err(error) => {
+                warn!(node = id, %error, "a leaving node could not leave the metadata group yet")
+            }
         }
         true
     }

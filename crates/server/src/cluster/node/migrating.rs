@@ -32,6 +32,7 @@ impl ClusterNode {
         let mut stop = self.stop.subscribe();
         let mut handoffs_pending = false;
         let mut progress = MigrationProgress::default();
+        let mut reported_at = tokio::time::Instant::now();
         loop {
             // A handover holds its partition's writes back: check its drain often.
             let period = match handoffs_pending {
@@ -50,10 +51,18 @@ impl ClusterNode {
             progress.log(&self.migration_summary(&layout));
             let (drained, pending) = self.drained_handoffs(&layout);
             handoffs_pending = pending;
-            for command in drained
-                .into_iter()
-                .chain(self.migrations.reports(self.me.0))
-            {
+            // Filled partitions are reported once a period, not on every new state: each
+            // report is a metadata commit carrying a new table, and fills end every few
+            // milliseconds while a node fills.
+            let report_due = reported_at.elapsed() >= MIGRATION_PERIOD;
+            let reports = match report_due {
+                true => {
+                    reported_at = tokio::time::Instant::now();
+                    self.migrations.reports(self.me.0)
+                }
+                false => Vec::new(),
+            };
+            for command in drained.into_iter().chain(reports) {
                 if let Err(error) = self.meta.propose_via_leader(command).await {
                     debug!(%error, "filled partitions not reported yet");
                 }
@@ -69,10 +78,10 @@ impl ClusterNode {
         let mut pending = false;
         for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
             let mut partitions = Vec::new();
-            for pid in PartitionId::all() {
-                let Some(assignment) = layout.assignment(namespace.name(), pid) else {
-                    break;
-                };
+            let Some(table) = layout.table(namespace.name()) else {
+                continue;
+            };
+            for (pid, assignment) in PartitionId::all().zip(table.assignments()) {
                 if !assignment.is_handing_off() || assignment.master() != Some(self.me.0) {
                     continue;
                 }
