@@ -322,7 +322,8 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     ensure_redis()?;
     let root = workspace_root();
     let python = ensure_venv(&root, &["tests/requirements.txt"])?;
-    let go_client = build_go_cluster_client(&root)?;
+    let go_client = build_go_program(&root, "cluster_client")?;
+    let linearizability_checker = build_go_program(&root, "linearizability")?;
     let java_client = build_java_cluster_client(&root)?;
     let binary = root.join("target/debug/osprey");
     let mut args = vec!["-m", "pytest", "tests/blackbox", "-q", "-ra"];
@@ -334,6 +335,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
         .env("OSPREY_RELEASE_BIN", root.join("target/release/osprey"))
         .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
         .env("OSPREY_GO_CLUSTER_CLIENT", &go_client)
+        .env("OSPREY_LINEARIZABILITY_CHECKER", &linearizability_checker)
         .env("OSPREY_JAVA_CLUSTER_CLIENT", &java_client)
         .status()
         .map_err(|error| format!("cannot run pytest: {error}"))?;
@@ -343,22 +345,38 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds `tests/go/cluster_client` (the official Aerospike Go client against a cluster) into
-/// the target directory, fetching its modules through Go's module proxy the first time.
-fn build_go_cluster_client(root: &Path) -> Result<PathBuf, String> {
-    let output = cargo_target_dir(root).join("go/cluster_client");
-    let status = Command::new("go")
-        .args(["build", "-mod=mod", "-o"])
-        .arg(&output)
-        .arg(".")
-        .current_dir(root.join("tests/go/cluster_client"))
-        .status()
-        .map_err(|error| format!("cannot run go (the Go toolchain builds tests/go): {error}"))?;
-    if !status.success() {
-        return Err(format!(
-            "building tests/go/cluster_client failed ({status})"
-        ));
+/// Builds the Go program in `tests/go/<name>` into the target directory (after running its
+/// own tests, if it has any), fetching its modules through Go's module proxy the first time.
+/// `cluster_client` drives a cluster with the official Aerospike Go client; `linearizability`
+/// checks the fault tests' register histories with Porcupine.
+fn build_go_program(root: &Path, name: &str) -> Result<PathBuf, String> {
+    let source = root.join("tests/go").join(name);
+    let go = |args: &[&str], output: Option<&Path>| {
+        let mut command = Command::new("go");
+        command.args(args).current_dir(&source);
+        if let Some(output) = output {
+            command.arg(output).arg(".");
+        }
+        let status = command.status().map_err(|error| {
+            format!("cannot run go (the Go toolchain builds tests/go): {error}")
+        })?;
+        match status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "go {} in tests/go/{name} failed ({status})",
+                args[0]
+            )),
+        }
+    };
+    let has_tests = std::fs::read_dir(&source)
+        .map_err(|error| format!("tests/go/{name}: {error}"))?
+        .flatten()
+        .any(|entry| entry.file_name().to_string_lossy().ends_with("_test.go"));
+    if has_tests {
+        go(&["test", "-mod=mod", "./..."], None)?;
     }
+    let output = cargo_target_dir(root).join("go").join(name);
+    go(&["build", "-mod=mod", "-o"], Some(&output))?;
     Ok(output)
 }
 

@@ -1,0 +1,1066 @@
+"""Faults on a real cluster, each node in a network namespace of its own: what a client was told
+succeeded survives, nothing it was told failed or deleted exists, and the copies agree.
+
+Three release `osprey` processes at replication factor 2 (a fourth joins in one test), each in
+its own namespace (`netns.py`), while three workloads run on several threads through the
+official client and record every operation with its outcome: acknowledged, definitely failed,
+or in doubt (the client's `in_doubt`, or a timeout):
+
+* registers: read a key, then write it with the generation read (`POLICY_GEN_EQ`). Asserted:
+  no two acknowledged writes won one generation, generations of acknowledged writes never go
+  back in real time, the final record holds the last of them, and the Go checker
+  (`tests/go/linearizability`, Porcupine; in-doubt writes may or may not have taken effect)
+  finds the writes plus the reads made after the cluster settled linearizable (when it decides
+  within its time limit). The checker's verdict on every read is printed, not asserted: Osprey,
+  like Aerospike in AP mode, answers a read at any full copy, so during a map change a read can
+  return a version older than one the reader already saw;
+* counters: `increment` by 1; the final value is at least the acknowledged increments and at
+  most those plus the in-doubt ones;
+* a set: inserts of unique keys, and deletes of some of them: every acknowledged insert not
+  deleted reads back, no definitely failed insert exists, no acknowledged delete comes back
+  (the kill test restarts the node on its data files), and no delete of an acknowledged insert
+  is answered NOT_FOUND.
+
+Each test injects one fault (a node isolated, a majority/minority split, a one-way drop, a
+pause, a kill and restart, a bandwidth cap while data migrates, a delayed fabric), heals it,
+waits until every node answers `cluster-stable` (failing early when migrations stop making
+progress), checks that every workload gets writes acknowledged again, runs the checkers, and
+compares every partition's two copies (`partition-hashes`).
+
+Every choice (victim, timings, workload mix) comes from a seed, printed as
+`OSPREY_FAULT_SEED=<n>`; set that variable to replay a run (thread timing still differs).
+`OSPREY_FAULT_ROUNDS=N` repeats each fault N times with seeds derived from the first, each
+printed. `OSPREY_FAULT_TBF_RATE` (default 32mbit: at 8 mbit, a metadata leader on the capped link stalls the group, its messages queued behind 256 KiB migration chunks past openraft's 150 ms append deadline; a known limit) and `OSPREY_FAULT_TBF_LATENCY` (400ms) shape
+the bandwidth cap. The checker is `OSPREY_LINEARIZABILITY_CHECKER`, or built with `go build`
+when that is unset. A failing round keeps its servers' logs and its histories, and names them.
+Needs root and network namespaces (iproute2 and iptables are installed when missing); skipped,
+saying why, without them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import aerospike
+import pytest
+from aerospike import exception as ex
+
+import aswire
+import netns
+from harness import REPO_ROOT, client_config, device_storage, namespace
+
+FAULT_ROUNDS = int(os.environ.get("OSPREY_FAULT_ROUNDS", "1"))
+FIRST_SEED = int(os.environ.get("OSPREY_FAULT_SEED", str(random.randrange(1 << 31))))
+ROUND_TIMEOUT_S = 240
+SETTLE_TIMEOUT_S = 90.0
+MIGRATION_STALL_TIMEOUT_S = 30.0
+PROGRESS_TIMEOUT_S = 20.0
+CHECKER_TIMEOUT_S = 300
+CHECKER_KEY_TIMEOUT_S = 5
+CLIENT_TIMEOUT_MS = 3000
+PROBE_SET = "probe"
+PROBE_COUNT = 24
+PROBE_INTERVAL_S = 0.125
+HEARTBEAT_TIMEOUT_S = 1.5
+TBF_RATE = os.environ.get("OSPREY_FAULT_TBF_RATE", "32mbit")
+TBF_LATENCY = os.environ.get("OSPREY_FAULT_TBF_LATENCY", "400ms")
+NAMESPACE = "test"
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def network_namespaces():
+    """Skips the module, saying why, where network namespaces cannot be made."""
+    reason = netns.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no network namespaces: {reason}")
+
+
+# -- seeds -------------------------------------------------------------------------------------
+
+
+def round_seeds() -> list[int]:
+    """The first seed, then each next one drawn from the one before."""
+    seeds = [FIRST_SEED]
+    while len(seeds) < FAULT_ROUNDS:
+        seeds.append(random.Random(seeds[-1]).randrange(1 << 31))
+    return seeds
+
+
+# -- info --------------------------------------------------------------------------------------
+
+
+def info_value(server: netns.NamespacedServer, command: str) -> str:
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        return dict(aswire.request_info(sock, [command]))[command]
+
+
+def is_settled(server: netns.NamespacedServer, size: int) -> bool:
+    try:
+        return (not info_value(server, f"cluster-stable:size={size}").startswith("ERROR")
+                and int(info_value(server, "partition-generation")) > 0)
+    except (OSError, ValueError):
+        return False
+
+
+def statistics(server: netns.NamespacedServer) -> dict[str, str]:
+    text = info_value(server, "statistics")
+    return dict(pair.split("=", 1) for pair in text.split(";") if "=" in pair)
+
+
+def cluster_state(servers: list[netns.NamespacedServer]) -> str:
+    """Each node's map version and partitions left to move, and its last log lines of its own."""
+    lines = []
+    for server in servers:
+        try:
+            state = (f"map version {info_value(server, 'partition-generation')}, "
+                     f"{statistics(server).get('migrate_partitions_remaining')} partitions to move")
+        except OSError as error:
+            state = f"unreachable ({error})"
+        own_lines = [line for line in server.log_text().splitlines() if "openraft" not in line]
+        lines.append(f"{server.node}: {state}\n" + "\n".join(own_lines[-8:]))
+    return "\n".join(lines)
+
+
+def wait_settled(servers: list[netns.NamespacedServer], timeout_s: float = SETTLE_TIMEOUT_S) -> float:
+    """Seconds until every node answers `cluster-stable` for exactly `servers`."""
+    started = time.monotonic()
+    if netns.wait_for(lambda: all(is_settled(s, len(servers)) for s in servers), timeout_s, 0.2):
+        return time.monotonic() - started
+    raise AssertionError(f"not settled within {timeout_s}s:\n{cluster_state(servers)}")
+
+
+def partitions_to_move(servers: list[netns.NamespacedServer]) -> int:
+    total = 0
+    for server in servers:
+        try:
+            total += int(statistics(server).get("migrate_partitions_remaining", "0"))
+        except OSError:
+            pass
+    return total
+
+
+def wait_migrations(servers: list[netns.NamespacedServer], stall_timeout_s: float) -> float:
+    """Seconds until the cluster settles, failing as soon as no partition has finished moving
+    for `stall_timeout_s`."""
+    started = last_progress = time.monotonic()
+    fewest = partitions_to_move(servers)
+    while not all(is_settled(s, len(servers)) for s in servers):
+        remaining = partitions_to_move(servers)
+        if remaining < fewest:
+            fewest, last_progress = remaining, time.monotonic()
+        if time.monotonic() - last_progress > stall_timeout_s:
+            raise AssertionError(f"migrations stalled: no progress in {stall_timeout_s}s, {fewest} "
+                                 f"partitions still to move:\n{cluster_state(servers)}")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def partition_generation(servers: list[netns.NamespacedServer]) -> int:
+    """The highest partition-map version any of `servers` has applied."""
+    return max(int(info_value(server, "partition-generation")) for server in servers)
+
+
+def restart_noticed(victim: netns.NamespacedServer, survivors: list[netns.NamespacedServer]) -> None:
+    """Starts `victim` again and waits until the survivors changed the map for it. Until then
+    every node may answer `cluster-stable`: the survivors have not seen the new process yet,
+    and the new process answers from the metadata it kept on disk."""
+    generation = partition_generation(survivors)
+    victim.start()
+    noticed = netns.wait_for(lambda: partition_generation(survivors) > generation,
+                             MIGRATION_STALL_TIMEOUT_S, 0.1)
+    assert noticed, (f"the survivors did not change the map for the restarted {victim.node} within "
+                     f"{MIGRATION_STALL_TIMEOUT_S}s:\n{cluster_state([victim, *survivors])}")
+
+
+def mastered_by(server: netns.NamespacedServer) -> set[int]:
+    """The partitions `server` claims as master."""
+    text = info_value(server, "replicas")
+    entry = next(part for part in text.split(";") if part.startswith(f"{NAMESPACE}:"))
+    master_column = base64.b64decode(entry.split(",")[2])
+    return {pid for pid in range(4096) if master_column[pid >> 3] & (0x80 >> (pid & 7))}
+
+
+def partition_of(digest: bytes) -> int:
+    return (digest[0] | (digest[1] << 8)) & 0xFFF
+
+
+def raw_write(server: netns.NamespacedServer, set_name: str, digest: bytes) -> int | None:
+    """One write straight to `server` on a socket of its own: the result code, or None when
+    no answer came."""
+    request = aswire.as_msg(aswire.record_fields(NAMESPACE, set_name, digest),
+                            [aswire.write_int("v", 1)], info2=aswire.INFO2_WRITE)
+    try:
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            return aswire.request_msg(sock, request).result_code
+    except (OSError, aswire.ConnectionClosed):
+        return None
+
+
+def raw_delete(server: netns.NamespacedServer, set_name: str, digest: bytes) -> int | None:
+    """One delete straight to `server`: the result code, or None when no answer came."""
+    request = aswire.as_msg(aswire.record_fields(NAMESPACE, set_name, digest), [],
+                            info2=aswire.INFO2_WRITE | aswire.INFO2_DELETE)
+    try:
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            return aswire.request_msg(sock, request).result_code
+    except (OSError, aswire.ConnectionClosed):
+        return None
+
+
+# -- the cluster -------------------------------------------------------------------------------
+
+
+class Cluster:
+    """Namespaces and the servers in them; `close()` kills the servers and removes the
+    namespaces, keeping the servers' directories (logs) only when asked."""
+
+    def __init__(self, size: int, storage: str):
+        self.network = netns.Network()
+        self.storage = storage
+        self.data_dirs: list[Path] = []
+        self.servers: list[netns.NamespacedServer] = []
+        nodes = self.network.create(size)
+        self.seeds = list(nodes)
+        for node in nodes:
+            self.servers.append(self._server(node))
+
+    def _server(self, node: netns.Node) -> netns.NamespacedServer:
+        namespaces = [namespace(NAMESPACE, replication_factor=2)]
+        if self.storage == "device":
+            data_dir = Path(tempfile.mkdtemp(prefix="faults-data-"))
+            self.data_dirs.append(data_dir)
+            namespaces = [namespace(NAMESPACE, replication_factor=2, storage_engine=device_storage(
+                [data_dir / "test.dat"], filesize=64 * 1024 * 1024, write_block_size=1024 * 1024))]
+        return netns.NamespacedServer(node, f"F{node.index + 1}", self.seeds, namespaces=namespaces)
+
+    def start(self) -> None:
+        for server in self.servers:
+            server.start()
+        wait_settled(self.servers)
+
+    def add_server(self) -> netns.NamespacedServer:
+        """A new node in a new namespace, seeded with the first nodes; not started."""
+        server = self._server(self.network.add_node())
+        self.servers.append(server)
+        return server
+
+    def others(self, server: netns.NamespacedServer) -> list[netns.NamespacedServer]:
+        return [s for s in self.servers if s is not server]
+
+    def close(self, keep_logs: bool) -> None:
+        for server in self.servers:
+            if server.alive():
+                server.kill()
+            if not keep_logs:
+                server.remove_dir()
+        for data_dir in self.data_dirs:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        self.network.destroy()
+
+
+@pytest.fixture
+def clusters():
+    """Makes clusters; whatever happens, every one is torn down after the test."""
+    made: list[Cluster] = []
+
+    def make(size: int = 3, storage: str = "memory") -> Cluster:
+        cluster = Cluster(size, storage)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.close(keep_logs=True)
+
+
+# -- workloads ---------------------------------------------------------------------------------
+
+
+def workload_client(servers: list[netns.NamespacedServer]):
+    config = client_config(servers[0].port, tend_interval=250)
+    config["hosts"] = [(s.host, s.port) for s in servers]
+    for policy in ("read", "write", "operate", "remove"):
+        config["policies"][policy] = {"total_timeout": CLIENT_TIMEOUT_MS, "max_retries": 0}
+    return aerospike.client(config).connect()
+
+
+def in_doubt(error: ex.AerospikeError) -> bool:
+    """Whether a write that raised `error` may have been applied: the client says so, or it
+    timed out (on the client or on the server, which may have forwarded it)."""
+    return bool(getattr(error, "in_doubt", False)) or isinstance(error, ex.TimeoutError)
+
+
+class Workload:
+    """Threads running one kind of operation until `stop()`, each recording outcomes."""
+
+    name = "workload"
+
+    def __init__(self, servers, rng: random.Random, threads: int, tag: str):
+        self.client = workload_client(servers)
+        self.rng = random.Random(rng.randrange(1 << 31))
+        self.tag = tag
+        self.pause_s = rng.uniform(0.001, 0.004)
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(index, self.rng.randrange(1 << 31)),
+                                         daemon=True) for index in range(threads)]
+        self.errors: dict[str, int] = {}
+        self.last_ack_s = 0.0
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=CLIENT_TIMEOUT_MS / 1000 * 3)
+        assert not any(t.is_alive() for t in self.threads), f"{self.name} threads did not stop"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _run(self, index: int, seed: int) -> None:
+        rng = random.Random(seed)
+        while not self.stopping.is_set():
+            self.step(index, rng)
+            if self.pause_s:
+                time.sleep(rng.uniform(0, self.pause_s))
+
+    def step(self, index: int, rng: random.Random) -> None:
+        raise NotImplementedError
+
+    def acked(self) -> None:
+        self.last_ack_s = time.monotonic()
+
+    def failed(self, error: ex.AerospikeError) -> None:
+        name = f"{type(error).__name__}({error.code}){' in doubt' if in_doubt(error) else ''}"
+        with self.lock:
+            self.errors[name] = self.errors.get(name, 0) + 1
+
+
+class Registers(Workload):
+    """Reads a key, then writes it with the generation read; records a Porcupine history."""
+
+    name = "registers"
+
+    def __init__(self, servers, rng, threads, tag, key_count: int):
+        super().__init__(servers, rng, threads, tag)
+        self.keys = [f"{tag}-r{i}" for i in range(key_count)]
+        self.history: list[dict] = []
+        self.final_reads: list[dict] = []
+        for key in self.keys:
+            self._write(client_id=0, key=key, value=0)
+
+    def record_key(self, name: str):
+        return (NAMESPACE, "registers", name)
+
+    def _record(self, **operation) -> None:
+        self.history.append(operation)
+
+    def _write(self, client_id: int, key: str, value: int) -> None:
+        call_ns = time.monotonic_ns()
+        try:
+            self.client.put(self.record_key(key), {"v": value})
+            self._record(client=client_id, key=key, kind="write", input={"value": value},
+                         output={"ok": True}, call_ns=call_ns, return_ns=time.monotonic_ns())
+            self.acked()
+        except ex.AerospikeError as error:
+            self._write_failed(client_id, key, "write", {"value": value}, call_ns, error)
+
+    def _write_failed(self, client_id, key, kind, operation_input, call_ns, error) -> None:
+        self.failed(error)
+        outcome: dict = {"unknown": True}
+        if isinstance(error, ex.RecordGenerationError):
+            outcome = {"output": {"ok": False, "error": "generation"}}
+        elif not in_doubt(error):
+            outcome = {"output": {"ok": False, "error": type(error).__name__}}
+        self._record(client=client_id, key=key, kind=kind, input=operation_input, call_ns=call_ns,
+                     return_ns=time.monotonic_ns(), **outcome)
+
+    def read(self, client_id: int, key: str) -> dict | None:
+        """Reads `key` into the history; returns the output, or None without one."""
+        call_ns = time.monotonic_ns()
+        try:
+            _, meta, bins = self.client.get(self.record_key(key))
+            output = {"found": True, "value": bins["v"], "generation": meta["gen"]}
+        except ex.RecordNotFound:
+            output = {"found": False}
+        except ex.AerospikeError as error:
+            self.failed(error)
+            return None
+        self._record(client=client_id, key=key, kind="read", output=output, call_ns=call_ns,
+                     return_ns=time.monotonic_ns())
+        return output
+
+    def cas(self, client_id: int, key: str, generation: int, value: int) -> None:
+        call_ns = time.monotonic_ns()
+        try:
+            self.client.put(self.record_key(key), {"v": value}, meta={"gen": generation},
+                            policy={"gen": aerospike.POLICY_GEN_EQ})
+            self._record(client=client_id, key=key, kind="cas",
+                         input={"generation": generation, "value": value}, output={"ok": True},
+                         call_ns=call_ns, return_ns=time.monotonic_ns())
+            self.acked()
+        except ex.AerospikeError as error:
+            self._write_failed(client_id, key, "cas", {"generation": generation, "value": value},
+                               call_ns, error)
+
+    def step(self, index: int, rng: random.Random) -> None:
+        client_id = index + 1
+        key = rng.choice(self.keys)
+        seen = self.read(client_id, key)
+        if seen is None:
+            return
+        value = client_id * 10_000_000 + rng.randrange(10_000_000)
+        if seen["found"]:
+            self.cas(client_id, key, seen["generation"], value)
+        else:
+            self._write(client_id, key, value)
+
+    def read_all_finally(self) -> None:
+        """A last read of every key, after the threads stopped and the cluster settled."""
+        reads_before = len(self.history)
+        for key in self.keys:
+            netns.wait_for(lambda: self.read(len(self.threads) + 1, key) is not None, PROGRESS_TIMEOUT_S)
+        self.final_reads = self.history[reads_before:]
+        del self.history[reads_before:]
+
+    def writes_and_final_reads(self) -> list[dict]:
+        return [op for op in self.history if op["kind"] != "read"] + self.final_reads
+
+    def values_per_generation(self) -> dict[tuple[str, int], set[int]]:
+        """Per (key, generation), the values reads returned and acknowledged writes made."""
+        values: dict[tuple[str, int], set[int]] = {}
+        for op in self.history + self.final_reads:
+            output = op.get("output", {})
+            if op["kind"] == "read" and output.get("found"):
+                values.setdefault((op["key"], output["generation"]), set()).add(output["value"])
+            elif op["kind"] == "cas" and output.get("ok"):
+                values.setdefault((op["key"], op["input"]["generation"] + 1), set()).add(op["input"]["value"])
+        return values
+
+
+class Counters(Workload):
+    """Increments counters by one, counting acknowledged and in-doubt increments per key."""
+
+    name = "counters"
+
+    def __init__(self, servers, rng, threads, tag, key_count: int):
+        super().__init__(servers, rng, threads, tag)
+        self.keys = [f"{tag}-c{i}" for i in range(key_count)]
+        self.acked_count = {key: 0 for key in self.keys}
+        self.in_doubt_count = {key: 0 for key in self.keys}
+        for key in self.keys:
+            self.client.put(self.record_key(key), {"n": 0})
+
+    def record_key(self, name: str):
+        return (NAMESPACE, "counters", name)
+
+    def step(self, index: int, rng: random.Random) -> None:
+        key = rng.choice(self.keys)
+        try:
+            self.client.increment(self.record_key(key), "n", 1)
+            with self.lock:
+                self.acked_count[key] += 1
+            self.acked()
+        except ex.AerospikeError as error:
+            self.failed(error)
+            if in_doubt(error):
+                with self.lock:
+                    self.in_doubt_count[key] += 1
+
+
+class InsertsAndDeletes(Workload):
+    """Inserts unique keys; now and then deletes one it inserted. Records every outcome."""
+
+    name = "set"
+
+    def __init__(self, servers, rng, threads, tag, delete_share: float):
+        super().__init__(servers, rng, threads, tag)
+        self.delete_share = delete_share
+        self.inserts: dict[str, str] = {}
+        self.deletes: dict[str, str] = {}
+        self.times_ns: dict[str, list[int]] = {}
+        self.deletable: list[list[str]] = [[] for _ in self.threads]
+        self.counters = [0 for _ in self.threads]
+
+    def record_key(self, name: str):
+        return (NAMESPACE, "set", name)
+
+    def step(self, index: int, rng: random.Random) -> None:
+        if self.deletable[index] and rng.random() < self.delete_share:
+            self._delete(self.deletable[index].pop(rng.randrange(len(self.deletable[index]))))
+        else:
+            self._insert(index)
+
+    def _insert(self, index: int) -> None:
+        name = f"{self.tag}-s{index}-{self.counters[index]}"
+        self.counters[index] += 1
+        self.times_ns[name] = [time.monotonic_ns()]
+        try:
+            self.client.put(self.record_key(name), {"v": name})
+            self.inserts[name] = "acked"
+            self.deletable[index].append(name)
+            self.acked()
+        except ex.AerospikeError as error:
+            self.failed(error)
+            self.inserts[name] = "in doubt" if in_doubt(error) else "failed"
+
+    def _delete(self, name: str) -> None:
+        self.times_ns[name].append(time.monotonic_ns())
+        try:
+            self.client.remove(self.record_key(name))
+            self.deletes[name] = "acked"
+            self.acked()
+        except ex.RecordNotFound:
+            # The record was acknowledged: a node answered for a copy that lacks it.
+            self.deletes[name] = "not found"
+        except ex.AerospikeError as error:
+            self.failed(error)
+            self.deletes[name] = "in doubt" if in_doubt(error) else "failed"
+
+
+class Workloads:
+    """The three workloads, their mix drawn from the round's generator."""
+
+    def __init__(self, servers, rng: random.Random, tag: str):
+        self.registers = Registers(servers, rng, threads=rng.randint(2, 4), tag=tag,
+                                   key_count=rng.randint(2, 4))
+        self.counters = Counters(servers, rng, threads=rng.randint(1, 2), tag=tag,
+                                 key_count=rng.randint(1, 3))
+        self.set = InsertsAndDeletes(servers, rng, threads=rng.randint(1, 3), tag=tag,
+                                     delete_share=rng.uniform(0.1, 0.4))
+        self.all: list[Workload] = [self.registers, self.counters, self.set]
+
+    def start(self) -> None:
+        for workload in self.all:
+            workload.start()
+
+    def stop(self) -> None:
+        for workload in self.all:
+            workload.stopping.set()
+        for workload in self.all:
+            workload.stop()
+
+    def close(self) -> None:
+        for workload in self.all:
+            workload.close()
+
+    def wait_for_writes_after(self, moment_s: float) -> None:
+        """Every workload gets an acknowledged write after `moment_s`: the cluster serves."""
+        for workload in self.all:
+            taken = netns.wait_for(lambda: workload.last_ack_s > moment_s, PROGRESS_TIMEOUT_S)
+            assert taken, f"no {workload.name} write acknowledged within {PROGRESS_TIMEOUT_S}s of healing"
+
+    def summary(self) -> str:
+        set_outcomes = {}
+        for outcome in list(self.set.inserts.values()):
+            set_outcomes[f"insert {outcome}"] = set_outcomes.get(f"insert {outcome}", 0) + 1
+        for outcome in list(self.set.deletes.values()):
+            set_outcomes[f"delete {outcome}"] = set_outcomes.get(f"delete {outcome}", 0) + 1
+        return (f"registers: {len(self.registers.history)} operations; counters: acked "
+                f"{sum(self.counters.acked_count.values())}, in doubt "
+                f"{sum(self.counters.in_doubt_count.values())}; set: {set_outcomes}; errors: "
+                f"{ {w.name: w.errors for w in self.all} }")
+
+
+# -- checkers ----------------------------------------------------------------------------------
+
+
+def counter_problems(counters: Counters) -> list[str]:
+    """Each counter is at least its acknowledged increments, at most those plus the in-doubt."""
+    problems = []
+    for key in counters.keys:
+        _, _, bins = counters.client.get(counters.record_key(key))
+        acked, doubt = counters.acked_count[key], counters.in_doubt_count[key]
+        if not acked <= bins["n"] <= acked + doubt:
+            problems.append(f"counter {key} is {bins['n']}: not within acknowledged {acked} and "
+                            f"acknowledged plus in doubt {acked + doubt}")
+    return problems
+
+
+def read_state(client, keys: list[tuple]) -> dict[tuple, bool]:
+    """Whether each key exists: a batch, then each row that failed read again on its own."""
+    found: dict[tuple, bool] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start:start + 500]
+        for key, row in zip(chunk, client.batch_read(chunk).batch_records):
+            if row.result == 0 and row.record and row.record[2] is not None:
+                found[key] = True
+            elif row.result == 2:
+                found[key] = False
+    for key in keys:
+        if key not in found:
+            found[key] = single_exists(client, key)
+    return found
+
+
+def single_exists(client, key: tuple) -> bool:
+    for _ in range(20):
+        try:
+            client.get(key)
+            return True
+        except ex.RecordNotFound:
+            return False
+        except ex.AerospikeError:
+            time.sleep(0.25)
+    raise AssertionError(f"{key} could not be read")
+
+
+def set_problems(workload: InsertsAndDeletes) -> tuple[list[str], dict[str, int]]:
+    """Acknowledged inserts not deleted are there; definitely failed inserts and acknowledged
+    deletes are not. Returns the problems and the counts checked."""
+    inserts, deletes = dict(workload.inserts), dict(workload.deletes)
+    must_exist = [n for n, o in inserts.items()
+                  if o == "acked" and deletes.get(n, "failed") in ("failed", "not found")]
+    failed_inserts = [n for n, o in inserts.items() if o == "failed"]
+    acked_deletes = [n for n, o in deletes.items() if o == "acked"]
+    names = must_exist + failed_inserts + acked_deletes
+    found = read_state(workload.client, [workload.record_key(n) for n in names])
+    lost = [n for n in must_exist if not found[workload.record_key(n)]]
+    phantoms = [n for n in failed_inserts if found[workload.record_key(n)]]
+    resurrected = [n for n in acked_deletes if found[workload.record_key(n)]]
+    problems = []
+    not_found = [n for n, o in deletes.items() if o == "not found"]
+    if not_found:
+        problems.append(f"{len(not_found)} deletes of acknowledged inserts answered NOT_FOUND: "
+                        f"{not_found[:20]}")
+    if lost:
+        problems.append(f"{len(lost)} acknowledged inserts lost: {lost[:20]}")
+    if phantoms:
+        problems.append(f"{len(phantoms)} inserts that definitely failed exist: {phantoms[:20]}")
+    if resurrected:
+        problems.append(f"{len(resurrected)} acknowledged deletes came back: {resurrected[:20]}")
+    counts = {"present": len(must_exist), "failed inserts absent": len(failed_inserts),
+              "deleted absent": len(acked_deletes)}
+    return problems, counts
+
+
+def copies_disagree(servers: list[netns.NamespacedServer]) -> dict[int, list[str]]:
+    """Partitions not held by exactly two nodes with equal content, with what each holds (the
+    master's copy marked with a star)."""
+    held: dict[int, list[str]] = {}
+    for server in servers:
+        masters = mastered_by(server)
+        for entry in info_value(server, f"partition-hashes:namespace={NAMESPACE}").split(";"):
+            pid, records, content = entry.split(":")
+            star = "*" if int(pid) in masters else ""
+            held.setdefault(int(pid), []).append(f"{server.node.ip}{star}={records}:{content}")
+    missing = [pid for pid in range(4096) if pid not in held]
+    disagree = {pid: ["held by no node"] for pid in missing}
+    disagree.update({pid: copies for pid, copies in held.items()
+                     if len(copies) != 2 or copies[0].split("=")[1] != copies[1].split("=")[1]})
+    return disagree
+
+
+def replica_problems(servers: list[netns.NamespacedServer]) -> list[str]:
+    # Replica writes still in flight when the clients stopped settle within moments.
+    if netns.wait_for(lambda: not copies_disagree(servers), 10.0, 0.5):
+        return []
+    differing = copies_disagree(servers)
+    if not differing:
+        return []
+    return [f"{len(differing)} partitions' copies differ: {dict(list(differing.items())[:10])}"]
+
+
+@pytest.fixture(scope="session")
+def linearizability_checker(tmp_path_factory) -> Path:
+    """The Go checker: OSPREY_LINEARIZABILITY_CHECKER, else built here with `go build`."""
+    given = os.environ.get("OSPREY_LINEARIZABILITY_CHECKER")
+    if given:
+        assert Path(given).is_file(), f"OSPREY_LINEARIZABILITY_CHECKER={given} is not a file"
+        return Path(given)
+    output = tmp_path_factory.mktemp("checker") / "linearizability"
+    source = REPO_ROOT / "tests" / "go" / "linearizability"
+    result = subprocess.run(["go", "build", "-mod=mod", "-o", str(output), "."], cwd=source,
+                            capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S)
+    assert result.returncode == 0, (
+        f"cannot build the checker (or set OSPREY_LINEARIZABILITY_CHECKER): {result.stderr}")
+    return output
+
+
+def run_checker(checker: Path, history: list[dict], out_dir: Path, name: str) -> tuple[int, str]:
+    """Runs the Go checker on `history` (saved, with a drawing on a violation, in `out_dir`):
+    its exit status (0 linearizable, 1 not, 3 undecided in time) and what it printed."""
+    history_path = out_dir / f"{name}.json"
+    history_path.write_text(json.dumps(history))
+    drawing = out_dir / f"{name}.html"
+    command = [str(checker), "-visualize", str(drawing), "-timeout", f"{CHECKER_KEY_TIMEOUT_S}s",
+               str(history_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S)
+    output = " ".join(f"{result.stdout} {result.stderr}".split())
+    return result.returncode, f"{output} (history {history_path})"
+
+
+def verdict_of(status: int) -> str:
+    return {0: "linearizable", 1: "NOT linearizable", 3: "undecided in time"}.get(status, f"exit {status}")
+
+
+def acknowledged_cas_problems(registers: Registers) -> list[str]:
+    """What acknowledged generation writes promise, checked directly (no search, so it decides
+    even where thousands of in-doubt writes make the linearizability search too long): one
+    winner per generation, generations that never go back in real time, and a final record
+    that holds the last of them."""
+    problems = []
+    for key in registers.keys:
+        acked = [op for op in registers.history if op["key"] == key and op["kind"] == "cas"
+                 and op.get("output", {}).get("ok")]
+        final = [op["output"] for op in registers.final_reads if op["key"] == key]
+        problems += one_winner_per_generation(key, acked)
+        problems += generations_never_go_back(key, acked)
+        problems += final_holds_the_last_write(key, acked, final[0] if final else None)
+    return problems
+
+
+def one_winner_per_generation(key: str, acked: list[dict]) -> list[str]:
+    winners: dict[int, list[int]] = {}
+    for op in acked:
+        winners.setdefault(op["input"]["generation"], []).append(op["input"]["value"])
+    return [f"{key}: two acknowledged writes both expected generation {generation}: {values}"
+            for generation, values in winners.items() if len(values) > 1]
+
+
+def generations_never_go_back(key: str, acked: list[dict]) -> list[str]:
+    """A write acknowledged before another was sent made a generation the later one's expected
+    generation must not be below (else the later one overwrote a state the earlier replaced)."""
+    by_return = sorted(acked, key=lambda op: op["return_ns"])
+    made_before, index = 0, 0
+    for op in sorted(acked, key=lambda op: op["call_ns"]):
+        while index < len(by_return) and by_return[index]["return_ns"] < op["call_ns"]:
+            made_before = max(made_before, by_return[index]["input"]["generation"] + 1)
+            index += 1
+        if op["input"]["generation"] < made_before:
+            return [f"{key}: an acknowledged write expected generation {op['input']['generation']} after "
+                    f"generation {made_before} had been acknowledged (a lost update)"]
+    return []
+
+
+def final_holds_the_last_write(key: str, acked: list[dict], final: dict | None) -> list[str]:
+    if not acked:
+        return []
+    last = max(acked, key=lambda op: op["input"]["generation"])
+    made = last["input"]["generation"] + 1
+    if final is None or not final.get("found"):
+        return [f"{key}: not found at the end, after acknowledged writes up to generation {made}"]
+    if final["generation"] < made:
+        return [f"{key}: generation {final['generation']} at the end, below the acknowledged {made}"]
+    if final["generation"] == made and final["value"] != last["input"]["value"]:
+        return [f"{key}: value {final['value']} at the end, not the acknowledged {last['input']['value']}"]
+    return []
+
+
+def register_problems(checker: Path, registers: Registers, out_dir: Path) -> tuple[list[str], str]:
+    """Hard: the acknowledged writes' promises, and the Go checker on the writes and the reads
+    made after the cluster settled, when it decides in time. Reported only: the checker on
+    every read, and reads that saw a write later lost. Osprey, like Aerospike in AP mode,
+    answers a read at any full copy, so a read that a lagging client map sends to the copy that
+    is not master may return the version before one a generation error already revealed."""
+    problems = acknowledged_cas_problems(registers)
+    status, output = run_checker(checker, registers.writes_and_final_reads(), out_dir, "registers-writes")
+    if status not in (0, 3):
+        problems.append(f"registers: writes {verdict_of(status)}: {output}")
+    full_status, full_output = run_checker(checker, registers.history + registers.final_reads, out_dir,
+                                           "registers-all")
+    several = {k: sorted(v) for k, v in registers.values_per_generation().items() if len(v) > 1}
+    verdict = (f"writes {verdict_of(status)}; with every read {verdict_of(full_status)}"
+               f"{'' if full_status == 0 else ' (' + full_output + ')'}; generations read with two "
+               f"values (a read of a write later lost): {len(several)} {dict(list(several.items())[:3])}")
+    return problems, verdict
+
+
+# -- a round -----------------------------------------------------------------------------------
+
+
+class Round:
+    """One fault under load: the cluster, the workloads, the generator, and what was seen."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, seed: int):
+        self.cluster = cluster
+        self.rng = rng
+        self.seed = seed
+        self.notes: list[str] = []
+        self.problems: list[str] = []
+
+    @property
+    def servers(self) -> list[netns.NamespacedServer]:
+        return self.cluster.servers
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"  [{time.monotonic():.3f}] {text}", flush=True)
+
+    def victim(self) -> netns.NamespacedServer:
+        server = self.rng.choice(self.servers)
+        self.note(f"victim {server.node.ip} ({server.node.netns})")
+        return server
+
+    def fault_duration_s(self) -> float:
+        """Longer than the heartbeat timeout, so that the cluster acts on the fault."""
+        return self.rng.uniform(HEARTBEAT_TIMEOUT_S * 2.3, HEARTBEAT_TIMEOUT_S * 3.3)
+
+
+def run_rounds(name: str, clusters, checker: Path, tmp_path: Path, fault: Callable[[Round], None],
+               storage: str = "memory") -> None:
+    for seed in round_seeds():
+        print(f"\n{name}: OSPREY_FAULT_SEED={seed}", flush=True)
+        run_round(name, seed, clusters(3, storage), checker, tmp_path / f"seed-{seed}", fault)
+
+
+def run_round(name: str, seed: int, cluster: Cluster, checker: Path, out_dir: Path,
+              fault: Callable[[Round], None]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"{name}:{seed}")
+    cluster.start()
+    fault_round = Round(cluster, rng, seed)
+    workloads = Workloads(cluster.servers, rng, tag=f"{name}-{seed}")
+    try:
+        workloads.start()
+        time.sleep(rng.uniform(0.5, 1.5))
+        fault(fault_round)
+        healed_s = time.monotonic()
+        settled_s = wait_migrations(cluster.servers, MIGRATION_STALL_TIMEOUT_S)
+        fault_round.note(f"healed; settled {settled_s:.1f} s later")
+        workloads.wait_for_writes_after(healed_s + settled_s)
+        workloads.stop()
+        wait_settled(cluster.servers)
+        check_all(fault_round, workloads, checker, out_dir)
+    finally:
+        workloads.stop()
+        workloads.close()
+    cluster.close(keep_logs=False)
+
+
+def save_outcomes(workloads: Workloads, out_dir: Path) -> None:
+    """Every insert's and delete's outcome, and the counters', for whoever reads a failure."""
+    outcomes = {"inserts": workloads.set.inserts, "deletes": workloads.set.deletes,
+                "insert and delete calls (monotonic ns)": workloads.set.times_ns,
+                "counters": {"acked": workloads.counters.acked_count,
+                             "in doubt": workloads.counters.in_doubt_count}}
+    (out_dir / "outcomes.json").write_text(json.dumps(outcomes))
+
+
+def check_all(fault_round: Round, workloads: Workloads, checker: Path, out_dir: Path) -> None:
+    """Runs every checker, then fails with everything they found."""
+    print(f"  {workloads.summary()}", flush=True)
+    save_outcomes(workloads, out_dir)
+    problems = list(fault_round.problems)
+    problems += counter_problems(workloads.counters)
+    found, counts = set_problems(workloads.set)
+    problems += found
+    workloads.registers.read_all_finally()
+    found, verdict = register_problems(checker, workloads.registers, out_dir)
+    problems += found
+    problems += replica_problems(fault_round.servers)
+    print(f"  checked: set {counts}; registers: {verdict}", flush=True)
+    if problems:
+        dirs = ", ".join(str(server.dir) for server in fault_round.servers)
+        pytest.fail(f"OSPREY_FAULT_SEED={fault_round.seed}: " + "\n".join(problems)
+                    + f"\nlogs in {dirs}; histories in {out_dir}", pytrace=False)
+
+
+# -- faults ------------------------------------------------------------------------------------
+
+
+class DeposedProbe:
+    """Checks that a node back from a fault does not answer for partitions it lost: while it is
+    cut off, the majority writes records in partitions the node mastered before; once the fault
+    heals, deletes of them go straight to the node, one every PROBE_INTERVAL_S. It is no longer
+    their master: it must pass each delete on (OK) or refuse it, never answer NOT_FOUND from
+    its own copy, which lacks them."""
+
+    def __init__(self, victim: netns.NamespacedServer):
+        self.victim = victim
+        masters = sorted(mastered_by(victim))
+        spread = masters[:: max(1, len(masters) // PROBE_COUNT)][:PROBE_COUNT]
+        self.digests = [digest_in(pid) for pid in spread]
+
+    def write_through(self, majority: list[netns.NamespacedServer]) -> None:
+        """Writes every probe record through the majority, once it has failed over."""
+        for index, digest in enumerate(self.digests):
+            writer = majority[index % len(majority)]
+            taken = netns.wait_for(lambda: raw_write(writer, PROBE_SET, digest) == 0,
+                                   SETTLE_TIMEOUT_S, 0.1)
+            assert taken, f"the majority takes writes of {self.victim.node}'s partitions after failover"
+
+    def delete_at_victim(self) -> list[str]:
+        """The deletes' answers; the problems they show."""
+        answers = []
+        for digest in self.digests:
+            answers.append(raw_delete(self.victim, PROBE_SET, digest))
+            time.sleep(PROBE_INTERVAL_S)
+        not_found = answers.count(2)
+        print(f"  probe deletes at the healed node answered {answers}", flush=True)
+        if not not_found:
+            return []
+        return [f"the node back from the fault ({self.victim.node}) answered NOT_FOUND to {not_found} of "
+                f"{len(answers)} deletes of records the majority acknowledged meanwhile, in partitions "
+                f"it no longer masters: it served them from its own stale copy (answers: {answers})"]
+
+
+def digest_in(pid: int, set_name: str = PROBE_SET) -> bytes:
+    """The digest of some key of `set_name` in partition `pid`."""
+    for i in range(1_000_000):
+        digest = aerospike.calc_digest(NAMESPACE, set_name, f"p{pid}-{i}")
+        if partition_of(digest) == pid:
+            return digest
+    raise AssertionError(f"no key in partition {pid}")
+
+
+def cut_off(fault_round: Round, victim: netns.NamespacedServer, cut: Callable[[], None],
+            heal: Callable[[], None], check_cut: Callable[[], None] | None = None) -> None:
+    """Cuts `victim` off for the fault's duration, has the majority write the probe records,
+    heals, and probes the victim."""
+    probe = DeposedProbe(victim)
+    duration_s = fault_round.fault_duration_s()
+    started = time.monotonic()
+    cut()
+    try:
+        if check_cut is not None:
+            check_cut()
+        probe.write_through(fault_round.cluster.others(victim))
+        fault_round.note(f"the majority took writes of the victim's partitions "
+                         f"{time.monotonic() - started:.1f} s into the fault")
+        time.sleep(max(0.0, duration_s - (time.monotonic() - started)))
+    finally:
+        heal()
+    fault_round.problems += probe.delete_at_victim()
+
+
+def isolate_a_node(fault_round: Round) -> None:
+    victim = fault_round.victim()
+    cut_off(fault_round, victim, lambda: netns.isolate(victim.node), fault_round.cluster.network.heal)
+
+
+def split_majority_minority(fault_round: Round) -> None:
+    """The minority (one node) refuses writes with UNAVAILABLE once it knows it is cut off;
+    clients still reach both sides."""
+    minority = fault_round.victim()
+    majority = [s.node for s in fault_round.cluster.others(minority)]
+    digest = digest_in(min(mastered_by(minority)), "quorum")
+
+    def minority_refuses() -> None:
+        refused = netns.wait_for(lambda: raw_write(minority, "quorum", digest) == 11, 20.0, 0.2)
+        assert refused, "the minority refuses writes with UNAVAILABLE (11)"
+
+    cut_off(fault_round, minority, lambda: netns.partition([[minority.node], majority]),
+            fault_round.cluster.network.heal, minority_refuses)
+
+
+def pause_a_node(fault_round: Round) -> None:
+    victim = fault_round.victim()
+    cut_off(fault_round, victim, victim.pause, victim.resume)
+
+
+def drop_one_way(fault_round: Round) -> None:
+    source, destination = fault_round.rng.sample(fault_round.servers, 2)
+    fault_round.note(f"{source.node.ip} -> {destination.node.ip} dropped")
+    netns.drop_one_way(source.node, destination.node)
+    time.sleep(fault_round.fault_duration_s())
+    fault_round.cluster.network.heal()
+
+
+def kill_and_restart(fault_round: Round) -> None:
+    """SIGKILL; the survivors fail over (and, drawn, settle); the node restarts on its files,
+    which hold records deleted meanwhile: they must not come back."""
+    victim = fault_round.victim()
+    victim.kill()
+    fault_round.note("killed")
+    survivors = fault_round.cluster.others(victim)
+    if fault_round.rng.random() < 0.5:
+        fault_round.note(f"survivors settled in {wait_settled(survivors):.1f} s")
+    else:
+        time.sleep(fault_round.rng.uniform(0.0, HEARTBEAT_TIMEOUT_S * 2))
+    restart_noticed(victim, survivors)
+    fault_round.note("restarted, and the survivors changed the map for it")
+
+
+def cap_bandwidth_while_data_moves(fault_round: Round) -> None:
+    """A bandwidth cap on one node while a fourth node joins, or while a node restarts and fills."""
+    rate = TBF_RATE
+    if fault_round.rng.random() < 0.5:
+        joining = fault_round.cluster.add_server()
+        capped = fault_round.rng.choice(fault_round.servers)
+        fault_round.note(f"{joining.node.ip} joins; {capped.node.ip} capped at {rate}")
+        netns.cap_bandwidth(capped.node, rate, latency=TBF_LATENCY)
+        joining.start()
+    else:
+        capped = fault_round.victim()
+        capped.kill()
+        fault_round.note(f"restarts capped at {rate}")
+        netns.cap_bandwidth(capped.node, rate, latency=TBF_LATENCY)
+        restart_noticed(capped, fault_round.cluster.others(capped))
+    settled_s = wait_migrations(fault_round.servers, MIGRATION_STALL_TIMEOUT_S)
+    fault_round.note(f"migrations done {settled_s:.1f} s after, under the cap")
+    fault_round.cluster.network.heal()
+
+
+def delay_the_fabric(fault_round: Round) -> None:
+    """A node's fabric connections to its peers delayed by a user-space proxy in its namespace
+    (its open connections are cut so that it redials through the proxy); healing stops the
+    proxy, which cuts them again."""
+    victim = fault_round.victim()
+    delay_ms = round(fault_round.rng.uniform(20.0, 100.0))
+    peers = [s.node for s in fault_round.cluster.others(victim)]
+    netns.delay_fabric(victim.node, peers, delay_ms)
+    netns.cut_connections(victim.node, peers, netns.FABRIC_PORT)
+    delayed = netns.wait_for(
+        lambda: netns.delay_proxy_output(victim.node).count("delaying a connection") >= len(peers), 20.0)
+    assert delayed, f"the node redials its peers through the proxy: {netns.delay_proxy_output(victim.node)}"
+    fault_round.note(f"fabric delayed {delay_ms} ms each way")
+    time.sleep(fault_round.fault_duration_s())
+    netns.stop_delay_proxy(victim.node)
+
+
+# -- tests -------------------------------------------------------------------------------------
+
+ROUNDS_TIMEOUT_S = ROUND_TIMEOUT_S * FAULT_ROUNDS
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_node_isolated_past_the_heartbeat_timeout_loses_nothing(clusters, linearizability_checker,
+                                                                  tmp_path):
+    run_rounds("isolate", clusters, linearizability_checker, tmp_path, isolate_a_node)
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_minority_refuses_writes_and_the_majority_fails_over(clusters, linearizability_checker, tmp_path):
+    run_rounds("split", clusters, linearizability_checker, tmp_path, split_majority_minority)
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_one_way_drop_loses_nothing(clusters, linearizability_checker, tmp_path):
+    run_rounds("one-way", clusters, linearizability_checker, tmp_path, drop_one_way)
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_node_paused_past_the_heartbeat_timeout_loses_nothing(clusters, linearizability_checker, tmp_path):
+    run_rounds("pause", clusters, linearizability_checker, tmp_path, pause_a_node)
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_killed_node_restarts_on_its_files_and_deletes_stay_deleted(clusters, linearizability_checker,
+                                                                      tmp_path):
+    run_rounds("kill", clusters, linearizability_checker, tmp_path, kill_and_restart, storage="device")
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_migrations_finish_under_a_bandwidth_cap(clusters, linearizability_checker, tmp_path):
+    run_rounds("tbf", clusters, linearizability_checker, tmp_path, cap_bandwidth_while_data_moves)
+
+
+@pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
+def test_a_delayed_fabric_loses_nothing(clusters, linearizability_checker, tmp_path):
+    run_rounds("delay", clusters, linearizability_checker, tmp_path, delay_the_fabric)
