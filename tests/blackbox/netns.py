@@ -39,14 +39,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import aerospike
 
-from harness import OspreyServer, client_config, namespace
+from harness import OspreyServer, client_config, namespace, wait_until
 
 SERVICE_PORT = 3000
 FABRIC_PORT = 3001
@@ -329,7 +328,7 @@ def delay_fabric(node: Node, peers: list[Node], delay_ms: float) -> None:
              "--delay-ms", str(delay_ms), "--mark", hex(DELAY_PROXY_MARK)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )
-    if not wait_for(lambda: "ready" in delay_proxy_output(node) or node.delay_proxy.poll() is not None,
+    if not wait_until(lambda: "ready" in delay_proxy_output(node) or node.delay_proxy.poll() is not None,
                     DELAY_PROXY_READY_TIMEOUT_S) or node.delay_proxy.poll() is not None:
         output = delay_proxy_output(node)
         stop_delay_proxy(node)
@@ -416,13 +415,3 @@ class NamespacedServer(OspreyServer):
 
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
-
-
-def wait_for(predicate, timeout_s: float, interval_s: float = 0.1):
-    """Polls `predicate` until it returns a truthy value or `timeout_s` passes; returns it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval_s)

@@ -16,8 +16,10 @@ import os
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import aerospike
 import pytest
@@ -328,3 +330,73 @@ def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
         assert sorted(found) == list(range(100, 500))
     finally:
         client.close()
+
+
+def with_heartbeat_timeout_count(server: OspreyServer, count: int) -> None:
+    """Sets `server`'s `heartbeat-timeout-count` before it starts."""
+    server.config_path.write_text(
+        server.config_path.read_text().replace(
+            "[cluster]", f"[cluster]\nheartbeat-timeout-count = {count}"
+        )
+    )
+
+
+def test_reads_fail_over_to_the_replica_with_the_clients_default_policies(nodes):
+    """The official client with its default read policy (replica SEQUENCE, two retries) reads
+    the keys of a master that was just killed from their replica, before the cluster has even
+    declared the node dead (the heartbeat timeout is raised to 6 s here, so that "before" does
+    not depend on how fast the machine is)."""
+    for server in nodes[:3]:
+        with_heartbeat_timeout_count(server, 40)
+    cluster = start_three(nodes)
+    loader = aerospike.client(client_config(cluster[0].port)).connect()
+    keys = [("test", "failover", f"r{i}") for i in range(300)]
+    for i, key in enumerate(keys):
+        loader.put(key, {"v": i})
+    loader.close()
+    victim, survivors = cluster[1], [cluster[0], cluster[2]]
+    victim_masters = mastered_by(victim)
+
+    def partition(key) -> int:
+        digest = aerospike.calc_digest(*key)
+        return (digest[0] | (digest[1] << 8)) & 0xFFF
+
+    orphaned = [key for key in keys if partition(key) in victim_masters]
+    assert len(orphaned) > 50, "about a third of the keys had the victim as master"
+    client = aerospike.client({"hosts": [(s.host, s.port) for s in cluster]}).connect()
+    try:
+        victim.kill()
+        values = [client.get(key)[2]["v"] for key in orphaned]
+    finally:
+        client.close()
+    assert values == [int(key[2][1:]) for key in orphaned]
+    sizes = {s.port: statistics(s)["cluster_size"] for s in survivors}
+    assert set(sizes.values()) == {"3"}, f"the reads came before the failover: {sizes}"
+
+
+def test_the_go_clients_wait_for_migrations_ends_when_the_cluster_is_stable(nodes):
+    """tests/go/cluster_client `wait-migrations`: the official Go client's
+    `WaitUntilMigrationIsFinished`, called once a fourth node is in the roster, returns only
+    when every node reports nothing left to migrate and the cluster is stable."""
+    binary = os.environ.get("OSPREY_GO_CLUSTER_CLIENT", "target/go/cluster_client")
+    assert Path(binary).exists(), f"{binary} is missing: run `cargo xtask blackbox`, which builds it"
+    cluster = start_three(nodes)
+    loader = aerospike.client(client_config(cluster[0].port)).connect()
+    for i in range(2000):
+        loader.put(("test", "waiting", f"w{i}"), {"v": i})
+    loader.close()
+    nodes[3].start()
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while statistics(cluster[0])["cluster_size"] != "4":
+        assert time.monotonic() < deadline, "the fourth node never joined"
+        time.sleep(0.05)
+    run = subprocess.run([binary, "wait-migrations", str(cluster[0].port), "60"],
+                         capture_output=True, text=True, timeout=90)
+    assert run.returncode == 0, run.stdout + run.stderr
+    print(run.stdout.strip())
+    everyone = cluster + [nodes[3]]
+    remaining = {s.port: statistics(s)["migrate_partitions_remaining"] for s in everyone}
+    assert set(remaining.values()) == {"0"}, remaining
+    for server in everyone:
+        assert not info_value(server, "cluster-stable:size=4").startswith("ERROR")
+    assert int(statistics(nodes[3])["migrate_rx_partitions_done"]) > 0

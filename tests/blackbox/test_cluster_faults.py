@@ -58,7 +58,7 @@ from aerospike import exception as ex
 
 import aswire
 import netns
-from harness import REPO_ROOT, client_config, device_storage, namespace
+from harness import REPO_ROOT, client_config, device_storage, namespace, wait_until
 
 FAULT_ROUNDS = int(os.environ.get("OSPREY_FAULT_ROUNDS", "1"))
 FIRST_SEED = int(os.environ.get("OSPREY_FAULT_SEED", str(random.randrange(1 << 31))))
@@ -136,7 +136,7 @@ def cluster_state(servers: list[netns.NamespacedServer]) -> str:
 def wait_settled(servers: list[netns.NamespacedServer], timeout_s: float = SETTLE_TIMEOUT_S) -> float:
     """Seconds until every node answers `cluster-stable` for exactly `servers`."""
     started = time.monotonic()
-    if netns.wait_for(lambda: all(is_settled(s, len(servers)) for s in servers), timeout_s, 0.2):
+    if wait_until(lambda: all(is_settled(s, len(servers)) for s in servers), timeout_s, 0.2):
         return time.monotonic() - started
     raise AssertionError(f"not settled within {timeout_s}s:\n{cluster_state(servers)}")
 
@@ -178,7 +178,7 @@ def restart_noticed(victim: netns.NamespacedServer, survivors: list[netns.Namesp
     and the new process answers from the metadata it kept on disk."""
     generation = partition_generation(survivors)
     victim.start()
-    noticed = netns.wait_for(lambda: partition_generation(survivors) > generation,
+    noticed = wait_until(lambda: partition_generation(survivors) > generation,
                              MIGRATION_STALL_TIMEOUT_S, 0.1)
     assert noticed, (f"the survivors did not change the map for the restarted {victim.node} within "
                      f"{MIGRATION_STALL_TIMEOUT_S}s:\n{cluster_state([victim, *survivors])}")
@@ -434,7 +434,7 @@ class Registers(Workload):
         """A last read of every key, after the threads stopped and the cluster settled."""
         reads_before = len(self.history)
         for key in self.keys:
-            netns.wait_for(lambda: self.read(len(self.threads) + 1, key) is not None, PROGRESS_TIMEOUT_S)
+            wait_until(lambda: self.read(len(self.threads) + 1, key) is not None, PROGRESS_TIMEOUT_S)
         self.final_reads = self.history[reads_before:]
         del self.history[reads_before:]
 
@@ -562,7 +562,7 @@ class Workloads:
     def wait_for_writes_after(self, moment_s: float) -> None:
         """Every workload gets an acknowledged write after `moment_s`: the cluster serves."""
         for workload in self.all:
-            taken = netns.wait_for(lambda: workload.last_ack_s > moment_s, PROGRESS_TIMEOUT_S)
+            taken = wait_until(lambda: workload.last_ack_s > moment_s, PROGRESS_TIMEOUT_S)
             assert taken, f"no {workload.name} write acknowledged within {PROGRESS_TIMEOUT_S}s of healing"
 
     def summary(self) -> str:
@@ -668,7 +668,7 @@ def copies_disagree(servers: list[netns.NamespacedServer]) -> dict[int, list[str
 
 def replica_problems(servers: list[netns.NamespacedServer]) -> list[str]:
     # Replica writes still in flight when the clients stopped settle within moments.
-    if netns.wait_for(lambda: not copies_disagree(servers), 10.0, 0.5):
+    if wait_until(lambda: not copies_disagree(servers), 10.0, 0.5):
         return []
     differing = copies_disagree(servers)
     if not differing:
@@ -891,7 +891,7 @@ class DeposedProbe:
         """Writes every probe record through the majority, once it has failed over."""
         for index, digest in enumerate(self.digests):
             writer = majority[index % len(majority)]
-            taken = netns.wait_for(lambda: raw_write(writer, PROBE_SET, digest) == 0,
+            taken = wait_until(lambda: raw_write(writer, PROBE_SET, digest) == 0,
                                    SETTLE_TIMEOUT_S, 0.1)
             assert taken, f"the majority takes writes of {self.victim.node}'s partitions after failover"
 
@@ -952,7 +952,7 @@ def split_majority_minority(fault_round: Round) -> None:
     digest = digest_in(min(mastered_by(minority)), "quorum")
 
     def minority_refuses() -> None:
-        refused = netns.wait_for(lambda: raw_write(minority, "quorum", digest) == 11, 20.0, 0.2)
+        refused = wait_until(lambda: raw_write(minority, "quorum", digest) == 11, 20.0, 0.2)
         assert refused, "the minority refuses writes with UNAVAILABLE (11)"
 
     cut_off(fault_round, minority, lambda: netns.partition([[minority.node], majority]),
@@ -1016,7 +1016,7 @@ def delay_the_fabric(fault_round: Round) -> None:
     peers = [s.node for s in fault_round.cluster.others(victim)]
     netns.delay_fabric(victim.node, peers, delay_ms)
     netns.cut_connections(victim.node, peers, netns.FABRIC_PORT)
-    delayed = netns.wait_for(
+    delayed = wait_until(
         lambda: netns.delay_proxy_output(victim.node).count("delaying a connection") >= len(peers), 20.0)
     assert delayed, f"the node redials its peers through the proxy: {netns.delay_proxy_output(victim.node)}"
     fault_round.note(f"fabric delayed {delay_ms} ms each way")

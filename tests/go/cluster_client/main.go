@@ -3,13 +3,18 @@
 // every node, then writes and reads back 1,000 keys, which the client sends to each key's
 // master. The black-box suite runs it (tests/blackbox/test_cluster.py).
 //
-// Usage: cluster_client PORT NODES
+// With `wait-migrations`, it instead waits with the client's own
+// Cluster.WaitUntilMigrationIsFinished (which polls every node's migrate_partitions_remaining)
+// and prints how long it waited.
+//
+// Usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S
 package main
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v8"
 )
@@ -17,8 +22,12 @@ import (
 const keys = 1000
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == "wait-migrations" {
+		waitMigrations(os.Args[2], os.Args[3])
+		return
+	}
 	if len(os.Args) != 3 {
-		fail("usage: cluster_client PORT NODES")
+		fail("usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S")
 	}
 	port, errPort := strconv.Atoi(os.Args[1])
 	want, errWant := strconv.Atoi(os.Args[2])
@@ -52,6 +61,26 @@ func main() {
 		}
 	}
 	fmt.Printf("%d puts and gets ok\n", keys)
+}
+
+// waitMigrations blocks in the client's WaitUntilMigrationIsFinished until no node reports
+// partitions to migrate, or TIMEOUT_S passes (exit 1).
+func waitMigrations(portText, timeoutText string) {
+	port, errPort := strconv.Atoi(portText)
+	timeoutS, errTimeout := strconv.Atoi(timeoutText)
+	if errPort != nil || errTimeout != nil {
+		fail("PORT and TIMEOUT_S are numbers")
+	}
+	client, err := as.NewClient("127.0.0.1", port)
+	if err != nil {
+		fail("connect: %v", err)
+	}
+	defer client.Close()
+	started := time.Now()
+	if err := client.Cluster().WaitUntilMigrationIsFinished(time.Duration(timeoutS) * time.Second); err != nil {
+		fail("waiting for migrations: %v", err)
+	}
+	fmt.Printf("migrations finished after %.2f s with %d nodes\n", time.Since(started).Seconds(), len(client.GetNodes()))
 }
 
 func fail(format string, args ...any) {
