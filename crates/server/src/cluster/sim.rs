@@ -19,7 +19,7 @@
 //! time, and each fault starts once the previous one settled: with two copies, two
 //! overlapping failures may lose what both copies held, which no promise covers.
 //!
-//! `OSPREY_SIM_SEEDS=N` runs N seeds from a random first one (default 16, as many at once as
+//! `OSPREY_SIM_SEEDS=N` runs N seeds from a random first one (default 8, as many at once as
 //! there are cores); `OSPREY_SIM_SEED=S` replays seed S alone; `OSPREY_SIM_LOG=info` prints the
 //! nodes' logs. The seed draws the scenario, the victims, the
 //! network delay, the timings and the client's choices. The runtime has one thread, so a
@@ -747,7 +747,7 @@ fn seeds() -> Vec<u64> {
     let count: u64 = std::env::var("OSPREY_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(16);
+        .unwrap_or(8);
     let first = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos() as u64 % 1_000_000_000);
