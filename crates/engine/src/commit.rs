@@ -235,9 +235,10 @@ impl Namespace {
         let slot = self.slot(digest);
         let gate = self.gate.shared();
         let partition = slot.state.write();
-        let refused = self
-            .writes_refused
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let refused = now.unix_ms
+            > self
+                .writes_allowed_until_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
         if partition.role != PartitionRole::Master || refused {
             return Err(ResultCode::Unavailable);
         }
@@ -312,8 +313,18 @@ impl Namespace {
     /// Refuses every client write (UNAVAILABLE) while `refused`: a node cut off from its
     /// cluster's quorum must not take writes the other side may never see.
     pub fn set_writes_refused(&self, refused: bool) {
-        self.writes_refused
-            .store(refused, std::sync::atomic::Ordering::Relaxed);
+        let until_ms = if refused { 0 } else { u64::MAX };
+        self.writes_allowed_until_ms
+            .store(until_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes client writes for `lease_ms` from now only: a node that decides again and again
+    /// that it may take writes (it hears a quorum) lets the permission lapse when it stops
+    /// deciding (a paused process, resumed, refuses writes until it has looked again).
+    pub fn allow_writes_for(&self, lease_ms: u64) {
+        let until_ms = self.clock.now_unix_ms().saturating_add(lease_ms);
+        self.writes_allowed_until_ms
+            .store(until_ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Begins filling `partition` from its master: drops every record held here that the
@@ -446,6 +457,26 @@ impl Namespace {
             void_time: record.void_time,
             data: Some(data.into()),
         }
+    }
+
+    /// Runs `then` with `digest`'s current version (a tombstone when there is no record), this
+    /// node's role for its partition and the partition's version, under the partition's read
+    /// lock: a replica write `then` queues goes out before that of any later change, which
+    /// needs the write lock. `None` when the record cannot be read now (a device error).
+    pub fn with_current_version<T>(
+        &self,
+        digest: &Digest,
+        then: impl FnOnce(RecordVersion, PartitionRole, u64) -> T,
+    ) -> Option<T> {
+        let partition = self.slot(digest).state.read();
+        let version = match partition.any_record(digest) {
+            Some(record) => {
+                let loaded = self.load(digest, record).ok()?;
+                self.version_of(digest, record, &loaded.packed_data())
+            }
+            None => RecordVersion::tombstone(*digest),
+        };
+        Some(then(version, partition.role, partition.version))
     }
 
     /// Walks `partition` in digest order strictly after `after`, handing `emit` each record's

@@ -56,7 +56,8 @@ pub struct Namespace {
     pub(crate) change_sink: OnceLock<Arc<dyn ChangeSink>>,
     /// On a cluster, set while this node cannot reach a quorum of the metadata group: client
     /// writes are refused (UNAVAILABLE) rather than applied on a side that may be failed over.
-    pub(crate) writes_refused: std::sync::atomic::AtomicBool,
+    /// Client writes are taken until this Unix time (ms); 0: refused; `u64::MAX`: always.
+    pub(crate) writes_allowed_until_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -93,7 +94,7 @@ impl Namespace {
             memory_used_pct: AtomicU8::new(0),
             sindexes: SecondaryIndexes::default(),
             change_sink: OnceLock::new(),
-            writes_refused: std::sync::atomic::AtomicBool::new(false),
+            writes_allowed_until_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
         };
         for set_name in &namespace.config.indexed_sets {
             // Validation checked the names; the partitions are empty, so the build is quick.

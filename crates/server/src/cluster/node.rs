@@ -206,7 +206,7 @@ impl ClusterNode {
                 let _ = namespace.set_partition_role(pid, PartitionRole::Filling, 0, 0);
             }
             let sink = Arc::new(ReplicationSink::new(
-                namespace.name(),
+                namespace,
                 *commit_level,
                 setup.node_id,
                 fabric.clone(),
@@ -579,11 +579,28 @@ impl ClusterNode {
         let applying = tokio::spawn(Arc::clone(self).apply_states());
         let forming = tokio::spawn(Arc::clone(self).form_and_manage());
         let migrating = tokio::spawn(Arc::clone(self).migrate());
+        let guarding = tokio::spawn(Arc::clone(self).guard_writes());
         let queued = self.proposals_waiting.lock().take();
         let proposing = queued.map(|queued| tokio::spawn(Arc::clone(self).propose_queued(queued)));
-        self.tasks
-            .lock()
-            .extend([applying, forming, migrating].into_iter().chain(proposing));
+        self.tasks.lock().extend(
+            [applying, forming, migrating, guarding]
+                .into_iter()
+                .chain(proposing),
+        );
+    }
+
+    /// Decides every formation period whether client writes may be taken here, renewing the
+    /// engine's write lease while they may; a task of its own, so that a slow commit on the
+    /// leader never lets the lease lapse.
+    async fn guard_writes(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            self.refuse_writes_without_quorum(&self.meta.state());
+            tokio::select! {
+                () = tokio::time::sleep(FORMATION_PERIOD) => {}
+                _ = stop.changed() => return,
+            }
+        }
     }
 
     /// Applies every state the metadata group commits.
@@ -692,7 +709,6 @@ impl ClusterNode {
         let mut seeds_answered_at = None;
         loop {
             let state = self.meta.state();
-            self.refuse_writes_without_quorum(&state);
             let leaving = self.leaving.load(Ordering::Acquire);
             if !self.is_member_now(&state) {
                 if !leaving {

@@ -19,8 +19,10 @@
 //! - A change a replica did not answer is sent to it again ([`resend_until_answered`]) until
 //!   it answers, refuses it, or stops being a replica of the partition here: a copy cut off for
 //!   less than the heartbeat timeout, which stays a replica, does not keep missing what its
-//!   master applied (the client was told the write was in doubt). Until then the change counts
-//!   as in flight, so a handover waits for it.
+//!   master applied (the client was told the write was in doubt). Each resend carries the
+//!   record as it is then, read and queued under the partition's lock, so it never overtakes a
+//!   later change of the record (an old version sent again after a delete would bring the
+//!   record back). Until then the change counts as in flight, so a handover waits for it.
 //! - Expiry is not replicated: every replica expires a record by the same void time itself.
 
 use std::collections::HashSet;
@@ -30,9 +32,10 @@ use std::time::Duration;
 
 use cluster::metadata::ReplicaState;
 use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
-use fabric::{Fabric, OwnedFrame};
-use model::{NodeId, PARTITION_COUNT, PartitionId, ResultCode};
+use fabric::{Fabric, FabricError, OwnedFrame};
+use model::{Digest, NodeId, PARTITION_COUNT, PartitionId, ResultCode};
 use parking_lot::RwLock;
+use tokio::sync::oneshot;
 use tracing::warn;
 use wire_fabric::{Message, REPLICA_ACK_OK};
 
@@ -41,7 +44,7 @@ use super::layout::{Layout, role_of};
 
 /// The master's side of replication for one namespace.
 pub struct ReplicationSink {
-    namespace: String,
+    namespace: Arc<str>,
     commit_level: CommitLevelOverride,
     me: NodeId,
     fabric: Arc<Fabric>,
@@ -58,6 +61,8 @@ pub struct ReplicationSink {
     peers: Arc<[RwLock<[Option<Peers>; 2]>]>,
     /// Where resends run (the engine may call the sink from threads outside the runtime).
     runtime: tokio::runtime::Handle,
+    /// The namespace, which resends read records from (it owns this sink: a weak link).
+    source: Weak<Namespace>,
 }
 
 impl std::fmt::Debug for ReplicationSink {
@@ -72,13 +77,14 @@ impl ReplicationSink {
     /// Replicates `namespace`'s changes from node `me` over `fabric`, to the replicas of the
     /// tables it is given ([`ReplicationSink::prepare`]).
     pub fn new(
-        namespace: &str,
+        namespace: &Arc<Namespace>,
         commit_level: CommitLevelOverride,
         me: NodeId,
         fabric: Arc<Fabric>,
     ) -> ReplicationSink {
         ReplicationSink {
-            namespace: namespace.to_owned(),
+            namespace: Arc::from(namespace.name()),
+            source: Arc::downgrade(namespace),
             commit_level,
             me,
             fabric,
@@ -205,7 +211,7 @@ impl ChangeSink for ReplicationSink {
         if destinations.is_empty() {
             return;
         }
-        let version = Arc::new(change.version());
+        let version = change.version();
         let sequence = self.sequences[change.partition.index()].fetch_add(1, Ordering::Relaxed) + 1;
         let message = Message::ReplicaWrite {
             request_id: 0,
@@ -226,12 +232,12 @@ impl ChangeSink for ReplicationSink {
             let latch = latch.clone();
             let resend = Resend {
                 fabric: Arc::clone(&self.fabric),
-                namespace: self.namespace.clone(),
+                namespace: Arc::clone(&self.namespace),
+                source: Weak::clone(&self.source),
                 node,
                 partition: change.partition,
-                partition_version: change.partition_version,
+                digest: *change.digest,
                 sequence,
-                version: Arc::clone(&version),
                 peers: Arc::downgrade(&self.peers),
                 in_flight: Arc::clone(&self.in_flight),
             };
@@ -276,15 +282,15 @@ impl ChangeSink for ReplicationSink {
 const RESEND_PAUSE_MIN: Duration = Duration::from_millis(20);
 const RESEND_PAUSE_MAX: Duration = Duration::from_secs(1);
 
-/// A replica write to send again: what it carries, where, and what tells when to stop.
+/// A replica write to send again: which record, where, and what tells when to stop.
 struct Resend {
     fabric: Arc<Fabric>,
-    namespace: String,
+    namespace: Arc<str>,
+    source: Weak<Namespace>,
     node: u64,
     partition: PartitionId,
-    partition_version: u64,
+    digest: Digest,
     sequence: u64,
-    version: Arc<RecordVersion>,
     /// The sink's replicas per partition; gone with the sink.
     peers: Weak<[RwLock<[Option<Peers>; 2]>]>,
     in_flight: Arc<[AtomicU32]>,
@@ -302,27 +308,49 @@ impl Resend {
             .as_ref()
             .is_some_and(|p| p.others.iter().any(|(n, _)| *n == self.node))
     }
+
+    /// Queues the record as it is now to the replica, under the partition's lock; `None` when
+    /// this node no longer masters the partition (or it cannot be read now).
+    fn send_current(&self) -> Option<oneshot::Receiver<Result<OwnedFrame, FabricError>>> {
+        let namespace = self.source.upgrade()?;
+        let sent =
+            namespace.with_current_version(&self.digest, |version, role, partition_version| {
+                if role != engine::PartitionRole::Master {
+                    return None;
+                }
+                let message = Message::ReplicaWrite {
+                    request_id: 0,
+                    namespace: self.namespace.as_bytes(),
+                    partition: self.partition,
+                    partition_version,
+                    sequence: self.sequence,
+                    record: wire_record(&version),
+                };
+                let (answered, answer) = oneshot::channel();
+                self.fabric.request_then(self.node, &message, move |reply| {
+                    let _ = answered.send(reply);
+                });
+                Some(answer)
+            });
+        sent.flatten()
+    }
 }
 
-/// Sends `resend` again, with growing pauses, until the replica answers it or refuses it
-/// (a newer master: CLUSTER_KEY_MISMATCH), or stops being a replica here; then it no longer
-/// counts as in flight. Merging by generation and last-update time makes a late copy of an
-/// older version harmless.
+/// Sends the record of `resend` again, as it is at each try, with growing pauses, until the
+/// replica answers or refuses it (a newer master: CLUSTER_KEY_MISMATCH), or stops being a
+/// replica here, or this node stops being the master; then the write no longer counts as in
+/// flight.
 async fn resend_until_answered(resend: Resend) {
     let mut pause = RESEND_PAUSE_MIN;
     while resend.still_wanted() {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RESEND_PAUSE_MAX);
-        let message = Message::ReplicaWrite {
-            request_id: 0,
-            namespace: resend.namespace.as_bytes(),
-            partition: resend.partition,
-            partition_version: resend.partition_version,
-            sequence: resend.sequence,
-            record: wire_record(&resend.version),
+        let Some(reply) = resend.send_current() else {
+            break;
         };
-        let reply = resend.fabric.request(resend.node, &message).await;
-        match reply.map_err(|_| ResultCode::Timeout).and_then(ack_result) {
+        // A dropped callback means no answer, as a lost connection does.
+        let answered = reply.await.ok().and_then(Result::ok);
+        match answered.ok_or(ResultCode::Timeout).and_then(ack_result) {
             Ok(()) | Err(ResultCode::ClusterKeyMismatch) => break,
             Err(_) => {}
         }

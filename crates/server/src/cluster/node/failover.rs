@@ -103,8 +103,15 @@ impl ClusterNode {
                 false => info!("back in the cluster with its quorum: taking writes"),
             }
         }
+        // Allowed for a lease only, renewed every formation period: after a pause longer than
+        // the heartbeat timeout (SIGSTOP), the majority may have failed over meanwhile.
+        let lease_ms =
+            self.config.heartbeat_interval_ms * u64::from(self.config.heartbeat_timeout_count);
         for (namespace, _) in &self.namespaces {
-            namespace.set_writes_refused(refused);
+            match refused {
+                true => namespace.set_writes_refused(true),
+                false => namespace.allow_writes_for(lease_ms),
+            }
         }
     }
 
