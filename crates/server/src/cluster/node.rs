@@ -589,20 +589,6 @@ impl ClusterNode {
         );
     }
 
-    /// Decides every formation period whether client writes may be taken here, renewing the
-    /// engine's write lease while they may; a task of its own, so that a slow commit on the
-    /// leader never lets the lease lapse.
-    async fn guard_writes(self: Arc<Self>) {
-        let mut stop = self.stop.subscribe();
-        loop {
-            self.refuse_writes_without_quorum(&self.meta.state());
-            tokio::select! {
-                () = tokio::time::sleep(FORMATION_PERIOD) => {}
-                _ = stop.changed() => return,
-            }
-        }
-    }
-
     /// Applies every state the metadata group commits.
     async fn apply_states(self: Arc<Self>) {
         let mut states = self.meta.subscribe();
@@ -750,21 +736,6 @@ impl ClusterNode {
                 Err(error) => warn!(%error, "bootstrap"),
             }
         }
-    }
-
-    /// Asks a member to add this node again: removed from the roster and the group while cut
-    /// off, it learns nothing the group commits since, its removal included.
-    async fn rejoin(&self) {
-        warn!(node = %self.me, "left behind by the metadata group: asking to join again");
-        // Once per `LEFT_BEHIND_AFTER`, not every formation period: each ask is a commit.
-        if let Some((_, since)) = self.behind_since.lock().as_mut() {
-            *since = Instant::now();
-        }
-        let add_me = MetaCommand::AddNode {
-            id: self.me.0,
-            info: self.info.clone(),
-        };
-        self.ask_members(&add_me).await;
     }
 
     /// Whether this node should form the group: every seed answered a while ago, none has a

@@ -33,11 +33,11 @@ use std::time::Duration;
 
 use cluster::metadata::{MemoryDisk, MetaDisk};
 use engine::{
-    Acks, BinRef, Deadline, DeleteRequest, ExistsPolicy, GenerationPolicy, Namespace,
-    NamespaceConfig, PartitionRole, ReadRequest, ReplySink, SystemClock, WriteRequest,
+    Acks, BinRef, Deadline, DeleteRequest, GenerationPolicy, Namespace, NamespaceConfig,
+    PartitionRole, ReadRequest, ReplySink, SystemClock,
 };
 use fabric::MemoryNetwork;
-use model::{Digest, NodeId, Op, OpCode, PartitionId, ResultCode, TtlRequest, UserKey};
+use model::{Digest, NodeId, Op, OpCode, PartitionId, ResultCode, UserKey};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -45,6 +45,7 @@ use tokio::time::{Instant, sleep};
 
 use super::config::{ClusterConfig, CommitLevelOverride};
 use super::node::{ClusterNode, MetadataStore, NodeSetup};
+use super::tests::write_request;
 use super::view::ClusterView;
 
 const NAMESPACE: &str = "test";
@@ -539,19 +540,6 @@ async fn operate(running: &Running, rng: &mut SmallRng, key: u64, delete: bool) 
 fn role_at(node: &ClusterNode, pid: PartitionId) -> PartitionRole {
     node.namespace(NAMESPACE.as_bytes())
         .map_or(PartitionRole::Absent, |ns| ns.partition_role(pid).0)
-}
-
-fn write_request(digest: Digest) -> WriteRequest<'static> {
-    WriteRequest {
-        digest,
-        set_name: b"sim",
-        key: None,
-        exists: ExistsPolicy::Update,
-        generation: GenerationPolicy::None,
-        ttl: TtlRequest::NeverExpire,
-        respond_all_ops: false,
-        deadline: Deadline::NONE,
-    }
 }
 
 fn found(namespace: &Namespace, digest: Digest) -> Result<bool, ResultCode> {

@@ -82,7 +82,8 @@ async fn wait_converged(nodes: &[Arc<ClusterNode>]) {
     panic!("the simulated cluster did not form within 30 s");
 }
 
-fn write_request(digest: Digest) -> WriteRequest<'static> {
+/// An upsert of `digest` in set `s`, with no condition and no deadline.
+pub(super) fn write_request(digest: Digest) -> WriteRequest<'static> {
     WriteRequest {
         digest,
         set_name: b"s",

@@ -1,6 +1,7 @@
 //! A node's part in failures: the leader removing silent and departed nodes and replacing
 //! departed voters, and every node refusing writes without a quorum of the metadata group.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use cluster::metadata::{ClusterState, MetaCommand};
@@ -14,6 +15,35 @@ use super::{ClusterNode, holds_nothing};
 const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ClusterNode {
+    /// Decides every formation period whether client writes may be taken here, renewing the
+    /// engine's write lease while they may; a task of its own, so that a slow commit on the
+    /// leader never lets the lease lapse.
+    pub(super) async fn guard_writes(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            self.refuse_writes_without_quorum(&self.meta.state());
+            tokio::select! {
+                () = tokio::time::sleep(super::FORMATION_PERIOD) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Asks a member to add this node again: removed from the roster and the group while cut
+    /// off, it learns nothing the group commits since, its removal included.
+    pub(super) async fn rejoin(&self) {
+        warn!(node = %self.me, "left behind by the metadata group: asking to join again");
+        // Once per `LEFT_BEHIND_AFTER`, not every formation period: each ask is a commit.
+        if let Some((_, since)) = self.behind_since.lock().as_mut() {
+            *since = tokio::time::Instant::now();
+        }
+        let add_me = MetaCommand::AddNode {
+            id: self.me.0,
+            info: self.info.clone(),
+        };
+        self.ask_members(&add_me).await;
+    }
+
     /// Refuses client writes while this node hears fewer than a majority of the metadata
     /// group's voters (itself included): on a minority side, nothing fails over, and what it
     /// took could be lost when the majority's view wins.
