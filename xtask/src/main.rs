@@ -1,7 +1,8 @@
 //! Project automation. `cargo xtask ci` is the one test command: the same locally and in CI.
 //!
 //! It runs, stopping at the first failure: formatting check, clippy with warnings denied, every
-//! Rust test, a build of the `osprey` and `osprey-bench` binaries (and a release `osprey`, for
+//! Rust test, [`CI_SIMULATION_SEEDS`] seeds of the cluster simulation in an optimized build, a
+//! smoke run of the fuzz targets, a build of the `osprey` and `osprey-bench` binaries (and a release `osprey`, for
 //! the hostile-client tests' latency bounds), then the black-box suite (official Python clients
 //! against the real binaries), installing what it needs first: the Python packages into
 //! `.venv`, and Debian's `redis-server` and `redis-tools` when missing.
@@ -17,6 +18,10 @@
 //! measured on 2 cores, 2 min 22 s to build from cold and 78 s to run the targets (seven then,
 //! eight now), so under 4 minutes; only the runs when `target/fuzz` is warm. See
 //! `docs/internals/fuzzing.md`.
+//!
+//! `cargo xtask simulate [--seeds N] [--seed S]` runs N seeds (default [`CI_SIMULATION_SEEDS`])
+//! of the cluster simulation from seed S (default: a random one) in an optimized build; a seed
+//! that fails prints how to replay it. See `docs/reliability.md`.
 //!
 //! `cargo xtask compare-redis [ARGS]` builds release binaries and runs the Osprey versus
 //! redis-server comparison (`scripts/compare-redis`), passing `ARGS` through.
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "blackbox" => blackbox(&[]),
         "fuzz" => fuzz(&rest),
+        "simulate" => simulate(&rest),
         "compare-redis" => compare_redis(&rest),
         "compare-resp" => compare_resp(&rest),
         "compare-durability" => compare_durability(&rest),
@@ -64,6 +70,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci|blackbox|fuzz [--seconds N] [TARGET...]|\
+                 simulate [--seeds N] [--seed S]|\
                  compare-redis [ARGS]|compare-resp [ARGS]|compare-durability [ARGS]|\
                  set-index [ARGS]|local-cluster [--nodes N]>"
             );
@@ -80,21 +87,83 @@ fn main() -> ExitCode {
 }
 
 fn ci() -> Result<(), String> {
-    run("cargo", &["fmt", "--all", "--", "--check"])?;
-    run(
-        "cargo",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    run("cargo", &["test", "--workspace"])?;
-    fuzz(&["--seconds".to_owned(), CI_FUZZ_SECONDS.to_string()])?;
-    blackbox(&[])
+    let clippy = [
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ];
+    timed("formatting", || {
+        run("cargo", &["fmt", "--all", "--", "--check"])
+    })?;
+    timed("clippy", || run("cargo", &clippy))?;
+    timed("Rust tests", || run("cargo", &["test", "--workspace"]))?;
+    timed("simulation", || {
+        simulate(&["--seeds".to_owned(), CI_SIMULATION_SEEDS.to_string()])
+    })?;
+    timed("fuzzing", || {
+        fuzz(&["--seconds".to_owned(), CI_FUZZ_SECONDS.to_string()])
+    })?;
+    timed("black-box tests", || blackbox(&[]))
+}
+
+/// Runs `step` and prints how long it took, so that a CI log shows where its time goes.
+fn timed(name: &str, step: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let result = step();
+    println!(
+        "xtask: {name} took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+/// Seeds of the cluster simulation in `cargo xtask ci`, in an optimized build: about a second
+/// of CPU each (a debug build takes ten times that, so plain `cargo test` runs two).
+const CI_SIMULATION_SEEDS: u64 = 200;
+
+/// `cargo xtask simulate [--seeds N] [--seed S]`: the cluster simulation
+/// (`crates/server/src/cluster/sim.rs`) in an optimized build, N seeds (default
+/// [`CI_SIMULATION_SEEDS`]) from S (default: a random first seed).
+fn simulate(args: &[String]) -> Result<(), String> {
+    let mut seeds = CI_SIMULATION_SEEDS.to_string();
+    let mut first = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().cloned().ok_or(format!("{arg} needs a number"));
+        match arg.as_str() {
+            "--seeds" => seeds = value()?,
+            "--seed" => first = Some(value()?),
+            _ => return Err(format!("simulate: unknown argument {arg}")),
+        }
+    }
+    let mut command = Command::new("cargo");
+    command
+        .args([
+            "test",
+            "--release",
+            "--package",
+            "server",
+            "--bin",
+            "osprey",
+        ])
+        .args(["simulated_faults", "--", "--nocapture"])
+        .env("OSPREY_SIM_SEEDS", &seeds);
+    if let Some(first) = first {
+        command.env("OSPREY_SIM_SEED", first);
+    }
+    println!(
+        "$ OSPREY_SIM_SEEDS={seeds} cargo test --release -p server --bin osprey simulated_faults"
+    );
+    let status = command
+        .status()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("the cluster simulation failed ({status})")),
+    }
 }
 
 /// Seconds each fuzz target runs in `cargo xtask ci`: a smoke run that catches a target broken

@@ -40,6 +40,58 @@ pub struct Layout {
     /// Per namespace (a handful: found by comparing names), where each partition's requests
     /// run, worked out once per state so that routing a request is an index.
     routes: Vec<(String, Box<[PartitionRoutes]>)>,
+    /// Per namespace, the counts the statistics and the migration task ask for often (every
+    /// info request, every 2 ms while a handover drains): worked out once per state.
+    moves: HashMap<String, TableMoves>,
+}
+
+/// What moves in one namespace's table, seen from one node.
+#[derive(Debug, Default)]
+struct TableMoves {
+    /// Partitions with a replica filling or a master handing over.
+    moving: u64,
+    /// Partitions this node fills.
+    incoming: u64,
+    /// The partitions this node fills from a known master, with that master and the
+    /// version since which it is master.
+    filling_here: Vec<(PartitionId, u64, u64)>,
+    /// Partitions this node masters that another node fills.
+    outgoing: u64,
+    /// Partitions by how many copies they have.
+    by_copies: BTreeMap<usize, u64>,
+    /// Partitions this node masters and hands over, with their versions.
+    handing_off: Vec<(PartitionId, u64)>,
+}
+
+impl TableMoves {
+    fn of(table: &PartitionTable, me: u64) -> TableMoves {
+        let mut moves = TableMoves::default();
+        for (pid, assignment) in PartitionId::all().zip(table.assignments()) {
+            let filling = assignment
+                .replicas
+                .iter()
+                .any(|(_, s)| *s == ReplicaState::Filling);
+            let mastered = assignment.master() == Some(me);
+            moves.moving += u64::from(filling || assignment.is_handing_off());
+            if assignment.has(me, ReplicaState::Filling) {
+                moves.incoming += 1;
+                if let Some(master) = assignment.master() {
+                    moves
+                        .filling_here
+                        .push((pid, master, assignment.master_since));
+                }
+            }
+            moves.outgoing += u64::from(filling && mastered);
+            *moves
+                .by_copies
+                .entry(assignment.replicas.len())
+                .or_default() += 1;
+            if mastered && assignment.is_handing_off() {
+                moves.handing_off.push((pid, assignment.version));
+            }
+        }
+        moves
+    }
 }
 
 /// Where requests on one partition run.
@@ -57,6 +109,7 @@ impl Layout {
         let mut tables = HashMap::new();
         let mut claims = HashMap::new();
         let mut routes = Vec::new();
+        let mut moves = HashMap::new();
         let mut moves_waiting = unplaced_nodes(state);
         for name in namespaces {
             moves_waiting += state.namespace(name).map_or(0, |meta| meta.moves_waiting);
@@ -69,6 +122,7 @@ impl Layout {
             claims.insert(name.clone(), claims_of(name, &table, me));
             let table_routes = table.assignments().iter().map(|a| routes_of(a, me));
             routes.push((name.clone(), table_routes.collect()));
+            moves.insert(name.clone(), TableMoves::of(&table, me.0));
             tables.insert(name.clone(), table);
         }
         Layout {
@@ -79,6 +133,7 @@ impl Layout {
             moves_waiting,
             leaving_count: state.leaving.len(),
             routes,
+            moves,
         }
     }
 
@@ -97,12 +152,9 @@ impl Layout {
     pub fn copies_off_target(&self, namespace: &str, replication_factor: usize) -> u64 {
         let placing = self.nodes.len().saturating_sub(self.leaving_count).max(1);
         let wanted = replication_factor.min(placing);
-        self.tables.get(namespace).map_or(0, |table| {
-            table
-                .assignments()
-                .iter()
-                .filter(|a| a.replicas.len() != wanted)
-                .count() as u64
+        self.moves.get(namespace).map_or(0, |moves| {
+            let total: u64 = moves.by_copies.values().sum();
+            total - moves.by_copies.get(&wanted).copied().unwrap_or(0)
         })
     }
 
@@ -111,23 +163,27 @@ impl Layout {
         self.moves_waiting
     }
 
-    /// Node `me`'s migrations to come: partitions it fills, and partitions it masters that
+    /// This node's migrations to come: partitions it fills, and partitions it masters that
     /// another node fills.
-    pub fn migrations_of(&self, me: u64) -> (u64, u64) {
-        let (mut incoming, mut outgoing) = (0, 0);
-        for assignment in self.tables.values().flat_map(|table| table.assignments()) {
-            if assignment.has(me, ReplicaState::Filling) {
-                incoming += 1;
-            }
-            let filling = assignment
-                .replicas
-                .iter()
-                .any(|(_, s)| *s == ReplicaState::Filling);
-            if filling && assignment.master() == Some(me) {
-                outgoing += 1;
-            }
-        }
+    pub fn migrations(&self) -> (u64, u64) {
+        let incoming = self.moves.values().map(|m| m.incoming).sum();
+        let outgoing = self.moves.values().map(|m| m.outgoing).sum();
         (incoming, outgoing)
+    }
+
+    /// The partitions of `namespace` this node fills from a known master, with that master
+    /// and the version since which it is master.
+    pub fn filling_here(&self, namespace: &str) -> &[(PartitionId, u64, u64)] {
+        self.moves
+            .get(namespace)
+            .map_or(&[], |moves| moves.filling_here.as_slice())
+    }
+
+    /// The partitions of `namespace` this node masters and hands over, with their versions.
+    pub fn handing_off(&self, namespace: &str) -> &[(PartitionId, u64)] {
+        self.moves
+            .get(namespace)
+            .map_or(&[], |moves| moves.handing_off.as_slice())
     }
 
     /// Where a write (or, with `read`, a read) of `partition` in `namespace` runs.
@@ -159,13 +215,7 @@ impl Layout {
     /// Partitions still moving, over every namespace: a replica filling, or a master handing
     /// over.
     pub fn moving_partitions(&self) -> u64 {
-        self.tables
-            .values()
-            .flat_map(|table| table.assignments())
-            .filter(|a| {
-                a.is_handing_off() || a.replicas.iter().any(|(_, s)| *s == ReplicaState::Filling)
-            })
-            .count() as u64
+        self.moves.values().map(|moves| moves.moving).sum()
     }
 }
 

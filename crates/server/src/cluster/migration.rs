@@ -78,7 +78,7 @@ pub struct Migrations {
     /// Fills running: the `master_since` each runs under.
     active: Mutex<HashMap<FillKey, u64>>,
     /// Partitions filled and not yet reported, with the `master_since` they were filled under.
-    filled: Mutex<BTreeMap<FillKey, u64>>,
+    filled: Mutex<HashMap<FillKey, u64>>,
     /// Counters.
     pub stats: MigrationStats,
 }
@@ -120,35 +120,32 @@ impl Migrations {
     /// The fills to start now under `layout`, within the limit of fills at once: partitions
     /// this node fills, not running and not reported filled, whose master is known. Each one
     /// returned is marked running.
-    pub fn to_start(&self, layout: &Layout, me: u64, namespaces: &[Arc<Namespace>]) -> Vec<Fill> {
+    pub fn to_start(&self, layout: &Layout, namespaces: &[Arc<Namespace>]) -> Vec<Fill> {
         let mut active = self.active.lock();
         let filled = self.filled.lock();
         let mut fills = Vec::new();
+        if active.len() >= self.config.incoming_max {
+            return fills;
+        }
         for namespace in namespaces {
-            let Some(table) = layout.table(namespace.name()) else {
-                continue;
-            };
-            for (partition, assignment) in PartitionId::all().zip(table.assignments()) {
+            // Called as each fill ends: one key per namespace, its partition changed in place,
+            // keeps the loop free of allocations.
+            let mut key: FillKey = (namespace.name().to_owned(), 0);
+            for &(partition, master, master_since) in layout.filling_here(namespace.name()) {
                 if active.len() >= self.config.incoming_max {
                     return fills;
                 }
-                if !assignment.has(me, ReplicaState::Filling) {
-                    continue;
-                }
-                let key = (namespace.name().to_owned(), partition.0);
-                let reported = filled.get(&key) == Some(&assignment.master_since);
-                let Some(master) = assignment.master() else {
-                    continue;
-                };
+                key.1 = partition.0;
+                let reported = filled.get(&key) == Some(&master_since);
                 if reported || active.contains_key(&key) {
                     continue;
                 }
-                active.insert(key, assignment.master_since);
+                active.insert(key.clone(), master_since);
                 fills.push(Fill {
                     namespace: Arc::clone(namespace),
                     partition,
                     master,
-                    master_since: assignment.master_since,
+                    master_since,
                 });
             }
         }
@@ -180,10 +177,14 @@ impl Migrations {
         }
         by_namespace
             .into_iter()
-            .map(|(namespace, partitions)| MetaCommand::PartitionsFilled {
-                namespace: namespace.to_owned(),
-                node: me,
-                partitions,
+            .map(|(namespace, mut partitions)| {
+                // In partition order, whatever order the map holds them in.
+                partitions.sort_unstable();
+                MetaCommand::PartitionsFilled {
+                    namespace: namespace.to_owned(),
+                    node: me,
+                    partitions,
+                }
             })
             .collect()
     }

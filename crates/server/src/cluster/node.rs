@@ -626,7 +626,7 @@ impl ClusterNode {
         if member_now {
             for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
                 sink.prepare(&layout);
-                self.apply_roles(namespace, &layout);
+                self.apply_roles(namespace, &layout, &before);
             }
         }
         self.apply_truncates(state);
@@ -668,10 +668,18 @@ impl ClusterNode {
             .is_some_and(|info| info.boot_id == self.info.boot_id)
     }
 
-    fn apply_roles(&self, namespace: &Namespace, layout: &Layout) {
+    /// Gives each partition of `namespace` the role `layout` gives it. A row whose version
+    /// is the one `before` applied is skipped: a version names one list of replicas, so
+    /// the role is the one already applied (and most commits change a few rows of 4096).
+    fn apply_roles(&self, namespace: &Namespace, layout: &Layout, before: &Layout) {
         let table = layout.table(namespace.name());
+        let applied = before.table(namespace.name());
         for pid in PartitionId::all() {
             let assignment = table.and_then(|table| table.get(pid.0));
+            let applied_version = applied.and_then(|t| t.get(pid.0)).map(|a| a.version);
+            if applied_version.is_some() && applied_version == assignment.map(|a| a.version) {
+                continue;
+            }
             let (role, version) = role_of(assignment, self.me);
             let fence = assignment.map_or(0, |a| a.master_since.min(a.version));
             if namespace.partition_role(pid) == (role, version) {

@@ -19,13 +19,13 @@
 //! time, and each fault starts once the previous one settled: with two copies, two
 //! overlapping failures may lose what both copies held, which no promise covers.
 //!
-//! `OSPREY_SIM_SEEDS=N` runs N seeds from a random first one (default 8, as many at once as
-//! there are cores); `OSPREY_SIM_SEED=S` replays seed S alone; `OSPREY_SIM_LOG=info` prints the
-//! nodes' logs. The seed draws the scenario, the victims, the
-//! network delay, the timings and the client's choices. The runtime has one thread, so a
-//! seed replays the same sequence of faults and client operations; the interleaving is not
-//! bit for bit the same from run to run (hash maps iterate in a per-process order, and fills
-//! read on the blocking pool).
+//! `OSPREY_SIM_SEEDS=N` runs N seeds from a random first one (default 2, as many at once as
+//! there are cores); `OSPREY_SIM_SEED=S` replays seed S alone (with `OSPREY_SIM_SEEDS=N`, the N
+//! seeds from S); `OSPREY_SIM_LOG=info` prints the nodes' logs. The seed draws the scenario,
+//! the victims, the network delay, the timings and the client's choices. The runtime has one
+//! thread, so a seed replays the same sequence of faults and client operations; the
+//! interleaving is not bit for bit the same from run to run (hash maps iterate in a per-process
+//! order, and fills read on the blocking pool).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,6 +57,9 @@ const FIRST_NODES: usize = 3;
 const ACK_WAIT: Duration = Duration::from_secs(3);
 /// Virtual time the cluster has to settle after a fault.
 const SETTLE_WITHIN: Duration = Duration::from_secs(120);
+/// Seeds a plain `cargo test` runs: a seed costs about 10 s of CPU in a debug build (a second
+/// in an optimized one, where `cargo xtask simulate` runs hundreds, as CI does).
+const SEEDS_DEFAULT: u64 = 2;
 /// Real time one seed may take before the test calls it hung.
 const SEED_REAL_TIME_MAX: Duration = Duration::from_secs(120);
 
@@ -143,7 +146,9 @@ impl Sim {
     fn new(seed: u64) -> Sim {
         let network = MemoryNetwork::new();
         let mut rng = SmallRng::seed_from_u64(seed);
-        network.set_delay_ms(rng.random_range(0..3));
+        // At least a millisecond: with none, virtual time stands still while partitions move,
+        // so a fault meant for the middle of a migration could never land there.
+        network.set_delay_ms(rng.random_range(1..4));
         let nodes = (0..FIRST_NODES + 1)
             .map(|i| SimNode {
                 address: format!("node{i}:1"),
@@ -355,7 +360,12 @@ impl Sim {
             Fault::JoinCrashTarget => target,
             _ => self.source_of_a_fill(&node).unwrap_or(target),
         };
-        self.note(format!("crash node {victim} mid-migration"));
+        match Instant::now() < deadline {
+            true => self.note(format!("crash node {victim} mid-migration")),
+            false => self.note(format!(
+                "crash node {victim}: no fill seen in {SETTLE_WITHIN:?}"
+            )),
+        }
         self.crash(victim, running).await;
         let down_for = self.pause(200, 3000);
         sleep(down_for).await;
@@ -725,20 +735,18 @@ fn simulate(seed: u64) -> Result<String, String> {
         })
 }
 
+/// `OSPREY_SIM_SEED=S` alone: seed S; with `OSPREY_SIM_SEEDS=N`: N seeds from S; N alone:
+/// N seeds from a random first one ([`SEEDS_DEFAULT`] without either).
 fn seeds() -> Vec<u64> {
-    if let Some(seed) = std::env::var("OSPREY_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return vec![seed];
-    }
-    let count: u64 = std::env::var("OSPREY_SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
-    let first = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64 % 1_000_000_000);
+    let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+    let (first, count) = match (var("OSPREY_SIM_SEED"), var("OSPREY_SIM_SEEDS")) {
+        (Some(first), count) => (first, count.unwrap_or(1)),
+        (None, count) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            let first = now.map_or(0, |since| since.as_nanos() as u64 % 1_000_000_000);
+            (first, count.unwrap_or(SEEDS_DEFAULT))
+        }
+    };
     (first..first + count).collect()
 }
 

@@ -78,19 +78,12 @@ impl ClusterNode {
         let mut pending = false;
         for ((namespace, _), sink) in self.namespaces.iter().zip(&self.sinks) {
             let mut partitions = Vec::new();
-            let Some(table) = layout.table(namespace.name()) else {
-                continue;
-            };
-            for (pid, assignment) in PartitionId::all().zip(table.assignments()) {
-                if !assignment.is_handing_off() || assignment.master() != Some(self.me.0) {
-                    continue;
-                }
+            for &(pid, version) in layout.handing_off(namespace.name()) {
                 // Drained: the role no longer takes writes here (applied under the partition
                 // lock), and every replica write sent before has been answered.
-                let applied =
-                    namespace.partition_role(pid) == (PartitionRole::Replica, assignment.version);
+                let applied = namespace.partition_role(pid) == (PartitionRole::Replica, version);
                 match applied && sink.drained(pid) {
-                    true => partitions.push((pid.0, assignment.version)),
+                    true => partitions.push((pid.0, version)),
                     false => pending = true,
                 }
             }
@@ -143,7 +136,7 @@ impl ClusterNode {
             .map(|(namespace, _)| namespace.clone())
             .collect();
         let layout = self.layout.read().clone();
-        for fill in self.migrations.to_start(&layout, self.me.0, &namespaces) {
+        for fill in self.migrations.to_start(&layout, &namespaces) {
             tokio::spawn(Arc::clone(self).fill(fill));
         }
     }
@@ -196,7 +189,7 @@ impl ClusterNode {
 impl ClusterNode {
     pub(super) fn migration_summary(&self, layout: &Layout) -> MigrationSummary {
         let stats = &self.migrations.stats;
-        let (rx_remaining, tx_remaining) = layout.migrations_of(self.me.0);
+        let (rx_remaining, tx_remaining) = layout.migrations();
         MigrationSummary {
             rx_partitions_active: self.migrations.active_count() as u64,
             rx_partitions_remaining: rx_remaining,
