@@ -39,10 +39,10 @@ pub const RECONNECT_BACKOFF_MS_MIN: u64 = 50;
 /// Longest delay between two dials of one peer: a healed peer is found within 2 s.
 pub const RECONNECT_BACKOFF_MS_MAX: u64 = 2_000;
 
-/// Most incoming connections served at once. Each peer keeps one outgoing connection to us,
-/// and a replaced connection lingers until its end is noticed, hence twice the largest
-/// cluster a heartbeat describes.
-pub const INCOMING_CONNECTIONS_MAX: usize = 2 * PEERS_PER_HEARTBEAT_MAX;
+/// Most incoming connections served at once. Each peer keeps one outgoing connection to us
+/// per channel (two), and a replaced connection lingers until its end is noticed, hence
+/// four times the largest cluster a heartbeat describes.
+pub const INCOMING_CONNECTIONS_MAX: usize = 4 * PEERS_PER_HEARTBEAT_MAX;
 
 /// Most bytes a connection's reader asks the stream for at once.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;

@@ -1,8 +1,9 @@
-//! The dialer of one peer: keeps one outgoing connection to it up while it stays in the peer
-//! table, redialing with bounded exponential backoff.
+//! The dialer of one peer and channel: keeps one outgoing connection to it up while it stays
+//! in the peer table, redialing with bounded exponential backoff.
 //!
 //! Invariants:
-//! - One dialer per peer entry, hence at most one outgoing connection per peer.
+//! - One dialer per peer entry and channel, hence at most one outgoing connection per peer
+//!   and channel.
 //! - Between two dials the dialer waits at least [`RECONNECT_BACKOFF_MS_MIN`] and at most
 //!   [`RECONNECT_BACKOFF_MS_MAX`]; the wait doubles after each failed dial and starts over
 //!   after a handshake succeeds.
@@ -20,7 +21,7 @@ use crate::config::{RECONNECT_BACKOFF_MS_MAX, RECONNECT_BACKOFF_MS_MIN};
 use crate::connection::{Connection, Direction};
 use crate::fabric::Shared;
 use crate::handshake::{self, HandshakeError};
-use crate::peer_table::{Learned, PeerSlot};
+use crate::peer_table::{Channel, Learned, PeerSlot};
 
 /// Why a dial gave no connection.
 enum DialFailed {
@@ -30,15 +31,20 @@ enum DialFailed {
     Removed,
 }
 
-/// Keeps the outgoing connection of entry `slot` up until `stop` or shutdown.
-pub(crate) async fn run_dialer(shared: Arc<Shared>, slot: PeerSlot, stop: Arc<Notify>) {
+/// Keeps the outgoing connection of entry `slot` on `channel` up until `stop` or shutdown.
+pub(crate) async fn run_dialer(
+    shared: Arc<Shared>,
+    slot: PeerSlot,
+    channel: Channel,
+    stop: Arc<Notify>,
+) {
     let mut backoff_ms = RECONNECT_BACKOFF_MS_MIN;
     loop {
         let Some(address) = shared.peers().lock().address_of(slot) else {
             return;
         };
         let dialed = tokio::select! {
-            dialed = connect(&shared, slot, &address) => dialed,
+            dialed = connect(&shared, slot, channel, &address) => dialed,
             () = stop.notified() => return,
             () = shared.wait_shutdown() => return,
         };
@@ -51,12 +57,13 @@ pub(crate) async fn run_dialer(shared: Arc<Shared>, slot: PeerSlot, stop: Arc<No
                     () = shared.wait_shutdown() => true,
                 };
                 connection.close();
-                shared.peers().lock().detach(slot, &connection);
+                shared.peers().lock().detach(slot, channel, &connection);
                 if stopping {
                     return;
                 }
                 debug!(
                     node_id = connection.peer_node_id(),
+                    ?channel,
                     "fabric connection lost, redialing"
                 );
             }
@@ -72,10 +79,11 @@ pub(crate) async fn run_dialer(shared: Arc<Shared>, slot: PeerSlot, stop: Arc<No
     }
 }
 
-/// Dials, handshakes, and attaches the connection to the entry.
+/// Dials, handshakes, and attaches the connection to the entry's `channel`.
 async fn connect(
     shared: &Arc<Shared>,
     slot: PeerSlot,
+    channel: Channel,
     address: &str,
 ) -> Result<Arc<Connection>, DialFailed> {
     let own_node_id = shared.config().node_id;
@@ -110,12 +118,12 @@ async fn connect(
         handshaken.reader,
         handshaken.writer,
     );
-    if !shared.peers().lock().attach(slot, &connection) {
+    if !shared.peers().lock().attach(slot, channel, &connection) {
         connection.close();
         return Err(DialFailed::Removed);
     }
     shared.heard_from(node_id);
-    info!(node_id, address, "fabric connected");
+    info!(node_id, address, ?channel, "fabric connected");
     Ok(connection)
 }
 

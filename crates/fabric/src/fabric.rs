@@ -1,13 +1,15 @@
 //! [`Fabric`]: one node's transport, and the state its tasks share.
 //!
 //! Tasks: one acceptor (serves incoming connections), one heartbeat sender, one dialer per
-//! peer (keeps the outgoing connection up), and a reader and a writer per connection.
+//! peer and [`Channel`] (keeps that outgoing connection up), and a reader and a writer per
+//! connection.
 //!
 //! Invariants:
 //! - Every frame this node sends with a request id carries an id picked here from one
 //!   counter, unique for the fabric's life; so a reply matches only the request it answers.
 //! - [`Fabric::request`] and [`Fabric::send`] queue their frame before they return: frames to
-//!   one peer leave in the order of the calls, whenever their futures are polled.
+//!   one peer on one channel leave in the order of the calls, whenever their futures are
+//!   polled.
 //! - Every task the fabric spawns watches the shutdown signal, and [`Fabric::shutdown`]
 //!   returns only after all of them ended.
 
@@ -31,7 +33,7 @@ use crate::handler::FabricHandler;
 use crate::handshake::HelloFrames;
 use crate::heartbeat::run_heartbeats;
 use crate::network::Network;
-use crate::peer_table::{PeerStatus, PeerTable};
+use crate::peer_table::{Channel, NewPeer, PeerStatus, PeerTable};
 
 /// One node's fabric: its listener, its connections to peers, and its heartbeats.
 ///
@@ -175,8 +177,27 @@ impl Fabric {
         &self,
         node_id: u64,
         message: &Message<'_>,
-    ) -> impl Future<Output = Result<OwnedFrame, FabricError>> + Send + 'static {
-        let started = self.start_request(node_id, message);
+    ) -> impl Future<Output = Result<OwnedFrame, FabricError>> + Send + 'static + use<> {
+        self.request_on(Channel::General, node_id, message)
+    }
+
+    /// [`Fabric::request`] on the connection of `channel`: a bulk transfer's requests take
+    /// [`Channel::Bulk`], so that their large answers never hold back the other traffic.
+    ///
+    /// # Errors
+    ///
+    /// As [`Fabric::request`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Fabric::request`].
+    pub fn request_on(
+        &self,
+        channel: Channel,
+        node_id: u64,
+        message: &Message<'_>,
+    ) -> impl Future<Output = Result<OwnedFrame, FabricError>> + Send + 'static + use<> {
+        let started = self.start_request(channel, node_id, message);
         async move { started?.wait().await }
     }
 
@@ -199,7 +220,7 @@ impl Fabric {
         message: &Message<'_>,
         on_reply: impl FnOnce(Result<OwnedFrame, FabricError>) + Send + 'static,
     ) {
-        let outgoing = match self.outgoing_request(node_id, message) {
+        let outgoing = match self.outgoing_request(Channel::General, node_id, message) {
             Ok(outgoing) => outgoing,
             Err(error) => return on_reply(Err(error)),
         };
@@ -236,7 +257,7 @@ impl Fabric {
             role != FrameRole::Handshake,
             "only the handshake sends a Hello"
         );
-        let connection = self.connection_of(node_id)?;
+        let connection = self.connection_of(node_id, Channel::General)?;
         let frame = encode_with_request_id(message, self.shared.next_request_id());
         connection.push(frame)
     }
@@ -254,10 +275,11 @@ impl Fabric {
 
     fn start_request(
         &self,
+        channel: Channel,
         node_id: u64,
         message: &Message<'_>,
     ) -> Result<PendingReply, FabricError> {
-        let outgoing = self.outgoing_request(node_id, message)?;
+        let outgoing = self.outgoing_request(channel, node_id, message)?;
         let pending = outgoing.connection.register_request(
             outgoing.request_id,
             outgoing.deadline,
@@ -268,13 +290,15 @@ impl Fabric {
         Ok(pending)
     }
 
-    /// A request to node `node_id`, encoded under a fresh id, with its connection and deadline.
+    /// A request to node `node_id`, encoded under a fresh id, with its connection on
+    /// `channel` and its deadline.
     ///
     /// # Panics
     ///
     /// If `message` is not a request.
     fn outgoing_request(
         &self,
+        channel: Channel,
         node_id: u64,
         message: &Message<'_>,
     ) -> Result<OutgoingRequest, FabricError> {
@@ -284,7 +308,7 @@ impl Fabric {
             "{:?} is not a request",
             message.message_type()
         );
-        let connection = self.connection_of(node_id)?;
+        let connection = self.connection_of(node_id, channel)?;
         let timeout_ms = self.shared.config.request_timeout_ms;
         let request_id = self.shared.next_request_id();
         Ok(OutgoingRequest {
@@ -296,8 +320,12 @@ impl Fabric {
         })
     }
 
-    fn connection_of(&self, node_id: u64) -> Result<Arc<Connection>, FabricError> {
-        let connection = self.shared.peers.lock().connection_of(node_id);
+    fn connection_of(
+        &self,
+        node_id: u64,
+        channel: Channel,
+    ) -> Result<Arc<Connection>, FabricError> {
+        let connection = self.shared.peers.lock().connection_of(node_id, channel);
         connection.ok_or(FabricError::NotConnected { node_id })
     }
 }
@@ -393,7 +421,7 @@ impl Shared {
         }
         let added = self.peers.lock().insert_seed(address, Instant::now());
         if let Some(peer) = added {
-            self.spawn(run_dialer(Arc::clone(self), peer.slot, peer.stop));
+            self.spawn_dialers(peer);
         }
     }
 
@@ -406,7 +434,13 @@ impl Shared {
             .lock()
             .insert_node(node_id, address, Instant::now());
         if let Some(peer) = added {
-            self.spawn(run_dialer(Arc::clone(self), peer.slot, peer.stop));
+            self.spawn_dialers(peer);
+        }
+    }
+
+    fn spawn_dialers(self: &Arc<Self>, peer: NewPeer) {
+        for (channel, stop) in peer.stops {
+            self.spawn(run_dialer(Arc::clone(self), peer.slot, channel, stop));
         }
     }
 

@@ -2,7 +2,8 @@
 //! over an injectable byte-stream [`Network`].
 //!
 //! What it does: a [`Fabric`] per node listens for peers and dials each peer it knows,
-//! keeping one outgoing connection per peer for its own requests and heartbeats, and serving
+//! keeping one outgoing connection per peer and [`Channel`] for its own requests (bulk
+//! transfers on a connection of their own) and heartbeats, and serving
 //! the requests that arrive on the connections peers dialed. Every connection opens with
 //! `Hello`/`HelloAck` (node ids learnt, another cluster refused). [`Fabric::request`] sends
 //! a request and waits for the reply with its id; [`Fabric::send`] sends without waiting; a
@@ -64,4 +65,4 @@ pub use handler::{FabricHandler, Responder};
 pub use network::{BoxedStream, FabricStream, Network, NetworkFuture, NetworkListener};
 pub use network_memory::{MemoryNetwork, STREAM_BUFFER_BYTES};
 pub use network_tcp::TcpNetwork;
-pub use peer_table::{PEERS_MAX, PeerStatus};
+pub use peer_table::{Channel, PEERS_MAX, PeerStatus};

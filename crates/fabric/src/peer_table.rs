@@ -1,16 +1,16 @@
-//! [`PeerTable`]: the nodes this node keeps an outgoing connection to, and when each was
-//! last heard from.
+//! [`PeerTable`]: the nodes this node keeps outgoing connections to, one per [`Channel`],
+//! and when each was last heard from.
 //!
-//! A peer is an entry with its own dialer task, found by a slot number that never changes.
-//! A seed entry knows only an address until its first handshake tells its node id.
+//! A peer is an entry with a dialer task per channel, found by a slot number that never
+//! changes. A seed entry knows only an address until its first handshake tells its node id.
 //!
 //! Invariants:
 //! - At most one entry per node id, and at most one seed entry per address; never an entry
 //!   for this node itself.
 //! - At most [`PEERS_MAX`] entries.
-//! - An entry's connection, when present, is open or about to be detached by its dialer:
-//!   only the dialer of the entry attaches and detaches it.
-//! - Removing an entry notifies its `stop`, so its dialer ends.
+//! - An entry's connection on a channel, when present, is open or about to be detached by
+//!   its dialer: only the dialer of that entry and channel attaches and detaches it.
+//! - Removing an entry notifies every channel's `stop`, so its dialers end.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +24,28 @@ use crate::connection::Connection;
 /// Most peers a node keeps: as many as one heartbeat can name.
 pub const PEERS_MAX: usize = PEERS_PER_HEARTBEAT_MAX;
 
+/// Which of a peer's outgoing connections a request travels on. Bulk transfers (a partition
+/// streamed to a new replica, hundreds of KiB per answer) have a connection of their own, as
+/// in Aerospike's fabric: on a slow link, consensus messages, heartbeats and replica writes
+/// must not wait behind megabytes of records in one byte stream, or the metadata group
+/// misses its deadlines and elects again and again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// Everything but bulk transfers; heartbeats go here.
+    General,
+    /// Partition streams.
+    Bulk,
+}
+
+impl Channel {
+    fn index(self) -> usize {
+        match self {
+            Channel::General => 0,
+            Channel::Bulk => 1,
+        }
+    }
+}
+
 /// What [`crate::Fabric::peers`] reports about one peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerStatus {
@@ -31,7 +53,7 @@ pub struct PeerStatus {
     pub node_id: Option<u64>,
     /// Where this node dials it.
     pub address: String,
-    /// Whether the outgoing connection to it is up.
+    /// Whether the general outgoing connection to it is up.
     pub connected: bool,
     /// Milliseconds since any frame arrived from it, on any connection (or since it was
     /// added, if none ever did).
@@ -66,25 +88,29 @@ pub(crate) struct PeerTable {
 pub(crate) struct PeerEntry {
     address: String,
     node_id: Option<u64>,
-    connection: Option<Arc<Connection>>,
+    /// By channel index.
+    connections: [Option<Arc<Connection>>; 2],
     last_heard: Instant,
-    stop: Arc<Notify>,
+    /// By channel index: one per dialer, since a `notify_one` wakes one waiter.
+    stops: [Arc<Notify>; 2],
 }
 
 impl PeerEntry {
-    /// Ends the entry's dialer and closes its connection.
+    /// Ends the entry's dialers and closes its connections.
     pub(crate) fn stop(&self) {
-        self.stop.notify_one();
-        if let Some(connection) = &self.connection {
+        for stop in &self.stops {
+            stop.notify_one();
+        }
+        for connection in self.connections.iter().flatten() {
             connection.close();
         }
     }
 }
 
-/// A new entry whose dialer the caller starts.
+/// A new entry whose dialers (one per channel, each with its `stop`) the caller starts.
 pub(crate) struct NewPeer {
     pub(crate) slot: PeerSlot,
-    pub(crate) stop: Arc<Notify>,
+    pub(crate) stops: [(Channel, Arc<Notify>); 2],
 }
 
 impl PeerTable {
@@ -162,38 +188,50 @@ impl PeerTable {
         Learned::Kept
     }
 
-    /// Makes `connection` the entry's outgoing connection; `false` if the entry is gone.
-    pub(crate) fn attach(&mut self, slot: PeerSlot, connection: &Arc<Connection>) -> bool {
+    /// Makes `connection` the entry's outgoing connection on `channel`; `false` if the entry
+    /// is gone.
+    pub(crate) fn attach(
+        &mut self,
+        slot: PeerSlot,
+        channel: Channel,
+        connection: &Arc<Connection>,
+    ) -> bool {
         let Some(entry) = self.entries.get_mut(&slot) else {
             return false;
         };
-        entry.connection = Some(Arc::clone(connection));
+        entry.connections[channel.index()] = Some(Arc::clone(connection));
         true
     }
 
-    /// Forgets the entry's connection if it is still `connection`.
-    pub(crate) fn detach(&mut self, slot: PeerSlot, connection: &Arc<Connection>) {
-        if let Some(entry) = self.entries.get_mut(&slot)
-            && entry
-                .connection
+    /// Forgets the entry's connection on `channel` if it is still `connection`.
+    pub(crate) fn detach(
+        &mut self,
+        slot: PeerSlot,
+        channel: Channel,
+        connection: &Arc<Connection>,
+    ) {
+        if let Some(entry) = self.entries.get_mut(&slot) {
+            let attached = &mut entry.connections[channel.index()];
+            if attached
                 .as_ref()
                 .is_some_and(|attached| Arc::ptr_eq(attached, connection))
-        {
-            entry.connection = None;
+            {
+                *attached = None;
+            }
         }
     }
 
-    /// The outgoing connection to node `node_id`, if it is up.
-    pub(crate) fn connection_of(&self, node_id: u64) -> Option<Arc<Connection>> {
+    /// The outgoing connection to node `node_id` on `channel`, if it is up.
+    pub(crate) fn connection_of(&self, node_id: u64, channel: Channel) -> Option<Arc<Connection>> {
         let slot = self.slot_by_node_id.get(&node_id)?;
-        self.entries.get(slot)?.connection.clone()
+        self.entries.get(slot)?.connections[channel.index()].clone()
     }
 
-    /// Every outgoing connection that is up.
+    /// Every general outgoing connection that is up.
     pub(crate) fn connections(&self) -> Vec<Arc<Connection>> {
         self.entries
             .values()
-            .filter_map(|entry| entry.connection.clone())
+            .filter_map(|entry| entry.connections[Channel::General.index()].clone())
             .collect()
     }
 
@@ -224,7 +262,7 @@ impl PeerTable {
                 PeerStatus {
                     node_id: entry.node_id,
                     address: entry.address.clone(),
-                    connected: entry.connection.is_some(),
+                    connected: entry.connections[Channel::General.index()].is_some(),
                     last_heard_ms_ago,
                     suspect: is_suspect(last_heard_ms_ago, suspect_after_ms),
                 }
@@ -246,19 +284,21 @@ impl PeerTable {
         }
         let slot = self.next_slot;
         self.next_slot += 1;
-        let stop = Arc::new(Notify::new());
+        let stops = [Arc::new(Notify::new()), Arc::new(Notify::new())];
         let entry = PeerEntry {
             address: address.to_owned(),
             node_id,
-            connection: None,
+            connections: [None, None],
             last_heard: now,
-            stop: Arc::clone(&stop),
+            stops: stops.clone(),
         };
         self.entries.insert(slot, entry);
         if let Some(node_id) = node_id {
             self.slot_by_node_id.insert(node_id, slot);
         }
-        Some(NewPeer { slot, stop })
+        let [general, bulk] = stops;
+        let stops = [(Channel::General, general), (Channel::Bulk, bulk)];
+        Some(NewPeer { slot, stops })
     }
 
     fn assign_node_id(&mut self, slot: PeerSlot, node_id: u64) {

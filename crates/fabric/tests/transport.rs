@@ -12,7 +12,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{Fabric, FabricError, MemoryNetwork, Network, TcpNetwork};
+use fabric::{Channel, Fabric, FabricError, MemoryNetwork, Network, TcpNetwork};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
@@ -319,6 +319,42 @@ async fn a_full_write_queue_refuses_at_once_with_overloaded() {
         b_recorder.forwards.lock().len() == 4
     })
     .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Bulk transfers travel on a connection of their own: with the bulk connection's write queue
+/// full, a general request still goes out at once and is answered, and the bulk requests
+/// queued before it are answered too. (On one connection, a slow link's megabytes of
+/// partition records held the metadata group's messages back past their deadlines.)
+#[tokio::test(start_paused = true)]
+async fn a_full_bulk_channel_does_not_hold_back_general_requests() {
+    let network = MemoryNetwork::new();
+    let mut a_config = config(1, "a");
+    a_config.write_queue_frames_max = 4;
+    // Heartbeats only at start (before any connection), so none sits in a queue.
+    a_config.heartbeat_interval_ms = 100_000;
+    let (a, _) = start_with(&network, a_config).await;
+    let (b, _) = start(&network, 2, "b").await;
+    a.add_peer("b");
+    wait_until("a is connected", || connected_to(&a, 2)).await;
+    loop {
+        match a.request_on(Channel::Bulk, 2, &forward(b"probe", 0)).await {
+            Ok(_) => break,
+            Err(FabricError::NotConnected { .. }) => sleep(Duration::from_millis(10)).await,
+            Err(error) => panic!("the bulk connection failed: {error}"),
+        }
+    }
+    let bulk: Vec<_> = (0..4_u8)
+        .map(|sequence| a.request_on(Channel::Bulk, 2, &forward(&[sequence], 0)))
+        .collect();
+    let refused = a.request_on(Channel::Bulk, 2, &forward(b"fifth", 0)).await;
+    assert_eq!(refused.unwrap_err(), FabricError::Overloaded { node_id: 2 });
+    let general = a.request(2, &forward(b"general", 0)).await;
+    assert_eq!(reply_payload(&general.expect("answered")), b"general");
+    for (sequence, reply) in (0..4_u8).zip(bulk) {
+        assert_eq!(reply_payload(&reply.await.expect("answered")), [sequence]);
+    }
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -248,7 +248,11 @@ pub async fn run_fill(
             after_digest: after,
             chunk_size_bytes_max: chunk_bytes,
         };
-        let reply = fabric.request(fill.master, &request).await?;
+        // On the bulk channel: a chunk is hundreds of KiB, and on a slow link the metadata
+        // group's messages must not wait behind it.
+        let reply = fabric
+            .request_on(fabric::Channel::Bulk, fill.master, &request)
+            .await?;
         let Message::PartitionChunk { done, records, .. } = reply.message() else {
             return Err(FillError::Unexpected);
         };
