@@ -327,10 +327,13 @@ impl Namespace {
             .store(until_ms, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Begins filling `partition` from its master: drops every record held here that the
-    /// master has not replicated since the fill began, so that what remains afterwards is
-    /// exactly what the master streams and replicates (a copy left from before, perhaps of a
-    /// record deleted since, cannot come back). Returns how many records were dropped.
+    /// Begins (or begins again) filling `partition` from its master: drops every record held
+    /// here, so that what remains afterwards is exactly what the master streams from now on and
+    /// replicates meanwhile. Nothing held before can be trusted: a copy left from before, or
+    /// even one the master replicated to this node under an older table, may be of a record
+    /// changed or deleted since, and a master sends a filling node its changes only once the
+    /// stream began (the stream that follows carries the record as it is). Returns how many
+    /// records were dropped.
     ///
     /// # Errors
     /// UNAVAILABLE when this node does not fill the partition.
@@ -339,10 +342,8 @@ impl Namespace {
         if state.role != PartitionRole::Filling {
             return Err(ResultCode::Unavailable);
         }
-        let keep = std::mem::take(&mut state.replicated_during_fill);
-        let dropped = self.remove_records(&mut state, |digest| !keep.contains(digest));
-        state.replicated_during_fill = keep;
-        Ok(dropped)
+        state.replicated_during_fill.clear();
+        Ok(self.remove_records(&mut state, |_| true))
     }
 
     /// This node's role for `partition` and the partition's version.

@@ -84,8 +84,8 @@ pub(crate) struct Partition {
     /// The oldest version a replicated change may carry: the version at which the current
     /// master became master. Changes of a deposed master carry older ones.
     pub(crate) fence_version: u64,
-    /// While filling, the records the master replicated since the fill began: the snapshot's
-    /// older copies of them are ignored.
+    /// While filling, the records the master replicated since this node last began the fill
+    /// (`begin_fill`): the snapshot's older copies of them are ignored.
     pub(crate) replicated_during_fill: BTreeSet<Digest>,
 }
 

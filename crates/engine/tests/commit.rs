@@ -389,11 +389,15 @@ fn refused_writes_are_unavailable_until_allowed_again() {
     );
 }
 
-/// A fill starts from nothing but what the master replicated since it began: a record left
-/// here from before (the master may have deleted it meanwhile) is dropped, so it cannot
-/// come back; one replicated during the fill is kept.
+/// A fill starts from nothing: a record left here from before is dropped (the master may
+/// have deleted it meanwhile), and so is one the master replicated to this node while it was
+/// filling but before its stream began. That one told the cluster simulation's story (seed
+/// 551959178): a node restarted within the heartbeat timeout took a write its master sent under
+/// the table that still called it a full replica, the master deleted the record before this
+/// node's stream began (and so sent it nothing), and the kept copy came back once the node
+/// became master. What the master replicates after the fill began is kept.
 #[test]
-fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
+fn beginning_a_fill_drops_everything_held_before() {
     let clock = clock();
     let target = namespace(&clock);
     for key in ["stale-1", "stale-2"] {
@@ -405,6 +409,7 @@ fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
             &mut Acks::default(),
         );
     }
+    let early = version("early", 3, START_UNIX_MS, b"early");
     let fresh = version("fresh", 3, START_UNIX_MS, b"new");
     let fresh_pid = digest("fresh").partition_id();
     for pid in model::PartitionId::all() {
@@ -413,13 +418,22 @@ fn beginning_a_fill_drops_what_the_master_did_not_replicate_since() {
             .expect("set");
     }
     target
-        .merge_replicated(2, &fresh, &mut Acks::default())
-        .expect("replicated during the fill");
+        .merge_replicated(2, &early, &mut Acks::default())
+        .expect("replicated while filling, before the stream began");
     let mut dropped = 0;
     for pid in model::PartitionId::all() {
         dropped += target.begin_fill(pid).expect("filling");
     }
-    assert_eq!(dropped, 2);
+    assert_eq!(dropped, 3, "the two stale records and the early one");
+    target
+        .merge_replicated(2, &fresh, &mut Acks::default())
+        .expect("replicated during the fill");
+    let older_fresh = version("fresh", 2, START_UNIX_MS - 1, b"old");
+    assert_eq!(
+        target.merge_in(&older_fresh),
+        Ok(false),
+        "the stream's older copy"
+    );
     target
         .set_partition_role(fresh_pid, PartitionRole::Replica, 3, 2)
         .expect("set");

@@ -1,8 +1,8 @@
 //! Migrations: this node fills the partitions the committed table makes it `Filling` for, each
 //! from its master, and as a master streams partitions out to the nodes filling them.
 //!
-//! A fill (one partition): the node drops what it held of the partition that the master has
-//! not replicated since the fill began (`Namespace::begin_fill`: a copy left from before,
+//! A fill (one partition): the node drops all it held of the partition
+//! (`Namespace::begin_fill`: a copy left from before, or one replicated under an older table,
 //! perhaps of a record deleted since, cannot come back), asks the master for the partition in
 //! digest order a chunk at a time (`PartitionStreamRequest`, answered by `PartitionChunk`), and
 //! merges each record (`Namespace::merge_in`: the newer version wins, and nothing the master
