@@ -396,6 +396,8 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     let java_client = build_java_cluster_client(&root)?;
     let binary = root.join("target/debug/osprey");
     let mut args = vec!["-m", "pytest", "tests/blackbox", "-q", "-ra"];
+    // The slowest tests are listed, so that a run shows where its time goes.
+    args.push("--durations=15");
     args.extend_from_slice(extra_pytest_args);
     let status = Command::new(&python)
         .args(&args)
