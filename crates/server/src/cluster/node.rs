@@ -123,6 +123,8 @@ pub struct ClusterNode {
     behind_since: Mutex<Option<(u64, Instant)>>,
     /// When client writes were last refused.
     refused_since: Mutex<Instant>,
+    /// When the engine's write lease was last renewed (`None` before the first time).
+    lease_renewed_at: Mutex<Option<Instant>>,
     /// Wakes the migration task when a new state is applied (a handover to drain, fills to
     /// start).
     migration_wake: tokio::sync::Notify,
@@ -234,6 +236,7 @@ impl ClusterNode {
             writes_refused: AtomicBool::new(false),
             behind_since: Mutex::default(),
             refused_since: Mutex::new(Instant::now()),
+            lease_renewed_at: Mutex::default(),
             migration_wake: tokio::sync::Notify::new(),
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),

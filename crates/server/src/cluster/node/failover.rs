@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use cluster::metadata::{ClusterState, MetaCommand};
 use tracing::{info, warn};
@@ -54,6 +55,18 @@ impl ClusterNode {
         // A node outside the roster (restarted, or removed while cut off) is no one's master.
         if !self.is_member_now(state) {
             return self.refuse_writes(true, 0, state.voters.len());
+        }
+        // A lease that lapsed (the process was paused, SIGSTOP, or starved past it) is a
+        // refusal: the heartbeats its peers sent meanwhile, read from the sockets on waking,
+        // would make them look heard at once, before this node's map caught up (the fault
+        // suite's pause test: NOT_FOUND answered from a stale copy, seed 2073160356).
+        let lapsed = self
+            .lease_renewed_at
+            .lock()
+            .is_some_and(|at| at.elapsed() >= Duration::from_millis(self.write_lease_ms()));
+        if lapsed && !self.writes_refused.swap(true, Ordering::AcqRel) {
+            *self.refused_since.lock() = tokio::time::Instant::now();
+            warn!("the write lease lapsed (the process was paused or starved): refusing writes");
         }
         let peers = self.fabric.peers();
         // Once refused, a voter counts again only after a heartbeat received since (it carries the
@@ -135,14 +148,22 @@ impl ClusterNode {
         }
         // Allowed for a lease only, renewed every formation period: after a pause longer than
         // the heartbeat timeout (SIGSTOP), the majority may have failed over meanwhile.
-        let lease_ms =
-            self.config.heartbeat_interval_ms * u64::from(self.config.heartbeat_timeout_count);
+        let lease_ms = self.write_lease_ms();
         for (namespace, _) in &self.namespaces {
             match refused {
                 true => namespace.set_writes_refused(true),
                 false => namespace.allow_writes_for(lease_ms),
             }
         }
+        if !refused {
+            *self.lease_renewed_at.lock() = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// How long client writes are allowed after each decision that they may be: the heartbeat
+    /// timeout, after which the majority may declare this node dead.
+    fn write_lease_ms(&self) -> u64 {
+        self.config.heartbeat_interval_ms * u64::from(self.config.heartbeat_timeout_count)
     }
 
     /// Removes from the roster one node that is dead or has left: dead when this leader has
