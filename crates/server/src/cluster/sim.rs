@@ -34,7 +34,7 @@ use std::time::Duration;
 use cluster::metadata::{MemoryDisk, MetaDisk};
 use engine::{
     Acks, BinRef, Deadline, DeleteRequest, GenerationPolicy, Namespace, NamespaceConfig,
-    PartitionRole, ReadRequest, ReplySink, SystemClock,
+    PartitionRole, ReplySink, SystemClock,
 };
 use fabric::MemoryNetwork;
 use model::{Digest, NodeId, Op, OpCode, PartitionId, ResultCode, UserKey};
@@ -45,7 +45,7 @@ use tokio::time::{Instant, sleep};
 
 use super::config::{ClusterConfig, CommitLevelOverride};
 use super::node::{ClusterNode, MetadataStore, NodeSetup};
-use super::tests::write_request;
+use super::tests::{read_request, write_request};
 use super::view::ClusterView;
 
 const NAMESPACE: &str = "test";
@@ -553,15 +553,7 @@ fn role_at(node: &ClusterNode, pid: PartitionId) -> PartitionRole {
 }
 
 fn found(namespace: &Namespace, digest: Digest) -> Result<bool, ResultCode> {
-    let request = ReadRequest {
-        digest,
-        set_name: b"",
-        key: None,
-        read_all_bins: true,
-        header_only: true,
-        respond_all_ops: false,
-        deadline: Deadline::NONE,
-    };
+    let request = read_request(digest, true);
     match namespace.read(&request, std::iter::empty(), &mut NoSink) {
         Ok(_) => Ok(true),
         Err(ResultCode::NotFound) => Ok(false),

@@ -96,16 +96,22 @@ pub(super) fn write_request(digest: Digest) -> WriteRequest<'static> {
     }
 }
 
-fn read_generation(namespace: &Namespace, digest: Digest) -> Result<u16, ResultCode> {
-    let request = ReadRequest {
+/// A read of every bin of `digest` (or, with `header_only`, of its metadata), with no
+/// deadline.
+pub(super) fn read_request(digest: Digest, header_only: bool) -> ReadRequest<'static> {
+    ReadRequest {
         digest,
         set_name: b"",
         key: None,
         read_all_bins: true,
-        header_only: false,
+        header_only,
         respond_all_ops: false,
         deadline: Deadline::NONE,
-    };
+    }
+}
+
+fn read_generation(namespace: &Namespace, digest: Digest) -> Result<u16, ResultCode> {
+    let request = read_request(digest, false);
     namespace
         .read(&request, std::iter::empty(), &mut NoSink)
         .map(|meta| meta.generation.0)
