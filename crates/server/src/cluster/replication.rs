@@ -17,9 +17,10 @@
 //!   or cannot be reached fails the latch, and the connection then reports the write as failed
 //!   or in doubt instead of acknowledging it.
 //! - A change a replica did not answer is sent to it again ([`resend_until_answered`]) until
-//!   it answers, refuses it, or stops being a replica of the partition here: a copy cut off for
-//!   less than the heartbeat timeout, which stays a replica, does not keep missing what its
-//!   master applied (the client was told the write was in doubt). Each resend carries the
+//!   it answers, refuses it, or stops being a replica of the partition here (a master handing
+//!   the partition over still counts as its master, so the next master gets it first): a copy
+//!   cut off for less than the heartbeat timeout, which stays a replica, does not keep missing
+//!   what its master applied (the client was told the write was in doubt). Each resend carries the
 //!   record as it is then, read and queued under the partition's lock, so it never overtakes a
 //!   later change of the record (an old version sent again after a delete would bring the
 //!   record back). Until then the change counts as in flight, so a handover waits for it.
@@ -40,7 +41,7 @@ use tracing::warn;
 use wire_fabric::{Message, REPLICA_ACK_OK};
 
 use super::config::CommitLevelOverride;
-use super::layout::{Layout, role_of};
+use super::layout::Layout;
 
 /// The master's side of replication for one namespace.
 pub struct ReplicationSink {
@@ -138,7 +139,9 @@ impl ReplicationSink {
             {
                 continue;
             }
-            let master = role_of(Some(assignment), self.me).0 == engine::PartitionRole::Master;
+            // A master handing the partition over takes no new writes, but its resends still
+            // go out (see `Resend`): the next master must hold every change first.
+            let master = assignment.master() == Some(self.me.0);
             let others: Vec<(u64, ReplicaState)> = match master {
                 true => assignment
                     .replicas
@@ -298,40 +301,50 @@ struct Resend {
 
 impl Resend {
     /// Whether `node` is still a replica of the partition in the newest table this master
-    /// prepared (none when this node is no longer its master there).
+    /// prepared (none when this node is no longer its master there; a master handing the
+    /// partition over still is, until the handover completes).
     fn still_wanted(&self) -> bool {
+        self.wanted_at(None)
+    }
+
+    /// Whether `node` is a replica of the partition, this node its master, in the table of
+    /// `version` (`None`: the newest prepared).
+    fn wanted_at(&self, version: Option<u64>) -> bool {
         let Some(peers) = self.peers.upgrade() else {
             return false;
         };
-        let newest = peers[self.partition.index()].read();
-        newest[1]
-            .as_ref()
-            .is_some_and(|p| p.others.iter().any(|(n, _)| *n == self.node))
+        let tables = peers[self.partition.index()].read();
+        let table = match version {
+            None => tables[1].as_ref(),
+            Some(version) => tables.iter().flatten().find(|p| p.version == version),
+        };
+        table.is_some_and(|p| p.others.iter().any(|(n, _)| *n == self.node))
     }
 
     /// Queues the record as it is now to the replica, under the partition's lock; `None` when
     /// this node no longer masters the partition (or it cannot be read now).
     fn send_current(&self) -> Option<oneshot::Receiver<Result<OwnedFrame, FabricError>>> {
         let namespace = self.source.upgrade()?;
-        let sent =
-            namespace.with_current_version(&self.digest, |version, role, partition_version| {
-                if role != engine::PartitionRole::Master {
-                    return None;
-                }
-                let message = Message::ReplicaWrite {
-                    request_id: 0,
-                    namespace: self.namespace.as_bytes(),
-                    partition: self.partition,
-                    partition_version,
-                    sequence: self.sequence,
-                    record: wire_record(&version),
-                };
-                let (answered, answer) = oneshot::channel();
-                self.fabric.request_then(self.node, &message, move |reply| {
-                    let _ = answered.send(reply);
-                });
-                Some(answer)
+        let sent = namespace.with_current_version(&self.digest, |version, _, partition_version| {
+            // By the table the partition's role came from: a master handing the
+            // partition over is a replica to the engine, and still sends.
+            if !self.wanted_at(Some(partition_version)) {
+                return None;
+            }
+            let message = Message::ReplicaWrite {
+                request_id: 0,
+                namespace: self.namespace.as_bytes(),
+                partition: self.partition,
+                partition_version,
+                sequence: self.sequence,
+                record: wire_record(&version),
+            };
+            let (answered, answer) = oneshot::channel();
+            self.fabric.request_then(self.node, &message, move |reply| {
+                let _ = answered.send(reply);
             });
+            Some(answer)
+        });
         sent.flatten()
     }
 }
@@ -408,5 +421,155 @@ pub fn apply_replica_write(
     match result {
         Ok(()) => (ResultCode::Ok, acks),
         Err(code) => (code, Acks::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The story of simulation seed 716654827: a master cut off from its replica for less
+    //! than the heartbeat timeout applied a write the replica never got (in doubt). The
+    //! balancer then had it hand the partition over to that replica; the handover stopped the
+    //! resend, so the new master took over without the record, and the copies differed.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cluster::metadata::{
+        ClusterState, NamespaceMeta, PartitionAssignment, PartitionTable, ReplicaState,
+    };
+    use engine::{Acks, Namespace, NamespaceConfig, PartitionRole, SystemClock};
+    use fabric::{Fabric, FabricConfig, FabricHandler, MemoryNetwork, OwnedFrame, Responder};
+    use model::{Digest, NodeId, Op, OpCode, PARTITION_COUNT, UserKey};
+    use parking_lot::Mutex;
+    use wire_fabric::{Message, REPLICA_ACK_OK};
+
+    use super::super::config::CommitLevelOverride;
+    use super::super::layout::Layout;
+    use super::super::tests::write_request;
+    use super::ReplicationSink;
+
+    const MASTER: u64 = 0xA1;
+    const REPLICA: u64 = 0xA2;
+
+    /// A replica that notes every record it is sent and acknowledges it.
+    #[derive(Default)]
+    struct NotingReplica {
+        received: Mutex<Vec<Digest>>,
+    }
+
+    impl FabricHandler for NotingReplica {
+        fn handle(&self, _: u64, frame: OwnedFrame, reply: Responder) {
+            if let Message::ReplicaWrite { record, .. } = frame.message() {
+                self.received.lock().push(record.digest);
+                let ack = Message::ReplicaAck {
+                    request_id: 0,
+                    result_code: REPLICA_ACK_OK,
+                };
+                let _ = reply.send(&ack);
+            }
+        }
+    }
+
+    /// The master's layout with every partition `assignment`.
+    fn layout_of(assignment: &PartitionAssignment) -> Layout {
+        let table = PartitionTable::new(vec![assignment.clone(); PARTITION_COUNT]).expect("table");
+        let mut state = ClusterState::default();
+        let meta = NamespaceMeta {
+            partitions: Some(Arc::new(table)),
+            ..Default::default()
+        };
+        state.namespaces.insert("test".to_owned(), Arc::new(meta));
+        Layout::of(&state, NodeId(MASTER), &["test".to_owned()])
+    }
+
+    async fn fabric(network: &MemoryNetwork, id: u64, handler: Arc<dyn FabricHandler>) -> Fabric {
+        let address = format!("node{id}:1");
+        let config = FabricConfig::new(id, "sim", &address);
+        let endpoint = Arc::new(network.endpoint(&address));
+        Fabric::start(config, endpoint, handler)
+            .await
+            .expect("fabric")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handover_waits_for_the_resends_its_master_owes() {
+        let network = MemoryNetwork::new();
+        let replica = Arc::new(NotingReplica::default());
+        let _replica_fabric = fabric(&network, REPLICA, replica.clone()).await;
+        let master_fabric =
+            Arc::new(fabric(&network, MASTER, Arc::new(NotingReplica::default())).await);
+        master_fabric.add_peer_node(REPLICA, &format!("node{REPLICA}:1"));
+        let namespace = Arc::new(Namespace::new(
+            NamespaceConfig::with_defaults("test"),
+            Arc::new(SystemClock),
+        ));
+        let sink = Arc::new(ReplicationSink::new(
+            &namespace,
+            CommitLevelOverride::Off,
+            NodeId(MASTER),
+            Arc::clone(&master_fabric),
+        ));
+        assert!(namespace.set_change_sink(sink.clone()));
+        let owned = PartitionAssignment {
+            replicas: vec![(MASTER, ReplicaState::Full), (REPLICA, ReplicaState::Full)],
+            version: 1,
+            master_since: 1,
+            handoff_to: Vec::new(),
+        };
+        let digest = Digest::compute(b"", &UserKey::Integer(996));
+        let pid = digest.partition_id();
+        sink.prepare(&layout_of(&owned));
+        namespace
+            .set_partition_role(pid, PartitionRole::Master, 1, 1)
+            .expect("role");
+
+        // Cut off from its replica, the master applies a write: in doubt, owed to the replica.
+        network.partition(&format!("node{MASTER}:1"), &format!("node{REPLICA}:1"));
+        let op = Op {
+            code: OpCode::Write,
+            particle_type: 1,
+            bin_name: b"v",
+            value: &996_u64.to_be_bytes(),
+        };
+        let mut acks = Acks::default();
+        let mut no_reply = super::super::tests::NoSink;
+        namespace
+            .write(
+                &write_request(digest),
+                std::iter::once(op),
+                &mut no_reply,
+                &mut acks,
+            )
+            .expect("applied on the master");
+        assert!(
+            acks.settled().await.is_err(),
+            "the replica cannot have acknowledged"
+        );
+
+        // The balancer has the master hand the partition over to that replica; then the link
+        // heals.
+        let handing_off = owned.handing_off_to(vec![
+            (REPLICA, ReplicaState::Full),
+            (MASTER, ReplicaState::Full),
+        ]);
+        sink.prepare(&layout_of(&handing_off));
+        namespace
+            .set_partition_role(pid, PartitionRole::Replica, 2, 1)
+            .expect("role");
+        network.heal(&format!("node{MASTER}:1"), &format!("node{REPLICA}:1"));
+
+        // The handover may complete only once drained, and then the replica has the record.
+        for _ in 0..100 {
+            if sink.drained(pid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(sink.drained(pid), "the resend never ended");
+        assert_eq!(
+            *replica.received.lock(),
+            vec![digest],
+            "the next master must receive the write its old master kept"
+        );
     }
 }

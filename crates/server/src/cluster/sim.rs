@@ -561,6 +561,38 @@ fn found(namespace: &Namespace, digest: Digest) -> Result<bool, ResultCode> {
     }
 }
 
+/// Says which node holds what of a partition whose copies differ, and where each key the
+/// client wrote there is found.
+fn copies_differ(
+    pid: PartitionId,
+    holders: &[(&Arc<ClusterNode>, PartitionRole)],
+    hashes: &[(u64, u64)],
+    history: &History,
+) -> String {
+    let copies: Vec<String> = holders
+        .iter()
+        .zip(hashes)
+        .map(|((node, role), (count, _))| format!("{} {role:?}: {count} records", node.node_id()))
+        .collect();
+    let keys: Vec<String> = history
+        .keys
+        .iter()
+        .filter(|(key, _)| digest_of(**key).partition_id() == pid)
+        .map(|(key, expect)| {
+            let digest = digest_of(*key);
+            let on: Vec<String> = holders
+                .iter()
+                .map(|(node, _)| {
+                    let namespace = node.namespace(NAMESPACE.as_bytes()).expect("namespace");
+                    format!("{}: {:?}", node.node_id(), found(namespace, digest))
+                })
+                .collect();
+            format!("key {key} {expect:?} {on:?}")
+        })
+        .collect();
+    format!("partition {}: copies differ {copies:?}; {keys:?}", pid.0)
+}
+
 /// The checkers, on a settled cluster: one master and full copies everywhere, every
 /// acknowledged key as the client last left it, and equal copies. Returns what is wrong.
 fn check(nodes: &[Arc<ClusterNode>], history: &History) -> Vec<String> {
@@ -614,7 +646,7 @@ fn check(nodes: &[Arc<ClusterNode>], history: &History) -> Vec<String> {
             })
             .collect();
         if hashes.windows(2).any(|pair| pair[0] != pair[1]) {
-            problems.push(format!("partition {}: copies differ {hashes:?}", pid.0));
+            problems.push(copies_differ(pid, &holders, &hashes, history));
         }
     }
     for (key, expect) in &history.keys {

@@ -20,7 +20,7 @@ use super::view::ClusterView;
 
 const NODES: usize = 3;
 
-struct NoSink;
+pub(super) struct NoSink;
 
 impl ReplySink for NoSink {
     fn bin(&mut self, _: OpCode, _: BinRef<'_>) {}
