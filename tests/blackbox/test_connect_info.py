@@ -68,10 +68,10 @@ def test_version_names_the_edition_and_the_build(client):
     assert value.endswith("build " + build), value
 
 
-def test_features_contains_pscans(client):
+def test_features_contains_pscans_and_the_collection_types(client):
     tokens = info(client, "features").split(";")
     assert all(tokens), f"empty token in features: {tokens}"
-    assert "pscans" in tokens
+    assert {"pscans", "cdt-list", "cdt-map", "blob-bits"} <= set(tokens)
 
 
 def test_partition_generation_is_an_integer_other_than_minus_one(client):

@@ -17,10 +17,7 @@ import pytest
 import redis
 from aerospike import exception as ex
 from aerospike_helpers import expressions as exp
-from aerospike_helpers.operations import bitwise_operations as bitwise
 from aerospike_helpers.operations import expression_operations as expression_ops
-from aerospike_helpers.operations import hll_operations as hll
-from aerospike_helpers.operations import list_operations as lops
 from aerospike_helpers.operations import operations as ops
 
 import aswire
@@ -71,11 +68,7 @@ def refused_once_more(client, statistic: str, call) -> None:
 
 def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aero):
     assert statistics(aero) == {
-        "unsupported_cdt_ops": 0,
-        "unsupported_bit_ops": 0,
-        "unsupported_hll_ops": 0,
         "unsupported_expression_ops": 0,
-        "unsupported_filter_expressions": 0,
         "unsupported_udf": 0,
         "unsupported_background_queries": 0,
         "unsupported_read_touch": 0,
@@ -84,31 +77,26 @@ def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aer
     }
 
 
-def test_each_unsupported_op_family_answers_16_and_counts_under_its_own_name(aero):
+def test_a_regex_expression_answers_16_and_counts_as_an_expression_refusal(aero):
     key = ("test", "unsupported", "ops")
-    aero.put(key, {"l": [1, 2], "b": bytearray(b"\x0f"), "n": 1})
-    families = {
-        "unsupported_cdt_ops": lops.list_append("l", 3),
-        "unsupported_bit_ops": bitwise.bit_get("b", 0, 8),
-        "unsupported_hll_ops": hll.hll_get_count("h"),
-        "unsupported_expression_ops": expression_ops.expression_read(
-            "x", exp.IntBin("n").compile()
+    aero.put(key, {"s": "hello", "n": 1})
+    regex = exp.CmpRegex(0, "h.*o", exp.StrBin("s"))
+    refused_once_more(
+        aero,
+        "unsupported_expression_ops",
+        lambda: aero.operate(
+            key, [ops.read("n"), expression_ops.expression_read("x", regex.compile())]
         ),
-    }
-    for statistic, op in families.items():
-        refused_once_more(aero, statistic, lambda op=op: aero.operate(key, [ops.read("n"), op]))
-    assert aero.get(key)[2] == {"l": [1, 2], "b": b"\x0f", "n": 1}
+    )
+    refused_once_more(
+        aero, "unsupported_expression_ops", lambda: aero.get(key, policy={"expressions": regex.compile()})
+    )
+    assert aero.get(key)[2] == {"s": "hello", "n": 1}
 
 
-def test_filter_expressions_and_read_touch_answer_16_and_are_counted(aero):
-    key = ("test", "unsupported", "filters")
+def test_read_touch_answers_16_and_is_counted(aero):
+    key = ("test", "unsupported", "touch")
     aero.put(key, {"a": 1})
-    filtered = {"expressions": exp.Eq(exp.IntBin("a"), 1).compile()}
-    refused_once_more(aero, "unsupported_filter_expressions", lambda: aero.get(key, policy=filtered))
-    before = statistics(aero)["unsupported_filter_expressions"]
-    batch = aero.batch_read([key], policy=filtered)
-    assert [row.result for row in batch.batch_records] == [UNSUPPORTED_FEATURE]
-    assert statistics(aero)["unsupported_filter_expressions"] == before + 1
     refused_once_more(
         aero,
         "unsupported_read_touch",
@@ -181,15 +169,16 @@ def test_a_raw_udf_apply_answers_16_and_the_connection_stays_in_step(osprey):
 
 def test_a_client_repeating_an_unsupported_op_is_logged_once_and_counted_every_time(aero, osprey):
     key = ("test", "unsupported", "flood")
-    aero.put(key, {"l": [1]})
-    before = statistics(aero)["unsupported_cdt_ops"]
+    aero.put(key, {"a": 1})
+    before = statistics(aero)["unsupported_read_touch"]
+    touch = {"read_touch_ttl_percent": 50}
     for _ in range(200):
-        assert_unsupported(lambda: aero.operate(key, [lops.list_append("l", 2)]))
-    assert statistics(aero)["unsupported_cdt_ops"] == before + 200
-    lines = [line for line in osprey.log_text().splitlines() if "list/map (CDT) operations" in line]
+        assert_unsupported(lambda: aero.get(key, policy=touch))
+    assert statistics(aero)["unsupported_read_touch"] == before + 200
+    lines = [line for line in osprey.log_text().splitlines() if "read-touch-ttl-percent" in line]
     assert len(lines) == 1, lines
     assert "WARN" in lines[0] and "not supported yet" in lines[0], lines[0]
-    assert "unsupported_cdt_ops" in lines[0], lines[0]
+    assert "unsupported_read_touch" in lines[0], lines[0]
 
 
 # -- Redis ----------------------------------------------------------------------------------------

@@ -26,12 +26,18 @@
 
 mod ack;
 mod bin_lookup;
+mod bits;
+mod cdt;
 mod clock;
 mod commit;
 mod config;
 mod deadline;
 mod evict;
 mod exclusive;
+pub mod exp;
+mod filter;
+mod geo;
+mod hll;
 mod msgpack;
 mod namespace;
 mod ops;
@@ -54,8 +60,8 @@ pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion};
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use exclusive::Watch;
+pub use exp::Expression;
 pub use namespace::Namespace;
-pub use ops::UnsupportedOp;
 pub use partition::PieceEnd;
 pub use persist::OpenError;
 pub use record::{BinIter, BinRef, Bins, NativeValue};

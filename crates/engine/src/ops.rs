@@ -2,47 +2,17 @@
 //!
 //! Semantics follow the Aerospike server (`as/src/transaction/write.c`, the particle vtables):
 //! any type mismatch between an op and a bin is INCOMPATIBLE_TYPE (12); a malformed value is
-//! PARAMETER (4); a bad bin name is BIN_NAME (21); collection, bit, HyperLogLog and expression
-//! ops are UNSUPPORTED_FEATURE (16) until Osprey implements them.
+//! PARAMETER (4); a bad bin name is BIN_NAME (21). List and map (CDT) ops run in `cdt`, bit
+//! ops in `bits`, HyperLogLog ops in `hll`, expression ops through `exp`.
 
 use model::{BIN_NAME_BYTES_MAX, Op, OpCode, ParticleType, ResultCode};
 
+use crate::cdt;
+use crate::cdt::value::{self as cdt_value, Value};
+use crate::exp::{Expression, RecordFacts, RecordView};
 use crate::msgpack::{Container, is_valid_container};
 use crate::working_record::{WorkingRecord, WorkingValue};
-
-/// A family of ops Osprey does not implement yet: a command carrying one answers
-/// UNSUPPORTED_FEATURE (16) before its record is touched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UnsupportedOp {
-    /// List and map (CDT) reads and modifies.
-    Collection,
-    /// Bitwise reads and modifies of blob bins.
-    Bitwise,
-    /// HyperLogLog reads and modifies.
-    HyperLogLog,
-    /// Expression reads and writes.
-    Expression,
-}
-
-impl UnsupportedOp {
-    /// The family of `code` when Osprey does not implement it; `None` for the ops it runs.
-    /// Exhaustive on purpose: a new op code must be decided here.
-    pub fn of(code: OpCode) -> Option<UnsupportedOp> {
-        match code {
-            OpCode::Read
-            | OpCode::Write
-            | OpCode::Incr
-            | OpCode::Append
-            | OpCode::Prepend
-            | OpCode::Touch
-            | OpCode::Delete => None,
-            OpCode::CdtRead | OpCode::CdtModify => Some(UnsupportedOp::Collection),
-            OpCode::BitRead | OpCode::BitModify => Some(UnsupportedOp::Bitwise),
-            OpCode::HllRead | OpCode::HllModify => Some(UnsupportedOp::HyperLogLog),
-            OpCode::ExpRead | OpCode::ExpModify => Some(UnsupportedOp::Expression),
-        }
-    }
-}
+use crate::{bits, hll};
 
 /// What a pre-pass over a command's ops found.
 #[derive(Clone, Copy, Debug, Default)]
@@ -58,7 +28,7 @@ pub(crate) struct OpsSummary {
 /// Validates every op before the record is touched and summarizes them.
 ///
 /// # Errors
-/// UNSUPPORTED_FEATURE for an op of an [`UnsupportedOp`] family; BIN_NAME or PARAMETER for a
+/// BIN_NAME or PARAMETER for a
 /// bad bin name or value.
 pub(crate) fn summarize<'a>(ops: impl Iterator<Item = Op<'a>>) -> Result<OpsSummary, ResultCode> {
     let mut summary = OpsSummary::default();
@@ -77,19 +47,249 @@ pub(crate) fn summarize<'a>(ops: impl Iterator<Item = Op<'a>>) -> Result<OpsSumm
                 check_bin_name(op.bin_name)?;
                 check_value(op.particle_type, op.value)?;
             }
-            OpCode::CdtRead
-            | OpCode::CdtModify
-            | OpCode::ExpRead
-            | OpCode::ExpModify
-            | OpCode::BitRead
-            | OpCode::BitModify
-            | OpCode::HllRead
-            | OpCode::HllModify => return Err(ResultCode::UnsupportedFeature),
+            OpCode::CdtRead | OpCode::CdtModify => {
+                check_bin_name(op.bin_name)?;
+                let call = cdt::Call::parse(op.value)?;
+                if call.is_modify()? != (op.code == OpCode::CdtModify) {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            OpCode::BitRead | OpCode::BitModify | OpCode::HllRead | OpCode::HllModify => {
+                check_bin_name(op.bin_name)?;
+                let code = payload_op_code(op.value)?;
+                let modifies = match op.code {
+                    OpCode::BitRead | OpCode::BitModify => bits::is_modify(code),
+                    _ => hll::is_modify(code),
+                };
+                let writes = matches!(op.code, OpCode::BitModify | OpCode::HllModify);
+                if modifies != Some(writes) {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            OpCode::ExpRead | OpCode::ExpModify => {
+                check_bin_name(op.bin_name)?;
+                ExpressionOp::parse(&op)?;
+            }
         }
         summary.has_write |= op.code.is_write();
         summary.has_non_replace_op |= !matches!(op.code, OpCode::Read | OpCode::Write);
     }
     Ok(summary)
+}
+
+/// An expression op (EXP_READ / EXP_MODIFY): `[expression, flags]`.
+pub(crate) struct ExpressionOp {
+    expression: Expression,
+    flags: i64,
+}
+
+/// EXP_MODIFY flags: the bin must not exist / must exist; a nil result deletes the bin; a
+/// policy failure (the two before) is a no-op; an evaluation failure is a no-op.
+const EXP_CREATE_ONLY: i64 = 1;
+const EXP_UPDATE_ONLY: i64 = 2;
+const EXP_ALLOW_DELETE: i64 = 4;
+const EXP_POLICY_NO_FAIL: i64 = 8;
+const EXP_EVAL_NO_FAIL: i64 = 16;
+
+impl ExpressionOp {
+    /// Parses an expression op's payload.
+    ///
+    /// # Errors
+    /// PARAMETER for a malformed payload or expression; the expression's own error.
+    pub(crate) fn parse(op: &Op<'_>) -> Result<ExpressionOp, ResultCode> {
+        let Value::List(list) = cdt_value::decode(op.value)? else {
+            return Err(ResultCode::Parameter);
+        };
+        let [expression, flags] = list.items.as_slice() else {
+            return Err(ResultCode::Parameter);
+        };
+        let flags = flags.as_int().ok_or(ResultCode::Parameter)?;
+        let write_flags = EXP_CREATE_ONLY | EXP_UPDATE_ONLY;
+        if flags & write_flags == write_flags || flags & !0x1f != 0 {
+            return Err(ResultCode::Parameter);
+        }
+        let expression = Expression::parse(&cdt_value::pack(expression))?;
+        Ok(ExpressionOp { expression, flags })
+    }
+
+    /// The expression's value on `record`; `None` when it is unknown and EVAL_NO_FAIL
+    /// allows that.
+    ///
+    /// # Errors
+    /// OP_NOT_APPLICABLE when the value is unknown.
+    fn value(&self, record: &dyn RecordView) -> Result<Option<Value>, ResultCode> {
+        match self.expression.eval(record)? {
+            Some(value) => Ok(Some(value)),
+            None if self.flags & EXP_EVAL_NO_FAIL != 0 => Ok(None),
+            None => Err(ResultCode::OpNotApplicable),
+        }
+    }
+}
+
+/// Runs an EXP_READ op on `record`; returns its result as a particle.
+pub(crate) fn read_expression(
+    op: &Op<'_>,
+    record: &dyn RecordView,
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    let expression = ExpressionOp::parse(op)?;
+    let value = expression.value(record)?.unwrap_or(Value::Nil);
+    Ok(cdt_value::to_particle(&value))
+}
+
+/// Runs an EXP_MODIFY op: writes the expression's value (evaluated on the working record
+/// and `facts`) to the op's bin, as Aerospike's `expop.c` does.
+pub(crate) fn write_expression<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+    facts: RecordFacts<'_>,
+) -> Result<(), ResultCode> {
+    let expression = ExpressionOp::parse(op)?;
+    let view = WorkingView { working, facts };
+    let Some(value) = expression.value(&view)? else {
+        return Ok(());
+    };
+    let exists = working.get(op.bin_name).is_some();
+    let flags = expression.flags;
+    let is_nil = matches!(value, Value::Nil);
+    let refused = if flags & EXP_CREATE_ONLY != 0 && exists {
+        Some(ResultCode::BinExists)
+    } else if flags & EXP_UPDATE_ONLY != 0 && !exists {
+        Some(ResultCode::BinNotFound)
+    } else if is_nil && flags & EXP_ALLOW_DELETE == 0 {
+        Some(ResultCode::OpNotApplicable)
+    } else {
+        None
+    };
+    if let Some(code) = refused {
+        return match flags & EXP_POLICY_NO_FAIL {
+            0 => Err(code),
+            _ => Ok(()),
+        };
+    }
+    if is_nil {
+        working.remove(op.bin_name);
+        return Ok(());
+    }
+    let (particle_type, bytes) = cdt_value::to_particle(&value);
+    let owned = WorkingValue::Owned {
+        buffer: bytes,
+        start: 0,
+    };
+    working.set(op.bin_name, particle_type, owned);
+    Ok(())
+}
+
+/// The working record of a command, as an expression reads it.
+pub(crate) struct WorkingView<'v, 'w> {
+    pub(crate) working: &'v WorkingRecord<'w>,
+    pub(crate) facts: RecordFacts<'v>,
+}
+
+impl RecordView for WorkingView<'_, '_> {
+    fn bin(&self, name: &[u8]) -> Option<(u8, &[u8])> {
+        self.working
+            .iter()
+            .find(|bin| bin.name == name)
+            .map(|bin| (bin.particle_type, bin.value))
+    }
+
+    fn meta(&self) -> RecordFacts<'_> {
+        self.facts
+    }
+}
+
+/// The op code at the head of a CDT, bit or HLL payload (`[code, args...]`).
+fn payload_op_code(payload: &[u8]) -> Result<u8, ResultCode> {
+    let Value::List(list) = cdt_value::decode(payload)? else {
+        return Err(ResultCode::Parameter);
+    };
+    let code = list.items.first().and_then(Value::as_int);
+    code.and_then(|code| u8::try_from(code).ok())
+        .ok_or(ResultCode::Parameter)
+}
+
+/// Runs a list, map, bit or HyperLogLog op on its bin in the working record (a modify stores
+/// the bin it leaves); returns the op's result as a particle (type, bytes).
+pub(crate) fn apply_module<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    match op.code {
+        OpCode::CdtRead | OpCode::CdtModify => apply_collection(working, op),
+        OpCode::BitRead | OpCode::HllRead => {
+            let bin = working.get(op.bin_name);
+            read_module(op, bin.map(|bin| (bin.particle_type, bin.value)))
+        }
+        _ => {
+            let mut bin = working
+                .get(op.bin_name)
+                .map(|bin| (bin.particle_type, bin.value.to_vec()));
+            let result = match op.code {
+                OpCode::BitModify => bits::modify(op.value, &mut bin)?,
+                _ => hll::modify(op.value, &mut bin)?,
+            };
+            if let Some((particle_type, bytes)) = bin {
+                let owned = WorkingValue::Owned {
+                    buffer: bytes,
+                    start: 0,
+                };
+                working.set(op.bin_name, particle_type, owned);
+            }
+            Ok(cdt_value::to_particle(&result))
+        }
+    }
+}
+
+/// A read-only list, map, bit or HyperLogLog op on a stored bin (`None`: missing); returns
+/// the result as a particle.
+pub(crate) fn read_module(
+    op: &Op<'_>,
+    bin: Option<(u8, &[u8])>,
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    let result = match op.code {
+        OpCode::CdtRead => return read_collection(op, bin),
+        OpCode::BitRead => bits::read(op.value, bin)?,
+        _ => hll::read(op.value, bin)?,
+    };
+    Ok(cdt_value::to_particle(&result))
+}
+
+/// Runs a list or map op on its bin in the working record (a modify stores the bin it
+/// leaves); returns the op's result as a particle (type, bytes).
+fn apply_collection<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    let call = cdt::Call::parse(op.value)?;
+    let bin = match working.get(op.bin_name) {
+        Some(bin) => Some(cdt_value::from_particle(bin.particle_type, bin.value)?),
+        None => None,
+    };
+    if op.code == OpCode::CdtRead {
+        return Ok(cdt_value::to_particle(&cdt::read(&call, bin.as_ref())?));
+    }
+    let mut bin = bin;
+    let result = cdt::modify(&call, &mut bin)?;
+    if let Some(value) = bin {
+        let (particle_type, bytes) = cdt_value::to_particle(&value);
+        let owned = WorkingValue::Owned {
+            buffer: bytes,
+            start: 0,
+        };
+        working.set(op.bin_name, particle_type, owned);
+    }
+    Ok(cdt_value::to_particle(&result))
+}
+
+/// A read-only list or map op on a stored bin (`None`: missing); returns the result as a
+/// particle.
+fn read_collection(op: &Op<'_>, bin: Option<(u8, &[u8])>) -> Result<(u8, Vec<u8>), ResultCode> {
+    let call = cdt::Call::parse(op.value)?;
+    let value: Option<Value> = match bin {
+        Some((particle_type, bytes)) => Some(cdt_value::from_particle(particle_type, bytes)?),
+        None => None,
+    };
+    Ok(cdt_value::to_particle(&cdt::read(&call, value.as_ref())?))
 }
 
 /// Applies one modifying op (write, incr, append, prepend, delete) to the working record.
@@ -348,30 +548,22 @@ mod tests {
         assert!(value.iter().eq(expected.iter()));
     }
 
-    /// The server counts each UNSUPPORTED_FEATURE answer under the family `UnsupportedOp::of`
-    /// names, so that function and `summarize` must agree on every op code.
+    /// Every op code Osprey knows now runs: none is refused as UNSUPPORTED_FEATURE, whatever
+    /// its payload (a bad one is PARAMETER).
     #[test]
-    fn summarize_refuses_exactly_the_ops_of_an_unsupported_family() {
+    fn no_op_code_is_refused_as_unsupported() {
         for byte in 0..=u8::MAX {
             let Some(code) = OpCode::from_u8(byte) else {
                 continue;
             };
             let ops = [op(code, ParticleType::Integer, b"a", &[0; 8])];
             let refused = summarize(ops.into_iter()).err() == Some(ResultCode::UnsupportedFeature);
-            assert_eq!(refused, UnsupportedOp::of(code).is_some(), "{code:?}");
+            assert!(!refused, "{code:?}");
         }
-        assert_eq!(
-            UnsupportedOp::of(OpCode::CdtModify),
-            Some(UnsupportedOp::Collection)
-        );
-        assert_eq!(
-            UnsupportedOp::of(OpCode::HllRead),
-            Some(UnsupportedOp::HyperLogLog)
-        );
     }
 
     #[test]
-    fn summarize_rejects_bad_names_values_and_unsupported_ops() {
+    fn summarize_rejects_bad_names_and_values() {
         let long_name = [b'a'; 16];
         let bad = [op(
             OpCode::Write,
@@ -385,10 +577,43 @@ mod tests {
             summarize(short_int.into_iter()).unwrap_err(),
             ResultCode::Parameter
         );
-        let cdt = [op(OpCode::CdtModify, ParticleType::Blob, b"a", b"\x91\x01")];
+        // A list append ([1, 5]) sent as a read, and a payload that is no op at all.
+        let append_as_read = [op(
+            OpCode::CdtRead,
+            ParticleType::Blob,
+            b"a",
+            b"\x92\x01\x05",
+        )];
         assert_eq!(
-            summarize(cdt.into_iter()).unwrap_err(),
-            ResultCode::UnsupportedFeature
+            summarize(append_as_read.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
+        let not_an_op = [op(OpCode::CdtModify, ParticleType::Blob, b"a", b"\x91\xc0")];
+        assert_eq!(
+            summarize(not_an_op.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
+        // An expression op with an unknown flag.
+        let expression = [op(
+            OpCode::ExpRead,
+            ParticleType::Blob,
+            b"a",
+            b"\x92\x01\xcc\x80",
+        )];
+        assert_eq!(
+            summarize(expression.into_iter()).unwrap_err(),
+            ResultCode::Parameter
+        );
+        // A bit GET (50) sent as a modify.
+        let get_as_modify = [op(
+            OpCode::BitModify,
+            ParticleType::Blob,
+            b"a",
+            b"\x93\x32\x00\x08",
+        )];
+        assert_eq!(
+            summarize(get_as_modify.into_iter()).unwrap_err(),
+            ResultCode::Parameter
         );
         let bad_bool = [op(OpCode::Write, ParticleType::Bool, b"a", &[2])];
         assert_eq!(

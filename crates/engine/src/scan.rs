@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use model::{Digest, Generation, PartitionId, VoidTime};
 
+use crate::clock::Now;
+use crate::exp::Expression;
+use crate::filter::StoredView;
 use crate::namespace::Namespace;
 use crate::partition::{LOOKUP_COST_IN_STEPS, PieceEnd, Walk};
 use crate::record::{Bins, Record, SetId};
@@ -37,6 +40,8 @@ pub struct ScannedRecord<'a> {
     /// Its set's name, if it has a set.
     pub set_name: Option<&'a [u8]>,
     record: &'a Record,
+    /// When the scan looked, in milliseconds since the Unix epoch (what a filter calls now).
+    now_ms: u64,
 }
 
 impl<'a> ScannedRecord<'a> {
@@ -44,6 +49,7 @@ impl<'a> ScannedRecord<'a> {
         digest: &'a Digest,
         record: &'a Record,
         set_name: Option<&'a [u8]>,
+        now: Now,
     ) -> ScannedRecord<'a> {
         ScannedRecord {
             digest,
@@ -51,7 +57,22 @@ impl<'a> ScannedRecord<'a> {
             void_time: record.void_time,
             set_name,
             record,
+            now_ms: now.unix_ms,
         }
+    }
+
+    /// Whether the record passes `filter` (one it cannot be evaluated on does not).
+    pub fn passes(&self, filter: &Expression) -> bool {
+        let view = StoredView {
+            record: self.record,
+            bins: self.record.bins(),
+            digest: self.digest,
+            set_name: self.set_name.unwrap_or_default(),
+            now: Now {
+                unix_ms: self.now_ms,
+            },
+        };
+        filter.matches(&view).unwrap_or(false)
     }
 
     /// The stored user key as (particle type, bytes), if any.
@@ -138,7 +159,8 @@ impl Namespace {
             }
         };
         let _gate = self.gate.shared();
-        let visibility = self.visibility(self.clock.now());
+        let now = self.clock.now();
+        let visibility = self.visibility(now);
         let guard = self.partitions[partition.index()].state.read();
         guard.walk_piece(set, after, examine_max, &visibility, |digest, record| {
             // A record whose data cannot be read back (logged and counted by the storage) is
@@ -146,13 +168,12 @@ impl Namespace {
             let Ok(record) = self.load(digest, record) else {
                 return true;
             };
-            visit(&ScannedRecord {
+            visit(&ScannedRecord::new(
                 digest,
-                generation: record.generation,
-                void_time: record.void_time,
-                set_name: self.sets.name_of(record.set_id),
-                record: &record,
-            })
+                &record,
+                self.sets.name_of(record.set_id),
+                now,
+            ))
         })
     }
 

@@ -1262,7 +1262,8 @@ impl Namespace {
         if !takes {
             return true;
         }
-        let scanned = ScannedRecord::new(digest, &loaded, self.sets.name_of(loaded.set_id));
+        let set_name = self.sets.name_of(loaded.set_id);
+        let scanned = ScannedRecord::new(digest, &loaded, set_name, self.clock.now());
         if !visit(&scanned, key) {
             return false;
         }

@@ -18,6 +18,8 @@ use crate::bin_lookup::BinFinder;
 use crate::clock::Now;
 use crate::commit::WriteAccess;
 use crate::deadline::{Deadline, DeadlineWatch};
+use crate::exp::{Expression, RecordFacts};
+use crate::filter::{StoredView, facts_of};
 use crate::namespace::Namespace;
 use crate::ops::{self, OpsSummary};
 use crate::persist::Loaded;
@@ -72,6 +74,9 @@ pub struct ReadRequest<'a> {
     pub header_only: bool,
     /// When the client stops waiting: past it the read ends with TIMEOUT.
     pub deadline: Deadline,
+    /// A filter expression (FILTER_EXP): an existing record it does not pass is left alone
+    /// and the command answers FILTERED_OUT (27).
+    pub filter: Option<&'a Expression>,
 }
 
 /// The record-exists policy of a write.
@@ -129,6 +134,9 @@ pub struct WriteRequest<'a> {
     pub respond_all_ops: bool,
     /// When the client stops waiting: past it the write ends with TIMEOUT, changing nothing.
     pub deadline: Deadline,
+    /// A filter expression (FILTER_EXP): an existing record it does not pass is left alone
+    /// and the command answers FILTERED_OUT (27).
+    pub filter: Option<&'a Expression>,
 }
 
 /// A delete.
@@ -144,6 +152,9 @@ pub struct DeleteRequest<'a> {
     pub generation: GenerationPolicy,
     /// When the client stops waiting: past it, before the delete starts, TIMEOUT.
     pub deadline: Deadline,
+    /// A filter expression (FILTER_EXP): an existing record it does not pass is left alone
+    /// and the command answers FILTERED_OUT (27).
+    pub filter: Option<&'a Expression>,
 }
 
 impl Namespace {
@@ -203,6 +214,10 @@ impl Namespace {
             .live(&request.digest, &access.visibility)
             .ok_or(ResultCode::NotFound)?;
         self.check_set(request.set_name, record)?;
+        if request.filter.is_some() {
+            let loaded = self.load(&request.digest, record)?;
+            self.check_filter(request.filter, &request.digest, &loaded, now)?;
+        }
         if request.header_only {
             check_key(request_key, record)?;
             return Ok(RecordMeta::of(record));
@@ -219,6 +234,25 @@ impl Namespace {
             let mut finder = BinFinder::new(bins.iter());
             for op in ops {
                 deadline.step()?;
+                if op.code == OpCode::ExpRead {
+                    let view = StoredView {
+                        record: &record,
+                        bins: record.bins(),
+                        digest: &request.digest,
+                        set_name: self.sets.name_of(record.set_id).unwrap_or_default(),
+                        now,
+                    };
+                    let (particle_type, value) = ops::read_expression(&op, &view)?;
+                    send_result(sink, &op, particle_type, &value, request.respond_all_ops);
+                    continue;
+                }
+                if matches!(op.code, OpCode::CdtRead | OpCode::BitRead | OpCode::HllRead) {
+                    let bin = finder.find(op.bin_name);
+                    let stored = bin.map(|bin| (bin.particle_type, bin.value));
+                    let (particle_type, value) = ops::read_module(&op, stored)?;
+                    send_result(sink, &op, particle_type, &value, request.respond_all_ops);
+                    continue;
+                }
                 match finder.find(op.bin_name) {
                     Some(bin) => sink.bin(OpCode::Read, bin),
                     None if request.respond_all_ops => sink.bin(op.code, empty_result(op.bin_name)),
@@ -298,7 +332,8 @@ impl Namespace {
         }
         // A replace with the key in hand needs nothing of the old version but its metadata,
         // so with data on the device it is not read back (nor is the key compared).
-        let reads_old = !request.exists.replaces_bins() || request_key.is_none();
+        let reads_old =
+            !request.exists.replaces_bins() || request_key.is_none() || request.filter.is_some();
         let existing = match existing {
             Some(record) if reads_old => Some(self.load(&request.digest, record)?),
             Some(record) => Some(Loaded::Indexed(record)),
@@ -309,6 +344,7 @@ impl Namespace {
             check_generation(request.generation, record)?;
             self.check_set(request.set_name, record)?;
             check_key(request_key, record)?;
+            self.check_filter(request.filter, &request.digest, record, now)?;
         }
         let set_id = match existing {
             Some(record) => record.set_id,
@@ -321,12 +357,26 @@ impl Namespace {
             Some(bins) => WorkingRecord::from_bins(bins.iter()),
             None => WorkingRecord::default(),
         };
+        let set_name = self.sets.name_of(set_id).unwrap_or_default();
+        let facts = match existing {
+            Some(record) => facts_of(record, &request.digest, set_name, now),
+            None => RecordFacts {
+                last_update_ms: 0,
+                void_time_epoch_s: 0,
+                now_ms: now.unix_ms,
+                set_name,
+                digest: &request.digest.0,
+                key: request_key,
+                size_bytes: 0,
+            },
+        };
         // Past its deadline, the write returns here with nothing stored: the ops changed only
         // the working copy.
         apply_ops(
             &mut working,
             ops,
             request.respond_all_ops,
+            facts,
             sink,
             &mut deadline,
         )?;
@@ -429,6 +479,10 @@ impl Namespace {
         check_generation(request.generation, record)?;
         self.check_set(request.set_name, record)?;
         check_key(request_key, record)?;
+        if request.filter.is_some() {
+            let loaded = self.load(&request.digest, record)?;
+            self.check_filter(request.filter, &request.digest, &loaded, now)?;
+        }
         self.unstore(&mut access.partition, &request.digest, acks)?;
         self.watches.touched(&request.digest);
         Ok(RecordMeta::DELETED)
@@ -475,6 +529,7 @@ fn apply_ops<'w, 'a: 'w>(
     working: &mut WorkingRecord<'w>,
     ops: impl Iterator<Item = Op<'a>>,
     respond_all_ops: bool,
+    facts: RecordFacts<'_>,
     sink: &mut impl ReplySink,
     deadline: &mut DeadlineWatch<'_>,
 ) -> Result<(), ResultCode> {
@@ -497,6 +552,26 @@ fn apply_ops<'w, 'a: 'w>(
                     sink.bin(op.code, empty_result(op.bin_name));
                 }
             }
+            OpCode::ExpRead => {
+                let view = ops::WorkingView { working, facts };
+                let (particle_type, value) = ops::read_expression(&op, &view)?;
+                send_result(sink, &op, particle_type, &value, respond_all_ops);
+            }
+            OpCode::ExpModify => {
+                ops::write_expression(working, &op, facts)?;
+                if respond_all_ops {
+                    sink.bin(op.code, empty_result(op.bin_name));
+                }
+            }
+            OpCode::CdtRead
+            | OpCode::CdtModify
+            | OpCode::BitRead
+            | OpCode::BitModify
+            | OpCode::HllRead
+            | OpCode::HllModify => {
+                let (particle_type, value) = ops::apply_module(working, &op)?;
+                send_result(sink, &op, particle_type, &value, respond_all_ops);
+            }
             _ => {
                 ops::apply_modify(working, &op)?;
                 if respond_all_ops {
@@ -506,6 +581,25 @@ fn apply_ops<'w, 'a: 'w>(
         }
     }
     Ok(())
+}
+
+/// Sends an op's result (a NULL one only when every op answers).
+fn send_result(
+    sink: &mut impl ReplySink,
+    op: &Op<'_>,
+    particle_type: u8,
+    value: &[u8],
+    respond_all_ops: bool,
+) {
+    if particle_type == ParticleType::Null as u8 && !respond_all_ops {
+        return;
+    }
+    let result = BinRef {
+        name: op.bin_name,
+        particle_type,
+        value,
+    };
+    sink.bin(op.code, result);
 }
 
 fn empty_result(name: &[u8]) -> BinRef<'_> {

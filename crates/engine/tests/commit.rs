@@ -76,6 +76,7 @@ fn put(ns: &Namespace, key: &str, value: &[u8], ttl: TtlRequest, acks: &mut Acks
         ttl,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let op = Op {
         code: OpCode::Write,
@@ -96,6 +97,7 @@ fn delete(ns: &Namespace, key: &str) -> ResultCode {
         key: None,
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
+        filter: None,
     };
     match ns.delete(&request, &mut Acks::default()) {
         Ok(_) => ResultCode::Ok,
@@ -112,6 +114,7 @@ fn get(ns: &Namespace, key: &str) -> Result<u16, ResultCode> {
         header_only: false,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     ns.read(&request, std::iter::empty(), &mut NoSink)
         .map(|meta| meta.generation.0)

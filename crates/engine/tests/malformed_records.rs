@@ -92,6 +92,7 @@ fn read(namespace: &Namespace, key: i64) -> Result<Vec<OwnedBin>, ResultCode> {
         read_all_bins: true,
         header_only: false,
         deadline: engine::Deadline::NONE,
+        filter: None,
     };
     let mut sink = Collect::default();
     namespace.read(&request, std::iter::empty(), &mut sink)?;

@@ -178,6 +178,7 @@ fn request(key: u64, exists: ExistsPolicy, ttl: TtlRequest) -> WriteRequest<'sta
         ttl,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     }
 }
 
@@ -346,6 +347,7 @@ fn delete(namespace: &Namespace, model: &mut Model, key: u64, context: &str) {
         key: None,
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let result = namespace.delete(&request, &mut Acks::default());
     if model.live(key).is_some() {
@@ -369,6 +371,7 @@ fn check_read(namespace: &Namespace, model: &Model, key: u64, context: &str) {
         read_all_bins: true,
         header_only: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let mut sink = Collect::default();
     let result = namespace.read(&request, std::iter::empty(), &mut sink);

@@ -83,6 +83,7 @@ impl Harness {
             ttl: ttl_seconds.map_or(TtlRequest::NeverExpire, TtlRequest::Seconds),
             respond_all_ops: false,
             deadline: Deadline::NONE,
+            filter: None,
         };
         let value = key.to_be_bytes();
         let op = Op {

@@ -169,6 +169,7 @@ fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
         ttl,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     namespace
         .write(
@@ -330,6 +331,7 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
             ttl: TtlRequest::NeverExpire,
             respond_all_ops: false,
             deadline: Deadline::NONE,
+            filter: None,
         };
         let op = Op {
             code: OpCode::Write,
@@ -533,6 +535,7 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             ttl,
             respond_all_ops: false,
             deadline: Deadline::NONE,
+            filter: None,
         };
         let op = Op {
             code,

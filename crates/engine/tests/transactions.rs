@@ -105,6 +105,7 @@ fn put_request(key: &str) -> WriteRequest<'static> {
         ttl: TtlRequest::NamespaceDefault,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     }
 }
 
@@ -138,6 +139,7 @@ impl Fixture {
             read_all_bins: true,
             header_only: false,
             deadline: Deadline::NONE,
+            filter: None,
         };
         let mut sink = Collect::default();
         let meta = self
@@ -305,6 +307,7 @@ fn a_different_stored_key_is_key_mismatch() {
         read_all_bins: true,
         header_only: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let result = f.namespace.read(
         &read(b"\x03beta"),
@@ -343,6 +346,7 @@ fn a_request_naming_another_set_is_a_parameter_error() {
         read_all_bins: true,
         header_only: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let result = f
         .namespace
@@ -441,6 +445,7 @@ fn delete_checks_generation_and_reports_missing_records() {
         key: None,
         generation,
         deadline: Deadline::NONE,
+        filter: None,
     };
     assert_eq!(
         f.namespace
@@ -580,20 +585,23 @@ fn writing_over_an_expired_record_creates_a_fresh_one() {
 }
 
 #[test]
-fn unsupported_ops_answer_unsupported_feature_and_change_nothing() {
+fn a_failing_collection_op_leaves_the_record_as_it_was() {
     let f = fixture();
     f.write(put_request("k"), &[write_op("a", b"1")]).unwrap();
-    let cdt = Op {
+    // A list append ([1, 1]) on the string bin "a", after a write of bin "b".
+    let append_to_a = Op {
         code: OpCode::CdtModify,
         particle_type: 4,
-        bin_name: b"l",
+        bin_name: b"a",
         value: b"\x92\x01\x01",
     };
     assert_eq!(
-        f.write(put_request("k"), &[cdt]),
-        Err(ResultCode::UnsupportedFeature)
+        f.write(put_request("k"), &[write_op("b", b"2"), append_to_a]),
+        Err(ResultCode::IncompatibleType)
     );
-    assert_eq!(f.get_all("k").unwrap().0.generation, Generation(1));
+    let (meta, bins) = f.get_all("k").unwrap();
+    assert_eq!(meta.generation, Generation(1));
+    assert_eq!(bins, vec![(b"a".to_vec(), b"1".to_vec())]);
 }
 
 #[test]
@@ -608,6 +616,7 @@ fn set_counts_follow_creates_and_deletes() {
         key: None,
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
+        filter: None,
     };
     f.namespace.delete(&delete, &mut Acks::default()).unwrap();
     let sets = f.namespace.sets();
@@ -637,6 +646,7 @@ fn a_put_of_32k_bins_and_reads_of_each_by_name_stay_linear() {
         read_all_bins: false,
         header_only: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let mut sink = Collect::default();
     f.namespace
@@ -711,6 +721,7 @@ fn read_request(key: &str, deadline: Deadline) -> ReadRequest<'static> {
         read_all_bins: true,
         header_only: false,
         deadline,
+        filter: None,
     }
 }
 
@@ -721,6 +732,7 @@ fn delete_request(key: &str, deadline: Deadline) -> DeleteRequest<'static> {
         key: None,
         generation: GenerationPolicy::None,
         deadline,
+        filter: None,
     }
 }
 

@@ -244,6 +244,7 @@ fn a_native_value_changes_in_place_and_reads_as_bins() {
         header_only: false,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     ns.read(&request, std::iter::empty(), &mut sink)
         .expect("read");
@@ -289,6 +290,7 @@ fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
         ttl: TtlRequest::NeverExpire,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     };
     let op = Op {
         code: OpCode::Write,

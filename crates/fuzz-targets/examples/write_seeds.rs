@@ -491,6 +491,7 @@ fn storage_record_seeds(seeds: &mut Seeds) {
             ttl: TtlRequest::Seconds(100),
             respond_all_ops: false,
             deadline: engine::Deadline::NONE,
+            filter: None,
         };
         namespace
             .write(
@@ -507,6 +508,7 @@ fn storage_record_seeds(seeds: &mut Seeds) {
         key: None,
         generation: GenerationPolicy::None,
         deadline: engine::Deadline::NONE,
+        filter: None,
     };
     namespace
         .delete(&delete, &mut Acks::default())

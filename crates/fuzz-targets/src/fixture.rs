@@ -63,6 +63,7 @@ pub fn write(
         ttl: TtlRequest::NamespaceDefault,
         respond_all_ops: false,
         deadline: engine::Deadline::NONE,
+        filter: None,
     };
     namespace.write(
         &request,
@@ -85,6 +86,7 @@ pub fn read_all(
         read_all_bins: true,
         header_only: false,
         deadline: engine::Deadline::NONE,
+        filter: None,
     };
     let mut sink = Collect::default();
     let meta = namespace.read(&request, std::iter::empty(), &mut sink)?;

@@ -49,8 +49,16 @@ pub enum ResultCode {
     BinName = 21,
     /// Forbidden by configuration.
     Forbidden = 22,
+    /// A collection op found no element where it needed one (a map update-only put of a
+    /// missing key, a list index out of bounds).
+    ElementNotFound = 23,
+    /// A collection op found an element it may not overwrite (create-only, add-unique).
+    ElementExists = 24,
     /// Enterprise-only feature requested.
     EnterpriseOnly = 25,
+    /// A collection op that does not apply to the value it reached (an increment of a
+    /// non-number element, an op on an ordered list by index that would break its order).
+    OpNotApplicable = 26,
     /// The filter expression excluded the record.
     FilteredOut = 27,
     /// The security (login) protocol is not supported.

@@ -43,7 +43,6 @@ const NO_DEADLINE: RequestDeadline = RequestDeadline {
     engine: engine::Deadline::NONE,
 };
 use crate::state::ServerState;
-use crate::unsupported::Unsupported;
 
 /// Size at which a proto of rows is handed to the connection: Aerospike's 128 KiB batch block.
 const CHUNK_BYTES: usize = 128 * 1024;
@@ -206,9 +205,10 @@ fn validate(state: &ServerState, body: &[u8]) -> Result<(), ResultCode> {
     if request.row_count > state.config.service.batch_max_requests {
         return Err(ResultCode::BatchMaxRequests);
     }
-    // A batch-level filter expression applies to every row; Osprey has no expressions yet.
-    if fields.filter_expression.is_some() {
-        return Err(state.unsupported.refuse(Unsupported::FilterExpression));
+    // A batch-level filter expression applies to every row without one of its own: a
+    // malformed one fails the whole batch before any row runs.
+    if let Some(packed) = fields.filter_expression {
+        engine::Expression::parse_filter(packed)?;
     }
     for row in request.rows() {
         let row = row.map_err(|_| ResultCode::Parameter)?;
@@ -236,8 +236,8 @@ fn answer_chunk(
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> ChunkEnd {
-    let request = match parse_request(body) {
-        Ok((_, request)) => request,
+    let (parent, request) = match parse_request(body) {
+        Ok(parsed) => parsed,
         // Validation parsed the same bytes, so this cannot happen; answer rather than panic.
         Err(code) => {
             dispatch::write_stream_error(out, code);
@@ -245,7 +245,11 @@ fn answer_chunk(
         }
     };
     let proto_start = wire_aerospike::begin_proto(out);
-    let end = answer_rows(state, &request, position, deadline, proto_start, out, acks);
+    let batch = Batch {
+        request: &request,
+        filter: parent.filter_expression,
+    };
+    let end = answer_rows(state, &batch, position, deadline, proto_start, out, acks);
     if let ChunkEnd::Last(code) = end {
         let last_start = wire_aerospike::begin_message(out);
         wire_aerospike::finish_message(out, last_start, &dispatch::last_header(code));
@@ -258,7 +262,7 @@ fn answer_chunk(
 /// [`CHUNK_TIME_MAX`], the rows run out, the deadline passes, or a row error ends the batch.
 fn answer_rows(
     state: &ServerState,
-    request: &BatchRequest<'_>,
+    batch: &Batch<'_>,
     position: BatchPosition,
     deadline: RequestDeadline,
     proto_start: usize,
@@ -266,6 +270,7 @@ fn answer_rows(
     acks: &mut Acks,
 ) -> ChunkEnd {
     let started = Instant::now();
+    let request = batch.request;
     let mut rows = request.rows_from(position);
     while let Some(row) = rows.next() {
         let Ok(row) = row else {
@@ -276,6 +281,7 @@ fn answer_rows(
             // Aerospike ends a batch at its deadline: the rows not answered get nothing.
             return ChunkEnd::Last(ResultCode::Timeout);
         }
+        let row = with_batch_filter(row, batch.filter);
         let code = answer_row(state, &row, deadline, out, acks);
         if ends_batch(code) && !request.reports_all_errors() {
             // Aerospike drops the output it has not sent yet, and so does this.
@@ -287,6 +293,20 @@ fn answer_rows(
         }
     }
     ChunkEnd::Last(ResultCode::Ok)
+}
+
+/// A batch request and its batch-level filter expression.
+struct Batch<'a> {
+    request: &'a BatchRequest<'a>,
+    filter: Option<&'a [u8]>,
+}
+
+/// `row`, filtered by the batch's expression unless it carries its own.
+fn with_batch_filter<'a>(mut row: BatchRow<'a>, filter: Option<&'a [u8]>) -> BatchRow<'a> {
+    if row.fields.filter_expression.is_none() {
+        row.fields.filter_expression = filter;
+    }
+    row
 }
 
 /// Runs one row and appends its reply message; returns its result code.
@@ -398,6 +418,11 @@ fn row_as_message(row: &BatchRow<'_>, time_left_ms: u32) -> Vec<u8> {
     fields.extend(row.fields.set.map(|set| (field_type::SET, set)));
     fields.extend(row.fields.key.map(|key| (field_type::KEY, key)));
     fields.push((field_type::DIGEST, &row.digest.0));
+    fields.extend(
+        row.fields
+            .filter_expression
+            .map(|packed| (field_type::FILTER_EXP, packed)),
+    );
     let ops: Vec<model::Op<'_>> = row.ops().collect();
     let header = MessageHeader {
         transaction_ttl: time_left_ms,
@@ -738,7 +763,7 @@ mod tests {
     }
 
     #[test]
-    fn row_filters_and_udfs_are_unsupported_per_row_and_a_batch_filter_for_the_batch() {
+    fn a_malformed_row_filter_fails_its_row_and_a_malformed_batch_filter_the_batch() {
         let state = test_state(5000);
         let mut field = Vec::new();
         encode_batch_header(&mut field, 3, ALL);
@@ -755,7 +780,9 @@ mod tests {
         encode_batch_row(&mut field, 1, &digest(1), &header, &udf, &[]);
         encode_batch_row(&mut field, 2, &digest(1), &header, &filtered[..1], &[]);
         let results = outcome(&run(&state, parent_with_field(&field)));
-        assert_eq!(results, (vec![(0, 16), (1, 16), (2, 2)], 0));
+        // The row with a filter that is no expression answers PARAMETER; the UDF row is not
+        // supported yet; the plain row finds no record.
+        assert_eq!(results, (vec![(0, 4), (1, 16), (2, 2)], 0));
         let mut body = parent_with_field(&field);
         let filter = [
             (field_type::FILTER_EXP, &b"\x93"[..]),
@@ -765,7 +792,7 @@ mod tests {
         let parent = MessageHeader::decode(body.first_chunk().unwrap());
         encode_message(&mut frame, &parent, &filter, &[]);
         body = frame.split_off(PROTO_HEADER_SIZE_BYTES);
-        assert_eq!(outcome(&run(&state, body)), (vec![], 16));
+        assert_eq!(outcome(&run(&state, body)), (vec![], 4));
     }
 
     #[test]

@@ -18,8 +18,8 @@
 //!   with the result code is sent instead.
 
 use engine::{
-    Acks, BinRef, DeleteRequest, ExistsPolicy, GenerationPolicy, Namespace, Origin, ReadRequest,
-    RecordMeta, ReplySink, UnsupportedOp, WriteRequest,
+    Acks, BinRef, DeleteRequest, ExistsPolicy, Expression, GenerationPolicy, Namespace, Origin,
+    ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
 use model::{Digest, OpCode, ResultCode, TtlRequest};
 use wire_aerospike::{
@@ -335,9 +335,6 @@ pub fn execute_record(
     if fields.udf {
         return Err(unsupported.refuse(Unsupported::Udf));
     }
-    if fields.filter_expression.is_some() {
-        return Err(unsupported.refuse(Unsupported::FilterExpression));
-    }
     if header.info4 & INFO4_TRANSACTION_MASK != 0 {
         return Err(ResultCode::EnterpriseOnly);
     }
@@ -362,15 +359,16 @@ pub fn execute_record(
     Ok((meta, sink.op_count))
 }
 
-/// Why the engine (or [`check_read_touch`]) answered a command UNSUPPORTED_FEATURE: its first
-/// op of a family Osprey lacks, else a read-touch. Judged only after the refusal, so that
-/// commands that run pay nothing for it.
+/// Why the engine (or [`check_read_touch`]) answered a command UNSUPPORTED_FEATURE: an
+/// expression (filter or op) using what Osprey cannot evaluate yet, else a read-touch. Judged
+/// only after the refusal, so that commands that run pay nothing for it.
 fn unsupported_kind(command: &RecordCommand<'_>) -> Option<Unsupported> {
-    let op_kind = command
-        .ops
-        .clone()
-        .find_map(|op| UnsupportedOp::of(op.code))
-        .map(Unsupported::from);
+    let has_expression = command.fields.filter_expression.is_some()
+        || command
+            .ops
+            .clone()
+            .any(|op| matches!(op.code, OpCode::ExpRead | OpCode::ExpModify));
+    let op_kind = has_expression.then_some(Unsupported::ExpressionOp);
     let header = &command.header;
     let is_read = header.info2 & info2::WRITE == 0;
     let read_touch =
@@ -442,14 +440,22 @@ fn run_in_engine(
     let key = command.fields.key;
     let ops = command.ops.clone();
     let deadline = command.deadline;
+    let filter = command
+        .fields
+        .filter_expression
+        .map(Expression::parse_filter)
+        .transpose()?;
+    let filter = filter.as_ref();
     if header.info2 & info2::WRITE != 0 {
         // Commit level master: the reply does not wait for the replicas.
         acks.set_commit_level_master(header.info3 & info3::COMMIT_MASTER != 0);
         if header.info2 & info2::DELETE != 0 {
-            let request = delete_request(header, digest, set_name, key, deadline)?;
+            let mut request = delete_request(header, digest, set_name, key, deadline)?;
+            request.filter = filter;
             return namespace.delete_as(origin, &request, acks);
         }
-        let request = write_request(header, digest, set_name, key, deadline)?;
+        let mut request = write_request(header, digest, set_name, key, deadline)?;
+        request.filter = filter;
         return namespace.write_as(origin, &request, ops, sink, acks);
     }
     if header.info1 & info1::READ == 0 {
@@ -464,6 +470,7 @@ fn run_in_engine(
         read_all_bins: header.info1 & info1::GET_ALL != 0,
         header_only: header.info1 & info1::GET_NO_BINS != 0,
         deadline,
+        filter,
     };
     namespace.read_as(origin, &request, ops, sink)
 }
@@ -503,6 +510,7 @@ fn write_request<'a>(
         ttl: TtlRequest::from_wire(header.record_ttl)?,
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
         deadline,
+        filter: None,
     })
 }
 
@@ -524,6 +532,7 @@ fn delete_request<'a>(
         key,
         generation: generation_policy(header),
         deadline,
+        filter: None,
     })
 }
 

@@ -29,8 +29,8 @@ pub const EDITION: &str = "Aerospike Community Edition";
 /// without it); `pquery`, `batch-any` and `batch-index` select the modern protocol paths for
 /// scans, queries and batches; `query-show` lets clients poll job status. Features whose info
 /// commands or ops Osprey lacks (CDT, UDF, geo, bit ops) are not advertised.
-pub const FEATURES: &str = "batch-any;batch-index;float;peers;pipelining;pquery;pscans;\
-query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
+pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;float;peers;\
+pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
 
 /// Per-connection info state.
 #[derive(Debug, Default)]

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{
-    IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, PartitionRole, ScanOutcome,
-    ScanScope, ScannedRecord, SecondaryIndex,
+    Expression, IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, PartitionRole,
+    ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
@@ -253,6 +253,8 @@ struct ScanShared {
     query: Option<IndexQuery>,
     /// The client's total timeout, if it sent one: threads stop at their next piece after it.
     deadline: Option<Instant>,
+    /// The filter expression (FILTER_EXP): records it does not pass are skipped.
+    filter: Option<Expression>,
 }
 
 /// Validates a scan request and starts its threads.
@@ -275,6 +277,10 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         return Err(ResultCode::Parameter);
     }
     let set_name = fields.set.unwrap_or_default();
+    let filter = fields
+        .filter_expression
+        .map(Expression::parse_filter)
+        .transpose()?;
     let query = index_query(&namespace, scan_fields, set_name)?;
     let work = partition_work(scan_fields, query.as_ref()).map_err(|code| match code {
         ResultCode::UnsupportedFeature => state.unsupported.refuse(Unsupported::LegacyScan),
@@ -328,6 +334,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         job: job.clone(),
         query,
         deadline,
+        filter,
     });
     state.scan_jobs.register(job.clone());
     let short = message.header.info1 & info1::SHORT_QUERY != 0
@@ -542,8 +549,6 @@ fn unsupported_kind(message: &Message<'_>) -> Option<Unsupported> {
     let background = message.header.info2 & info2::WRITE != 0;
     if fields.udf {
         Some(Unsupported::Udf)
-    } else if fields.filter_expression.is_some() {
-        Some(Unsupported::FilterExpression)
     } else if background {
         Some(Unsupported::BackgroundQuery)
     } else if message.header.info3 & info3::PARTITION_DONE == 0 {
@@ -1095,7 +1100,7 @@ impl ScanShared {
         record: &ScannedRecord<'_>,
         bval: Option<i64>,
     ) -> Offer {
-        if !self.bins.wants(record) || !self.in_queried_set(record) {
+        if !self.bins.wants(record) || !self.in_queried_set(record) || !self.passes(record) {
             return Offer::Skipped;
         }
         let sent = self.job.records_sent.load(Ordering::Relaxed);
@@ -1114,6 +1119,14 @@ impl ScanShared {
         );
         self.job.records_sent.fetch_add(1, Ordering::Relaxed);
         Offer::Taken
+    }
+
+    /// Whether `record` passes the scan's filter expression (a record the expression cannot
+    /// be evaluated on is left out, as one it filters).
+    fn passes(&self, record: &ScannedRecord<'_>) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|filter| record.passes(filter))
     }
 
     /// Whether `record` is in the set a query names (always, for a scan: its scope did that).

@@ -12,7 +12,6 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use engine::UnsupportedOp;
 use model::ResultCode;
 use tracing::warn;
 
@@ -23,16 +22,9 @@ pub const LOG_INTERVAL_MS: u64 = 60_000;
 /// What a refused request asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unsupported {
-    /// A list or map (CDT) op.
-    CollectionOp,
-    /// A bitwise op.
-    BitwiseOp,
-    /// A HyperLogLog op.
-    HyperLogLogOp,
-    /// An expression read or write op.
+    /// An expression (a filter or an op) using what Osprey cannot evaluate yet: a regular
+    /// expression or a geo comparison.
     ExpressionOp,
-    /// A filter expression on a command, a batch or a scan.
-    FilterExpression,
     /// A UDF: an apply on a record, a batch row, a UDF or aggregation query, or an info command
     /// that manages UDF modules (`udf-put`, `udf-get`, `udf-list`, `udf-remove`).
     Udf,
@@ -52,12 +44,8 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 10] = [
-        Unsupported::CollectionOp,
-        Unsupported::BitwiseOp,
-        Unsupported::HyperLogLogOp,
+    pub const ALL: [Unsupported; 6] = [
         Unsupported::ExpressionOp,
-        Unsupported::FilterExpression,
         Unsupported::Udf,
         Unsupported::BackgroundQuery,
         Unsupported::ReadTouch,
@@ -68,11 +56,7 @@ impl Unsupported {
     /// The name of this kind's counter in the `statistics` info reply.
     pub fn statistic_name(self) -> &'static str {
         match self {
-            Unsupported::CollectionOp => "unsupported_cdt_ops",
-            Unsupported::BitwiseOp => "unsupported_bit_ops",
-            Unsupported::HyperLogLogOp => "unsupported_hll_ops",
             Unsupported::ExpressionOp => "unsupported_expression_ops",
-            Unsupported::FilterExpression => "unsupported_filter_expressions",
             Unsupported::Udf => "unsupported_udf",
             Unsupported::BackgroundQuery => "unsupported_background_queries",
             Unsupported::ReadTouch => "unsupported_read_touch",
@@ -84,11 +68,7 @@ impl Unsupported {
     /// What was asked for, for people.
     pub fn description(self) -> &'static str {
         match self {
-            Unsupported::CollectionOp => "list/map (CDT) operations",
-            Unsupported::BitwiseOp => "bitwise operations",
-            Unsupported::HyperLogLogOp => "HyperLogLog operations",
-            Unsupported::ExpressionOp => "expression operations",
-            Unsupported::FilterExpression => "filter expressions",
+            Unsupported::ExpressionOp => "expressions with regular expressions or geo comparisons",
             Unsupported::Udf => "UDFs",
             Unsupported::BackgroundQuery => "background queries",
             Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
@@ -99,17 +79,6 @@ impl Unsupported {
 
     fn position(self) -> usize {
         self as usize
-    }
-}
-
-impl From<UnsupportedOp> for Unsupported {
-    fn from(op: UnsupportedOp) -> Unsupported {
-        match op {
-            UnsupportedOp::Collection => Unsupported::CollectionOp,
-            UnsupportedOp::Bitwise => Unsupported::BitwiseOp,
-            UnsupportedOp::HyperLogLog => Unsupported::HyperLogLogOp,
-            UnsupportedOp::Expression => Unsupported::ExpressionOp,
-        }
     }
 }
 
@@ -200,19 +169,19 @@ mod tests {
     #[test]
     fn refusals_all_count_but_a_kind_logs_once_per_interval() {
         let stats = UnsupportedStats::default();
-        assert!(stats.may_log(Unsupported::CollectionOp));
-        assert!(!stats.may_log(Unsupported::CollectionOp));
+        assert!(stats.may_log(Unsupported::ReadTouch));
+        assert!(!stats.may_log(Unsupported::ReadTouch));
         assert!(stats.may_log(Unsupported::Udf), "kinds are logged apart");
         for _ in 0..1000 {
             assert_eq!(
-                stats.refuse(Unsupported::CollectionOp),
+                stats.refuse(Unsupported::ReadTouch),
                 ResultCode::UnsupportedFeature
             );
         }
-        assert_eq!(stats.count(Unsupported::CollectionOp), 1000);
-        assert_eq!(stats.count(Unsupported::BitwiseOp), 0);
+        assert_eq!(stats.count(Unsupported::ReadTouch), 1000);
+        assert_eq!(stats.count(Unsupported::Udf), 0);
         let mut value = String::new();
         stats.write_statistics(&mut value);
-        assert!(value.contains(";unsupported_cdt_ops=1000;unsupported_bit_ops=0;"));
+        assert!(value.contains(";unsupported_read_touch=1000;"));
     }
 }

@@ -31,5 +31,6 @@ pub fn delete_request(key: u64) -> DeleteRequest<'static> {
         key: None,
         generation: GenerationPolicy::None,
         deadline: Deadline::NONE,
+        filter: None,
     }
 }

@@ -514,6 +514,7 @@ async fn operate(running: &Running, rng: &mut SmallRng, key: u64, delete: bool) 
             key: None,
             generation: GenerationPolicy::None,
             deadline: Deadline::NONE,
+            filter: None,
         };
         namespace.delete(&request, &mut acks).map(drop)
     } else {

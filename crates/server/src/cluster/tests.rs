@@ -93,6 +93,7 @@ pub(super) fn write_request(digest: Digest) -> WriteRequest<'static> {
         ttl: TtlRequest::NeverExpire,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     }
 }
 
@@ -107,6 +108,7 @@ pub(super) fn read_request(digest: Digest, header_only: bool) -> ReadRequest<'st
         header_only,
         respond_all_ops: false,
         deadline: Deadline::NONE,
+        filter: None,
     }
 }
 

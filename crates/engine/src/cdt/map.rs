@@ -1,0 +1,1874 @@
+//! Map operations: Aerospike's map (CDT) op codes 64..=110 on a decoded [`Map`].
+//!
+//! Terms, as Aerospike defines them:
+//! - the *index* of an entry is its position in key order, for every map (an unordered map
+//!   is sorted by key on the fly); a negative index counts from the end;
+//! - the *rank* of an entry is its position in value order, ties broken by key;
+//! - the *storage position* is where an entry sits in [`Map::entries`]: key order for an
+//!   ordered map, insertion order for an unordered one.
+//!
+//! Invariants:
+//! - A map whose order is not [`MapOrder::Unordered`] keeps its entries sorted by key
+//!   ([`value::compare`]); an unordered one keeps insertion order (PUT_ITEMS and friends
+//!   sort it by key first, as Aerospike does). Keys are unique.
+//! - Keys are integers, strings or blobs (Aerospike's `map_is_key`); anything else is
+//!   PARAMETER.
+//! - A failed op may leave its target half-changed: the caller drops it on error.
+//! - Nothing is sized from a count a client declared: counts are clipped to the map's size
+//!   before use, and client integers are combined with checked or saturating arithmetic.
+//! - Multi-element results follow Aerospike's order: key order for index and key
+//!   selections, rank order for rank selections, storage order for inverted selections,
+//!   value intervals and key or value lists.
+
+use std::cmp::Ordering;
+
+use model::ResultCode;
+
+use super::result::{ReturnKind, ReturnType};
+use super::value::{self, KIND_BLOB, KIND_STRING, List, Map, MapOrder, Value};
+
+// ---- op codes ----------------------------------------------------------------------------
+
+const SET_TYPE: u8 = 64;
+const ADD: u8 = 65;
+const ADD_ITEMS: u8 = 66;
+const PUT: u8 = 67;
+const PUT_ITEMS: u8 = 68;
+const REPLACE: u8 = 69;
+const REPLACE_ITEMS: u8 = 70;
+const INCREMENT: u8 = 73;
+const DECREMENT: u8 = 74;
+const CLEAR: u8 = 75;
+const REMOVE_BY_KEY: u8 = 76;
+const REMOVE_BY_INDEX: u8 = 77;
+const REMOVE_BY_VALUE: u8 = 78;
+const REMOVE_BY_RANK: u8 = 79;
+const REMOVE_BY_KEY_LIST: u8 = 81;
+const REMOVE_ALL_BY_VALUE: u8 = 82;
+const REMOVE_BY_VALUE_LIST: u8 = 83;
+const REMOVE_BY_KEY_INTERVAL: u8 = 84;
+const REMOVE_BY_INDEX_RANGE: u8 = 85;
+const REMOVE_BY_VALUE_INTERVAL: u8 = 86;
+const REMOVE_BY_RANK_RANGE: u8 = 87;
+const REMOVE_BY_KEY_REL_INDEX_RANGE: u8 = 88;
+const REMOVE_BY_VALUE_REL_RANK_RANGE: u8 = 89;
+const SIZE: u8 = 96;
+const GET_BY_KEY: u8 = 97;
+const GET_BY_INDEX: u8 = 98;
+const GET_BY_VALUE: u8 = 99;
+const GET_BY_RANK: u8 = 100;
+const GET_ALL_BY_VALUE: u8 = 102;
+const GET_BY_KEY_INTERVAL: u8 = 103;
+const GET_BY_INDEX_RANGE: u8 = 104;
+const GET_BY_VALUE_INTERVAL: u8 = 105;
+const GET_BY_RANK_RANGE: u8 = 106;
+const GET_BY_KEY_LIST: u8 = 107;
+const GET_BY_VALUE_LIST: u8 = 108;
+const GET_BY_KEY_REL_INDEX_RANGE: u8 = 109;
+const GET_BY_VALUE_REL_RANK_RANGE: u8 = 110;
+
+/// Write flags (PUT, PUT_ITEMS): fail when the key exists.
+const CREATE_ONLY: i64 = 0x01;
+/// ... fail when the key is missing.
+const UPDATE_ONLY: i64 = 0x02;
+/// ... turn those failures into no-ops.
+const NO_FAIL: i64 = 0x04;
+/// ... with NO_FAIL, write the items that pass (PUT_ITEMS).
+const DO_PARTIAL: i64 = 0x08;
+
+/// The order attribute bits SET_TYPE accepts: key-value ordered and persist-index.
+const SET_TYPE_VALID: i64 = 0x13;
+
+/// The count a range op means when it names none (Aerospike's `UINT32_MAX`).
+const COUNT_ALL: u64 = u32::MAX as u64;
+
+/// Whether map op `code` modifies its target (`Some(true)`) or only reads it
+/// (`Some(false)`); `None` when `code` is not a map op.
+pub(crate) fn is_modify(code: u8) -> Option<bool> {
+    match code {
+        SET_TYPE..=REPLACE_ITEMS
+        | INCREMENT..=REMOVE_BY_RANK
+        | REMOVE_BY_KEY_LIST..=REMOVE_BY_VALUE_REL_RANK_RANGE => Some(true),
+        SIZE..=GET_BY_RANK | GET_ALL_BY_VALUE..=GET_BY_VALUE_REL_RANK_RANGE => Some(false),
+        _ => None,
+    }
+}
+
+/// Runs reading map op `code` on `target` (`None`: nothing there). Returns the result.
+///
+/// # Errors
+/// The op's result code.
+pub(crate) fn read(code: u8, args: &[Value], target: Option<&Value>) -> Result<Value, ResultCode> {
+    if is_modify(code) != Some(false) {
+        return Err(ResultCode::Parameter);
+    }
+    let Some(map) = existing_map(target)? else {
+        return Ok(Value::Nil);
+    };
+    if code == SIZE {
+        check_arity(args, 0, 0)?;
+        return Ok(Value::Int(len_i64(map.entries.len())));
+    }
+    let (request, selection) = select_for(code, args, map)?;
+    Ok(shape(map, &request, &selection))
+}
+
+/// Runs modifying map op `code` on `target` (`None`: nothing there yet; the op may create
+/// it). Returns the result.
+///
+/// # Errors
+/// The op's result code; `target` is then unspecified (the caller drops it).
+pub(crate) fn modify(
+    code: u8,
+    args: &[Value],
+    target: &mut Option<Value>,
+) -> Result<Value, ResultCode> {
+    existing_map(target.as_ref())?;
+    match code {
+        SET_TYPE => set_type(args, target),
+        ADD | PUT | REPLACE => put_one(code, args, target),
+        ADD_ITEMS | PUT_ITEMS | REPLACE_ITEMS => put_items(code, args, target),
+        INCREMENT | DECREMENT => increment(code == DECREMENT, args, target),
+        CLEAR => clear(args, target),
+        _ if is_modify(code) == Some(true) => remove(code, args, target),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+// ---- arguments ---------------------------------------------------------------------------
+
+/// Refuses fewer than `required` or more than `most` arguments (PARAMETER).
+fn check_arity(args: &[Value], required: usize, most: usize) -> Result<(), ResultCode> {
+    match (required..=most).contains(&args.len()) {
+        true => Ok(()),
+        false => Err(ResultCode::Parameter),
+    }
+}
+
+/// The integer argument at `at`, `default` when absent; PARAMETER for a non-integer.
+fn int_arg(args: &[Value], at: usize, default: i64) -> Result<i64, ResultCode> {
+    match args.get(at) {
+        None => Ok(default),
+        Some(value) => value.as_int().ok_or(ResultCode::Parameter),
+    }
+}
+
+/// A count argument at `at` (all when absent); a negative count is PARAMETER.
+fn count_arg(args: &[Value], at: usize) -> Result<u64, ResultCode> {
+    match args.get(at) {
+        None => Ok(COUNT_ALL),
+        Some(value) => {
+            let count = value.as_int().ok_or(ResultCode::Parameter)?;
+            u64::try_from(count).map_err(|_| ResultCode::Parameter)
+        }
+    }
+}
+
+/// The argument at `at`, which must be there.
+fn required(args: &[Value], at: usize) -> Result<&Value, ResultCode> {
+    args.get(at).ok_or(ResultCode::Parameter)
+}
+
+/// The items of a list argument.
+fn list_arg(value: &Value) -> Result<&[Value], ResultCode> {
+    match value {
+        Value::List(list) => Ok(&list.items),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// The entries of a map argument.
+fn map_arg(value: &Value) -> Result<&[(Value, Value)], ResultCode> {
+    match value {
+        Value::Map(map) => Ok(&map.entries),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// Whether `key` may be a map key: an integer, a string or a blob.
+fn is_valid_key(key: &Value) -> bool {
+    matches!(
+        key,
+        Value::Int(_)
+            | Value::Bytes {
+                kind: KIND_STRING | KIND_BLOB,
+                ..
+            }
+    )
+}
+
+/// The order a creating op's attribute argument at `at` names (unordered when absent).
+fn order_arg(args: &[Value], at: usize) -> Result<MapOrder, ResultCode> {
+    let attr = int_arg(args, at, 0)?;
+    Ok(MapOrder::from_flags((attr & 0x03) as u8))
+}
+
+/// A size as the i64 results carry (maps never hold anywhere near `i64::MAX` entries).
+fn len_i64(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}
+
+// ---- targets -----------------------------------------------------------------------------
+
+/// The map `target` holds, `None` when there is none; INCOMPATIBLE_TYPE for another value.
+fn existing_map(target: Option<&Value>) -> Result<Option<&Map>, ResultCode> {
+    match target {
+        None => Ok(None),
+        Some(Value::Map(map)) => Ok(Some(map)),
+        Some(_) => Err(ResultCode::IncompatibleType),
+    }
+}
+
+/// The map `target` holds, created empty with `order` when there is none.
+fn map_or_create(target: &mut Option<Value>, order: MapOrder) -> Result<&mut Map, ResultCode> {
+    let value = target.get_or_insert_with(|| {
+        Value::Map(Map {
+            order,
+            entries: Vec::new(),
+        })
+    });
+    match value {
+        Value::Map(map) => Ok(map),
+        _ => Err(ResultCode::IncompatibleType),
+    }
+}
+
+/// The map `target` holds, `None` when there is none.
+fn map_mut(target: &mut Option<Value>) -> Result<Option<&mut Map>, ResultCode> {
+    match target {
+        None => Ok(None),
+        Some(Value::Map(map)) => Ok(Some(map)),
+        Some(_) => Err(ResultCode::IncompatibleType),
+    }
+}
+
+// ---- storage -----------------------------------------------------------------------------
+
+/// Where `key` is stored (`Ok`), or where it would be inserted (`Err`): in key order for an
+/// ordered map; for an unordered one, as Aerospike's `packed_map_find_key_maybe_unordered`
+/// does, before the first greater key of the leading ascending run, else at the end (so an
+/// unordered map that happens to be sorted stays sorted).
+fn find_key(map: &Map, key: &Value) -> Result<usize, usize> {
+    if map.order != MapOrder::Unordered {
+        return map
+            .entries
+            .binary_search_by(|(stored, _)| value::compare(stored, key));
+    }
+    if let Some(at) = map
+        .entries
+        .iter()
+        .position(|(stored, _)| value::equal(stored, key))
+    {
+        return Ok(at);
+    }
+    Err(unordered_insertion_point(&map.entries, key))
+}
+
+/// The insertion point of a new `key` in unordered `entries` (see [`find_key`]).
+fn unordered_insertion_point(entries: &[(Value, Value)], key: &Value) -> usize {
+    for (at, (stored, _)) in entries.iter().enumerate() {
+        let ascending = at == 0 || value::compare(&entries[at - 1].0, stored).is_lt();
+        if !ascending {
+            break;
+        }
+        if value::compare(key, stored).is_lt() {
+            return at;
+        }
+    }
+    entries.len()
+}
+
+/// Sets `key` to `value`: replaced in place when present, else inserted.
+fn store(map: &mut Map, key: Value, value: Value) {
+    match find_key(map, &key) {
+        Ok(at) => map.entries[at].1 = value,
+        Err(at) => map.entries.insert(at, (key, value)),
+    }
+}
+
+/// Sorts an unordered map's entries by key (Aerospike does before adding items).
+fn sort_by_key(map: &mut Map) {
+    map.entries.sort_by(|a, b| value::compare(&a.0, &b.0));
+}
+
+/// Storage positions in key order.
+fn key_order(map: &Map) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..map.entries.len()).collect();
+    if map.order == MapOrder::Unordered {
+        order.sort_by(|&a, &b| value::compare(&map.entries[a].0, &map.entries[b].0));
+    }
+    order
+}
+
+/// Storage positions in rank order: by value, ties by key.
+fn rank_order(map: &Map) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..map.entries.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ka, va) = &map.entries[a];
+        let (kb, vb) = &map.entries[b];
+        value::compare(va, vb).then_with(|| value::compare(ka, kb))
+    });
+    order
+}
+
+/// For each storage position, its position in `order` (the inverse permutation).
+fn positions_of(order: &[usize]) -> Vec<usize> {
+    let mut positions = vec![0; order.len()];
+    for (place, &at) in order.iter().enumerate() {
+        positions[at] = place;
+    }
+    positions
+}
+
+// ---- writes ------------------------------------------------------------------------------
+
+/// What a write may do to a key: overwrite it when present, create it when missing, turn a
+/// refusal into a no-op, and (items) skip the refused items only.
+#[derive(Clone, Copy)]
+struct WriteControl {
+    overwrite: bool,
+    create: bool,
+    no_fail: bool,
+    partial: bool,
+}
+
+impl WriteControl {
+    /// The control of a PUT or PUT_ITEMS with write `flags`.
+    fn from_flags(flags: i64) -> WriteControl {
+        WriteControl {
+            overwrite: flags & CREATE_ONLY == 0,
+            create: flags & UPDATE_ONLY == 0,
+            no_fail: flags & NO_FAIL != 0,
+            partial: flags & DO_PARTIAL != 0,
+        }
+    }
+
+    /// ADD: create only, failing on an existing key.
+    const ADD: WriteControl = WriteControl {
+        overwrite: false,
+        create: true,
+        no_fail: false,
+        partial: false,
+    };
+
+    /// REPLACE: update only, failing on a missing key.
+    const REPLACE: WriteControl = WriteControl {
+        overwrite: true,
+        create: false,
+        no_fail: false,
+        partial: false,
+    };
+
+    /// Whether a write to a key that `exists` is allowed; `Ok(false)` when refused quietly.
+    fn allows(self, exists: bool) -> Result<bool, ResultCode> {
+        let refusal = match (exists, self.overwrite, self.create) {
+            (true, false, _) => ResultCode::ElementExists,
+            (false, _, false) => ResultCode::ElementNotFound,
+            _ => return Ok(true),
+        };
+        match self.no_fail {
+            true => Ok(false),
+            false => Err(refusal),
+        }
+    }
+}
+
+/// SET_TYPE [attr]: sets the map's order, re-sorting it; creates an empty map when missing.
+fn set_type(args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    check_arity(args, 1, 1)?;
+    let attr = int_arg(args, 0, 0)?;
+    if attr & !SET_TYPE_VALID != 0 {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    let order = MapOrder::from_flags((attr & 0x03) as u8);
+    let map = map_or_create(target, order)?;
+    if order != MapOrder::Unordered && map.order == MapOrder::Unordered {
+        sort_by_key(map);
+    }
+    map.order = order;
+    Ok(Value::Nil)
+}
+
+/// ADD [key, value, attr?], PUT [key, value, attr?, flags?], REPLACE [key, value]: writes
+/// one entry; returns the map's size.
+fn put_one(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    let (control, most) = match code {
+        ADD => (WriteControl::ADD, 3),
+        PUT => (WriteControl::from_flags(int_arg(args, 3, 0)?), 4),
+        _ => (WriteControl::REPLACE, 2),
+    };
+    check_arity(args, 2, most)?;
+    let order = order_arg(args, 2)?;
+    let (key, value) = (required(args, 0)?, required(args, 1)?);
+    if !is_valid_key(key) {
+        return Err(ResultCode::Parameter);
+    }
+    let map = map_or_create(target, order)?;
+    if control.allows(find_key(map, key).is_ok())? {
+        store(map, key.clone(), value.clone());
+    }
+    Ok(Value::Int(len_i64(map.entries.len())))
+}
+
+/// ADD_ITEMS [items, attr?], PUT_ITEMS [items, attr?, flags?], REPLACE_ITEMS [items]:
+/// writes every entry of `items` or, refused, none (DO_PARTIAL: those allowed); returns
+/// the map's size.
+fn put_items(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    let (control, most) = match code {
+        ADD_ITEMS => (WriteControl::ADD, 2),
+        PUT_ITEMS => (WriteControl::from_flags(int_arg(args, 2, 0)?), 3),
+        _ => (WriteControl::REPLACE, 1),
+    };
+    check_arity(args, 1, most)?;
+    let items = map_arg(required(args, 0)?)?;
+    if items.iter().any(|(key, _)| !is_valid_key(key)) {
+        return Err(ResultCode::Parameter);
+    }
+    if code == REPLACE_ITEMS && target.is_none() {
+        return Err(ResultCode::ElementNotFound);
+    }
+    let order = order_arg(args, 1)?;
+    let map = map_or_create(target, order)?;
+    let mut accepted = Vec::with_capacity(items.len());
+    for (key, value) in items {
+        if control.allows(find_key(map, key).is_ok())? {
+            accepted.push((key, value));
+        } else if !control.partial {
+            return Ok(Value::Int(len_i64(map.entries.len())));
+        }
+    }
+    if !accepted.is_empty() && map.order == MapOrder::Unordered {
+        sort_by_key(map);
+    }
+    for (key, value) in accepted {
+        store(map, key.clone(), value.clone());
+    }
+    Ok(Value::Int(len_i64(map.entries.len())))
+}
+
+/// INCREMENT / DECREMENT [key, delta?, attr?]: adds `delta` (1 when absent or nil) to the
+/// number at `key` (0 when missing); returns the new number.
+fn increment(
+    decrement: bool,
+    args: &[Value],
+    target: &mut Option<Value>,
+) -> Result<Value, ResultCode> {
+    check_arity(args, 1, 3)?;
+    let key = required(args, 0)?;
+    if !is_valid_key(key) {
+        return Err(ResultCode::Parameter);
+    }
+    let delta = match args.get(1) {
+        None | Some(Value::Nil) => Value::Int(1),
+        Some(number @ (Value::Int(_) | Value::Float(_))) => number.clone(),
+        Some(_) => return Err(ResultCode::Parameter),
+    };
+    let delta = match (delta, decrement) {
+        (Value::Int(n), true) => Value::Int(n.wrapping_neg()),
+        (Value::Float(x), true) => Value::Float(-x),
+        (other, _) => other,
+    };
+    let order = order_arg(args, 2)?;
+    let map = map_or_create(target, order)?;
+    let current = find_key(map, key).ok().map(|at| &map.entries[at].1);
+    let sum = add_delta(current, &delta)?;
+    store(map, key.clone(), sum.clone());
+    Ok(sum)
+}
+
+/// `current` (missing: a zero of the delta's type) plus `delta`, Aerospike's way: an
+/// integer stays an integer (a float delta truncated), a float stays a float.
+fn add_delta(current: Option<&Value>, delta: &Value) -> Result<Value, ResultCode> {
+    Ok(match (current, delta) {
+        (None, number) => number.clone(),
+        (Some(Value::Int(n)), Value::Int(d)) => Value::Int(n.wrapping_add(*d)),
+        (Some(Value::Int(n)), Value::Float(d)) => Value::Int(n.wrapping_add(*d as i64)),
+        (Some(Value::Float(x)), Value::Int(d)) => Value::Float(x + *d as f64),
+        (Some(Value::Float(x)), Value::Float(d)) => Value::Float(x + d),
+        _ => return Err(ResultCode::Parameter),
+    })
+}
+
+/// CLEAR []: removes every entry (a missing map stays missing).
+fn clear(args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    check_arity(args, 0, 0)?;
+    if let Some(map) = map_mut(target)? {
+        map.entries.clear();
+    }
+    Ok(Value::Nil)
+}
+
+/// The REMOVE_BY_* ops: select as the matching GET_BY_* op, remove what was selected and
+/// return it shaped. A missing map is a no-op returning nil.
+fn remove(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    let Some(map) = map_mut(target)? else {
+        return Ok(Value::Nil);
+    };
+    let read_code = match code {
+        REMOVE_BY_KEY => GET_BY_KEY,
+        REMOVE_BY_INDEX => GET_BY_INDEX,
+        REMOVE_BY_VALUE => GET_BY_VALUE,
+        REMOVE_BY_RANK => GET_BY_RANK,
+        REMOVE_BY_KEY_LIST => GET_BY_KEY_LIST,
+        REMOVE_ALL_BY_VALUE => GET_ALL_BY_VALUE,
+        REMOVE_BY_VALUE_LIST => GET_BY_VALUE_LIST,
+        REMOVE_BY_KEY_INTERVAL => GET_BY_KEY_INTERVAL,
+        REMOVE_BY_INDEX_RANGE => GET_BY_INDEX_RANGE,
+        REMOVE_BY_VALUE_INTERVAL => GET_BY_VALUE_INTERVAL,
+        REMOVE_BY_RANK_RANGE => GET_BY_RANK_RANGE,
+        REMOVE_BY_KEY_REL_INDEX_RANGE => GET_BY_KEY_REL_INDEX_RANGE,
+        REMOVE_BY_VALUE_REL_RANK_RANGE => GET_BY_VALUE_REL_RANK_RANGE,
+        _ => return Err(ResultCode::Parameter),
+    };
+    let (request, selection) = select_for(read_code, args, map)?;
+    let result = shape(map, &request, &selection);
+    let mut doomed = vec![false; map.entries.len()];
+    for &at in &selection.positions {
+        doomed[at] = true;
+    }
+    let mut at = 0;
+    map.entries.retain(|_| {
+        let keep = !doomed[at];
+        at += 1;
+        keep
+    });
+    Ok(result)
+}
+
+// ---- selection ---------------------------------------------------------------------------
+
+/// What a selecting op asked for: its return type and whether it selects one element.
+struct Request {
+    returns: ReturnType,
+    multi: bool,
+}
+
+/// The order a selection's elements come back in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ResultOrder {
+    Key,
+    Rank,
+    Storage,
+}
+
+/// The entries an op selected (after inversion): storage positions, in result order.
+struct Selection {
+    positions: Vec<usize>,
+    order: ResultOrder,
+}
+
+/// Parses a selecting read op's arguments and selects in `map`.
+fn select_for(code: u8, args: &[Value], map: &Map) -> Result<(Request, Selection), ResultCode> {
+    let (least, most, multi) = match code {
+        GET_BY_KEY | GET_BY_INDEX | GET_BY_VALUE | GET_BY_RANK => (2, 2, false),
+        GET_ALL_BY_VALUE | GET_BY_KEY_LIST | GET_BY_VALUE_LIST => (2, 2, true),
+        GET_BY_KEY_INTERVAL | GET_BY_VALUE_INTERVAL => (2, 3, true),
+        GET_BY_INDEX_RANGE | GET_BY_RANK_RANGE => (2, 3, true),
+        GET_BY_KEY_REL_INDEX_RANGE | GET_BY_VALUE_REL_RANK_RANGE => (3, 4, true),
+        _ => return Err(ResultCode::Parameter),
+    };
+    check_arity(args, least, most)?;
+    let returns = ReturnType::parse(required(args, 0)?)?;
+    if returns.inverted && !multi {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    let request = Request { returns, multi };
+    let operand = required(args, 1)?;
+    let (positions, order) = match code {
+        GET_BY_KEY => (by_key_interval(map, operand, None, true), ResultOrder::Key),
+        GET_BY_KEY_INTERVAL => {
+            let end = args.get(2).unwrap_or(&Value::Infinity);
+            (
+                by_key_interval(map, operand, Some(end), true),
+                key_interval_order(map),
+            )
+        }
+        GET_BY_VALUE | GET_ALL_BY_VALUE => (
+            by_value_interval(map, operand, None, multi),
+            ResultOrder::Storage,
+        ),
+        GET_BY_VALUE_INTERVAL => {
+            let end = args.get(2).unwrap_or(&Value::Infinity);
+            (
+                by_value_interval(map, operand, Some(end), true),
+                ResultOrder::Storage,
+            )
+        }
+        GET_BY_INDEX | GET_BY_INDEX_RANGE => {
+            let index = int_arg(args, 1, 0)?;
+            let count = if multi { count_arg(args, 2)? } else { 1 };
+            let range = clip_range(index, count, map.entries.len(), multi)?;
+            (key_order(map)[range].to_vec(), ResultOrder::Key)
+        }
+        GET_BY_RANK | GET_BY_RANK_RANGE => {
+            let rank = int_arg(args, 1, 0)?;
+            let count = if multi { count_arg(args, 2)? } else { 1 };
+            let range = clip_range(rank, count, map.entries.len(), multi)?;
+            (rank_order(map)[range].to_vec(), ResultOrder::Rank)
+        }
+        GET_BY_KEY_LIST => (by_key_list(map, list_arg(operand)?), ResultOrder::Storage),
+        GET_BY_VALUE_LIST => (by_value_list(map, list_arg(operand)?), ResultOrder::Storage),
+        GET_BY_KEY_REL_INDEX_RANGE => {
+            let below = key_order(map)
+                .iter()
+                .filter(|&&at| value::compare(&map.entries[at].0, operand).is_lt())
+                .count();
+            let range = relative_range(below, int_arg(args, 2, 0)?, count_arg(args, 3)?, map)?;
+            (key_order(map)[range].to_vec(), ResultOrder::Key)
+        }
+        _ => {
+            let below = map
+                .entries
+                .iter()
+                .filter(|(_, stored)| value::compare(stored, operand).is_lt())
+                .count();
+            let range = relative_range(below, int_arg(args, 2, 0)?, count_arg(args, 3)?, map)?;
+            (rank_order(map)[range].to_vec(), ResultOrder::Rank)
+        }
+    };
+    let selection = match returns.inverted {
+        false => Selection { positions, order },
+        true => invert(map, &positions),
+    };
+    Ok((request, selection))
+}
+
+/// The result order of a key interval: key order on an ordered map (Aerospike reads it as
+/// an index range), storage order on an unordered one.
+fn key_interval_order(map: &Map) -> ResultOrder {
+    match map.order {
+        MapOrder::Unordered => ResultOrder::Storage,
+        _ => ResultOrder::Key,
+    }
+}
+
+/// Every entry not in `positions`, in storage order.
+fn invert(map: &Map, positions: &[usize]) -> Selection {
+    let mut chosen = vec![false; map.entries.len()];
+    for &at in positions {
+        chosen[at] = true;
+    }
+    let rest = (0..map.entries.len()).filter(|&at| !chosen[at]).collect();
+    Selection {
+        positions: rest,
+        order: ResultOrder::Storage,
+    }
+}
+
+/// Entries whose key is in `[begin, end)` (`end` `None`: equal to `begin`), in key order;
+/// `multi` false keeps the first only.
+fn by_key_interval(map: &Map, begin: &Value, end: Option<&Value>, multi: bool) -> Vec<usize> {
+    let mut found: Vec<usize> = key_order(map)
+        .into_iter()
+        .filter(|&at| in_interval(&map.entries[at].0, begin, end))
+        .collect();
+    if !multi {
+        found.truncate(1);
+    }
+    found
+}
+
+/// Entries whose value is in `[begin, end)` (`end` `None`: equal to `begin`), in storage
+/// order; `multi` false keeps the first only.
+fn by_value_interval(map: &Map, begin: &Value, end: Option<&Value>, multi: bool) -> Vec<usize> {
+    let matching = map
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, stored))| in_interval(stored, begin, end))
+        .map(|(at, _)| at);
+    match multi {
+        true => matching.collect(),
+        false => matching.take(1).collect(),
+    }
+}
+
+/// Whether `item` is in `[begin, end)`, or equals `begin` when `end` is `None`.
+fn in_interval(item: &Value, begin: &Value, end: Option<&Value>) -> bool {
+    match end {
+        None => value::equal(item, begin),
+        Some(end) => {
+            value::compare(item, begin) != Ordering::Less
+                && value::compare(item, end) == Ordering::Less
+        }
+    }
+}
+
+/// Entries whose key is in `keys`, in storage order.
+fn by_key_list(map: &Map, keys: &[Value]) -> Vec<usize> {
+    (0..map.entries.len())
+        .filter(|&at| keys.iter().any(|key| value::equal(&map.entries[at].0, key)))
+        .collect()
+}
+
+/// Entries whose value is in `values`, in storage order.
+fn by_value_list(map: &Map, values: &[Value]) -> Vec<usize> {
+    (0..map.entries.len())
+        .filter(|&at| values.iter().any(|v| value::equal(&map.entries[at].1, v)))
+        .collect()
+}
+
+/// The positions `[index, index + count)` of a map of `len` entries, clipped as
+/// Aerospike's `calc_index_count` clips them: a negative index counts from the end; a
+/// single-element op out of bounds is OP_NOT_APPLICABLE, a range one selects what
+/// overlaps.
+fn clip_range(
+    index: i64,
+    count: u64,
+    len: usize,
+    multi: bool,
+) -> Result<std::ops::Range<usize>, ResultCode> {
+    let len64 = len_i64(len);
+    let start = if index < 0 {
+        index.saturating_add(len64)
+    } else {
+        index
+    };
+    if !multi && (start < 0 || start >= len64) {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    if start >= len64 {
+        return Ok(len..len);
+    }
+    let (start, count) = match start < 0 {
+        // Only the part of the range from position 0 on remains.
+        true => (0, count.saturating_sub(start.unsigned_abs())),
+        false => (start, count),
+    };
+    let start = usize::try_from(start).map_err(|_| ResultCode::Parameter)?;
+    let room = len - start;
+    let taken = usize::try_from(count).unwrap_or(usize::MAX).min(room);
+    Ok(start..start + taken)
+}
+
+/// The range `[below + offset, ... + count)` of a relative range op (Aerospike's
+/// `calc_rel_index_count`), clipped to the map.
+fn relative_range(
+    below: usize,
+    offset: i64,
+    count: u64,
+    map: &Map,
+) -> Result<std::ops::Range<usize>, ResultCode> {
+    let start = offset.saturating_add(len_i64(below));
+    let (start, count) = match start < 0 {
+        true => (0, count.saturating_sub(start.unsigned_abs())),
+        false => (start, count),
+    };
+    clip_range(start, count, map.entries.len(), true)
+}
+
+// ---- results -----------------------------------------------------------------------------
+
+/// Shapes `selection` as `request` asks (the result of a GET_BY_* or REMOVE_BY_* op).
+fn shape(map: &Map, request: &Request, selection: &Selection) -> Value {
+    let positions = &selection.positions;
+    let len = map.entries.len();
+    let count = positions.len();
+    if !request.multi && count == 0 {
+        return not_found(request.returns.kind);
+    }
+    match request.returns.kind {
+        ReturnKind::None => Value::Nil,
+        ReturnKind::Count => Value::Int(len_i64(count)),
+        ReturnKind::Exists => Value::Bool(count != 0),
+        ReturnKind::Index | ReturnKind::ReverseIndex => {
+            let reverse = request.returns.kind == ReturnKind::ReverseIndex;
+            let places = positions_of(&key_order(map));
+            numbers(request, selection, &places, len, reverse)
+        }
+        ReturnKind::Rank | ReturnKind::ReverseRank => {
+            let reverse = request.returns.kind == ReturnKind::ReverseRank;
+            let places = positions_of(&rank_order(map));
+            numbers(request, selection, &places, len, reverse)
+        }
+        ReturnKind::Key | ReturnKind::Value => {
+            let keys = request.returns.kind == ReturnKind::Key;
+            let mut items = positions.iter().map(|&at| {
+                let (key, stored) = &map.entries[at];
+                if keys { key.clone() } else { stored.clone() }
+            });
+            match request.multi {
+                true => list(items.collect()),
+                false => items.next().unwrap_or(Value::Nil),
+            }
+        }
+        ReturnKind::KeyValue | ReturnKind::UnorderedMap | ReturnKind::OrderedMap => {
+            key_values(map, request.returns.kind, positions)
+        }
+    }
+}
+
+/// The result of a single-element op that found nothing.
+fn not_found(kind: ReturnKind) -> Value {
+    match kind {
+        ReturnKind::Index | ReturnKind::ReverseIndex | ReturnKind::Rank => Value::Int(-1),
+        ReturnKind::ReverseRank => Value::Int(-1),
+        ReturnKind::Count => Value::Int(0),
+        ReturnKind::Exists => Value::Bool(false),
+        ReturnKind::KeyValue | ReturnKind::UnorderedMap | ReturnKind::OrderedMap => {
+            key_values(&Map::default(), kind, &[])
+        }
+        ReturnKind::None | ReturnKind::Key | ReturnKind::Value => Value::Nil,
+    }
+}
+
+/// Index or rank numbers of the selected entries (`places`: each storage position's index
+/// or rank), counted from the end when `reverse`. A selection in storage order comes back
+/// sorted; one in key or rank order as it is.
+fn numbers(
+    request: &Request,
+    selection: &Selection,
+    places: &[usize],
+    len: usize,
+    reverse: bool,
+) -> Value {
+    let mut found: Vec<usize> = selection.positions.iter().map(|&at| places[at]).collect();
+    if selection.order == ResultOrder::Storage {
+        found.sort_unstable();
+    }
+    let number = |place: usize| match reverse {
+        true => len_i64(len - 1 - place),
+        false => len_i64(place),
+    };
+    match request.multi {
+        true => list(
+            found
+                .into_iter()
+                .map(|place| Value::Int(number(place)))
+                .collect(),
+        ),
+        false => found
+            .first()
+            .map_or(Value::Int(-1), |&place| Value::Int(number(place))),
+    }
+}
+
+/// The selected entries as a map: KEY_VALUE and UNORDERED_MAP in result order, ORDERED_MAP
+/// key-ordered.
+fn key_values(map: &Map, kind: ReturnKind, positions: &[usize]) -> Value {
+    let mut result = Map {
+        order: MapOrder::Unordered,
+        entries: positions
+            .iter()
+            .map(|&at| map.entries[at].clone())
+            .collect(),
+    };
+    if kind == ReturnKind::OrderedMap {
+        sort_by_key(&mut result);
+        result.order = MapOrder::KeyOrdered;
+    }
+    Value::Map(result)
+}
+
+/// An unordered list of `items`.
+fn list(items: Vec<Value>) -> Value {
+    Value::List(List {
+        ordered: false,
+        items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    // Return types.
+    const RT_NONE: i64 = 0;
+    const RT_INDEX: i64 = 1;
+    const RT_REVERSE_INDEX: i64 = 2;
+    const RT_RANK: i64 = 3;
+    const RT_REVERSE_RANK: i64 = 4;
+    const RT_COUNT: i64 = 5;
+    const RT_KEY: i64 = 6;
+    const RT_VALUE: i64 = 7;
+    const RT_KEY_VALUE: i64 = 8;
+    const RT_EXISTS: i64 = 13;
+    const RT_ORDERED_MAP: i64 = 17;
+    const INVERTED: i64 = 0x10000;
+
+    fn int(n: i64) -> Value {
+        Value::Int(n)
+    }
+
+    fn s(text: &str) -> Value {
+        Value::string(text.as_bytes())
+    }
+
+    fn ints(items: &[i64]) -> Value {
+        list(items.iter().map(|&n| int(n)).collect())
+    }
+
+    fn strs(items: &[&str]) -> Value {
+        list(items.iter().map(|t| s(t)).collect())
+    }
+
+    fn pairs(entries: Vec<(Value, Value)>) -> Value {
+        Value::Map(Map {
+            order: MapOrder::Unordered,
+            entries,
+        })
+    }
+
+    fn int_pairs(entries: &[(i64, i64)]) -> Value {
+        pairs(entries.iter().map(|&(k, v)| (int(k), int(v))).collect())
+    }
+
+    fn str_pairs(entries: &[(&str, i64)]) -> Value {
+        pairs(entries.iter().map(|&(k, v)| (s(k), int(v))).collect())
+    }
+
+    /// Runs op `code` (read or modify, as it is) on `bin`.
+    fn op(code: u8, args: Vec<Value>, bin: &mut Option<Value>) -> Result<Value, ResultCode> {
+        match is_modify(code).expect("a map op") {
+            true => modify(code, &args, bin),
+            false => read(code, &args, bin.as_ref()),
+        }
+    }
+
+    /// Runs op `code` and checks its result is `expected` (by Aerospike equality, header
+    /// order flags included).
+    fn check(code: u8, args: Vec<Value>, bin: &mut Option<Value>, expected: Value) {
+        let got = op(code, args.clone(), bin).expect("op succeeds");
+        assert!(
+            value::pack(&got) == value::pack(&expected),
+            "op {code} {args:?}: got {got:?}, expected {expected:?}"
+        );
+    }
+
+    fn entries_of(bin: &Option<Value>) -> Vec<(Value, Value)> {
+        match bin {
+            Some(Value::Map(map)) => map.entries.clone(),
+            other => panic!("not a map: {other:?}"),
+        }
+    }
+
+    /// The Go client's four-name map, written with PUT_ITEMS (default policy).
+    fn names() -> Option<Value> {
+        let mut bin = None;
+        let items = str_pairs(&[("Charlie", 55), ("Jim", 98), ("John", 76), ("Harry", 82)]);
+        check(PUT_ITEMS, vec![items], &mut bin, int(4));
+        bin
+    }
+
+    #[test]
+    fn op_codes_split_into_reads_and_modifies() {
+        assert_eq!(is_modify(PUT), Some(true));
+        assert_eq!(is_modify(REMOVE_BY_VALUE_REL_RANK_RANGE), Some(true));
+        assert_eq!(is_modify(SIZE), Some(false));
+        assert_eq!(is_modify(GET_BY_VALUE_REL_RANK_RANGE), Some(false));
+        for code in [0, 63, 71, 72, 80, 90, 95, 101, 111, 255] {
+            assert_eq!(is_modify(code), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn missing_bins_and_wrong_types() {
+        let mut bin = None;
+        check(SIZE, vec![], &mut bin, Value::Nil);
+        check(
+            GET_BY_KEY,
+            vec![int(RT_VALUE), int(1)],
+            &mut bin,
+            Value::Nil,
+        );
+        check(
+            REMOVE_BY_KEY,
+            vec![int(RT_VALUE), int(1)],
+            &mut bin,
+            Value::Nil,
+        );
+        check(CLEAR, vec![], &mut bin, Value::Nil);
+        assert!(bin.is_none());
+        assert_eq!(
+            op(REPLACE, vec![int(1), int(2)], &mut bin).unwrap_err(),
+            ResultCode::ElementNotFound
+        );
+        assert_eq!(
+            op(REPLACE_ITEMS, vec![int_pairs(&[(1, 2)])], &mut None).unwrap_err(),
+            ResultCode::ElementNotFound
+        );
+        let mut wrong = Some(int(5));
+        assert_eq!(
+            op(PUT, vec![int(1), int(2)], &mut wrong).unwrap_err(),
+            ResultCode::IncompatibleType
+        );
+        assert_eq!(
+            op(SIZE, vec![], &mut wrong).unwrap_err(),
+            ResultCode::IncompatibleType
+        );
+        // Keys are integers, strings or blobs.
+        assert_eq!(
+            op(PUT, vec![Value::Float(1.0), int(2)], &mut None).unwrap_err(),
+            ResultCode::Parameter
+        );
+        assert_eq!(
+            op(PUT, vec![ints(&[1]), int(2)], &mut None).unwrap_err(),
+            ResultCode::Parameter
+        );
+        // Too many or too few arguments.
+        assert_eq!(
+            op(REPLACE, vec![int(1), int(2), int(0)], &mut None).unwrap_err(),
+            ResultCode::Parameter
+        );
+        assert_eq!(
+            op(GET_BY_KEY, vec![int(RT_VALUE)], &mut Some(int_pairs(&[]))).unwrap_err(),
+            ResultCode::Parameter
+        );
+    }
+
+    #[test]
+    fn put_keeps_an_unordered_sorted_map_sorted_and_set_type_reorders() {
+        // Go: "should create a valid CDT Map and then Switch Policy For Order".
+        let mut bin = None;
+        for (n, (k, v)) in [(4, 1), (3, 2), (2, 3), (1, 4)].into_iter().enumerate() {
+            check(PUT, vec![int(k), int(v)], &mut bin, int(n as i64 + 1));
+        }
+        check(
+            GET_BY_INDEX,
+            vec![int(RT_KEY_VALUE), int(2)],
+            &mut bin,
+            int_pairs(&[(3, 2)]),
+        );
+        let all = int_pairs(&[(1, 4), (2, 3), (3, 2), (4, 1)]);
+        check(
+            GET_BY_INDEX_RANGE,
+            vec![int(RT_KEY_VALUE), int(0), int(10)],
+            &mut bin,
+            all,
+        );
+        check(SET_TYPE, vec![int(1)], &mut bin, Value::Nil);
+        check(
+            GET_BY_KEY_INTERVAL,
+            vec![int(RT_COUNT), int(3), int(5)],
+            &mut bin,
+            int(2),
+        );
+        check(
+            GET_BY_KEY_INTERVAL,
+            vec![int(RT_KEY_VALUE), int(-5), int(2)],
+            &mut bin,
+            int_pairs(&[(1, 4)]),
+        );
+        // An unsorted map (as a plain write stores it): a new key goes to the end once the
+        // leading ascending run ends; SET_TYPE sorts.
+        let mut bin = Some(int_pairs(&[(5, 0), (1, 0), (9, 0)]));
+        op(PUT, vec![int(7), int(0)], &mut bin).unwrap();
+        let keys: Vec<_> = entries_of(&bin)
+            .iter()
+            .map(|e| e.0.as_int().unwrap())
+            .collect();
+        assert_eq!(keys, [5, 1, 9, 7]);
+        op(PUT, vec![int(3), int(0)], &mut bin).unwrap();
+        let keys: Vec<_> = entries_of(&bin)
+            .iter()
+            .map(|e| e.0.as_int().unwrap())
+            .collect();
+        assert_eq!(keys, [3, 5, 1, 9, 7]);
+        check(GET_BY_INDEX, vec![int(RT_KEY), int(2)], &mut bin, int(5));
+        check(SET_TYPE, vec![int(3)], &mut bin, Value::Nil);
+        let keys: Vec<_> = entries_of(&bin)
+            .iter()
+            .map(|e| e.0.as_int().unwrap())
+            .collect();
+        assert_eq!(keys, [1, 3, 5, 7, 9]);
+        assert_eq!(
+            op(SET_TYPE, vec![int(4)], &mut bin).unwrap_err(),
+            ResultCode::OpNotApplicable
+        );
+        // SET_TYPE on a missing bin creates an empty map of that order.
+        let mut bin = None;
+        check(SET_TYPE, vec![int(1)], &mut bin, Value::Nil);
+        assert!(matches!(&bin, Some(Value::Map(m)) if m.order == MapOrder::KeyOrdered));
+    }
+
+    #[test]
+    fn put_items_with_write_modes() {
+        // Go: "should create a valid CDT Map using MapPutItemsOp".
+        let mut bin = None;
+        let add = pairs(vec![
+            (int(12), s("myValue")),
+            (int(-8734), s("str2")),
+            (int(1), s("my default")),
+        ]);
+        check(ADD_ITEMS, vec![add, int(1)], &mut bin, int(3));
+        let put = pairs(vec![(int(12), s("myval12222")), (int(13), s("str13"))]);
+        check(PUT_ITEMS, vec![put], &mut bin, int(4));
+        check(
+            REPLACE_ITEMS,
+            vec![pairs(vec![(int(13), s("myval2"))])],
+            &mut bin,
+            int(4),
+        );
+        let replace = pairs(vec![(int(12), int(23)), (int(-8734), s("changed"))]);
+        check(REPLACE_ITEMS, vec![replace], &mut bin, int(4));
+        check(
+            GET_BY_KEY,
+            vec![int(RT_VALUE), int(1)],
+            &mut bin,
+            s("my default"),
+        );
+        check(
+            GET_BY_KEY,
+            vec![int(RT_VALUE), int(-8734)],
+            &mut bin,
+            s("changed"),
+        );
+        check(
+            GET_BY_KEY_INTERVAL,
+            vec![int(RT_KEY_VALUE), int(12), int(15)],
+            &mut bin,
+            pairs(vec![(int(12), int(23)), (int(13), s("myval2"))]),
+        );
+        let keys: Vec<_> = entries_of(&bin).iter().map(|e| e.0.clone()).collect();
+        assert!(
+            keys.iter()
+                .zip([-8734, 1, 12, 13])
+                .all(|(k, n)| k.as_int() == Some(n))
+        );
+        assert_eq!(
+            op(ADD_ITEMS, vec![int_pairs(&[(1, 1)])], &mut bin).unwrap_err(),
+            ResultCode::ElementExists
+        );
+        assert_eq!(
+            op(REPLACE_ITEMS, vec![int_pairs(&[(2, 1)])], &mut bin).unwrap_err(),
+            ResultCode::ElementNotFound
+        );
+    }
+
+    #[test]
+    fn write_flags_no_fail_and_partial() {
+        // Go: "should support MapWriteFlagsPartial & MapWriteFlagsNoFail".
+        let items = int_pairs(&[(0, 17), (4, 2), (5, 15), (9, 10)]);
+        let (mut one, mut two) = (None, None);
+        check(PUT_ITEMS, vec![items.clone()], &mut one, int(4));
+        check(PUT_ITEMS, vec![items], &mut two, int(4));
+        let more = int_pairs(&[(3, 3), (5, 15)]);
+        let partial = CREATE_ONLY | DO_PARTIAL | NO_FAIL;
+        check(
+            PUT_ITEMS,
+            vec![more.clone(), int(0), int(partial)],
+            &mut one,
+            int(5),
+        );
+        check(
+            PUT_ITEMS,
+            vec![more.clone(), int(0), int(CREATE_ONLY | NO_FAIL)],
+            &mut two,
+            int(4),
+        );
+        assert_eq!(
+            op(PUT_ITEMS, vec![more, int(0), int(CREATE_ONLY)], &mut two).unwrap_err(),
+            ResultCode::ElementExists
+        );
+        // Single PUT flags.
+        check(
+            PUT,
+            vec![int(4), int(1), int(0), int(CREATE_ONLY | NO_FAIL)],
+            &mut two,
+            int(4),
+        );
+        check(
+            PUT,
+            vec![int(7), int(1), int(0), int(UPDATE_ONLY | NO_FAIL)],
+            &mut two,
+            int(4),
+        );
+        assert_eq!(
+            op(
+                PUT,
+                vec![int(7), int(1), int(0), int(UPDATE_ONLY)],
+                &mut two
+            )
+            .unwrap_err(),
+            ResultCode::ElementNotFound
+        );
+        assert_eq!(
+            op(ADD, vec![int(4), int(1)], &mut two).unwrap_err(),
+            ResultCode::ElementExists
+        );
+        check(REPLACE, vec![int(4), int(8)], &mut two, int(4));
+        check(GET_BY_KEY, vec![int(RT_VALUE), int(4)], &mut two, int(8));
+    }
+
+    #[test]
+    fn increments_and_rank_reads() {
+        // Go: "... apply Inc/Dec operations and Get Correct Values".
+        let mut bin = names();
+        check(INCREMENT, vec![s("John"), int(5)], &mut bin, int(81));
+        check(DECREMENT, vec![s("Jim"), int(4)], &mut bin, int(94));
+        let rank_range = |rank, count, rt| vec![int(rt), int(rank), int(count)];
+        check(
+            GET_BY_RANK_RANGE,
+            rank_range(-2, 2, RT_KEY),
+            &mut bin,
+            strs(&["Harry", "Jim"]),
+        );
+        check(
+            GET_BY_RANK_RANGE,
+            rank_range(0, 2, RT_KEY_VALUE),
+            &mut bin,
+            str_pairs(&[("Charlie", 55), ("John", 81)]),
+        );
+        check(GET_BY_RANK, vec![int(RT_VALUE), int(0)], &mut bin, int(55));
+        check(GET_BY_RANK, vec![int(RT_KEY), int(2)], &mut bin, s("Harry"));
+        let interval = |rt| vec![int(rt), int(90), int(95)];
+        check(
+            GET_BY_VALUE_INTERVAL,
+            interval(RT_RANK),
+            &mut bin,
+            ints(&[3]),
+        );
+        check(GET_BY_VALUE_INTERVAL, interval(RT_COUNT), &mut bin, int(1));
+        check(
+            GET_BY_VALUE_INTERVAL,
+            interval(RT_KEY_VALUE),
+            &mut bin,
+            str_pairs(&[("Jim", 94)]),
+        );
+        check(
+            GET_BY_VALUE_INTERVAL,
+            vec![int(RT_KEY), int(81), int(82)],
+            &mut bin,
+            strs(&["John"]),
+        );
+        check(
+            GET_ALL_BY_VALUE,
+            vec![int(RT_KEY), int(77)],
+            &mut bin,
+            strs(&[]),
+        );
+        check(
+            GET_ALL_BY_VALUE,
+            vec![int(RT_RANK), int(81)],
+            &mut bin,
+            ints(&[1]),
+        );
+        check(
+            GET_BY_KEY,
+            vec![int(RT_RANK), s("Charlie")],
+            &mut bin,
+            int(0),
+        );
+        check(
+            GET_BY_KEY,
+            vec![int(RT_REVERSE_RANK), s("Charlie")],
+            &mut bin,
+            int(3),
+        );
+        let wanted = list(vec![s("Charlie"), s("Jim")]);
+        check(
+            GET_BY_KEY_LIST,
+            vec![int(RT_KEY), wanted],
+            &mut bin,
+            strs(&["Charlie", "Jim"]),
+        );
+        check(
+            GET_BY_VALUE_LIST,
+            vec![int(RT_KEY), ints(&[55, 94])],
+            &mut bin,
+            strs(&["Charlie", "Jim"]),
+        );
+        // Numbers: missing key, nil delta, float rules, non-numbers.
+        check(INCREMENT, vec![s("New")], &mut bin, int(1));
+        check(INCREMENT, vec![s("New"), Value::Nil], &mut bin, int(2));
+        check(
+            INCREMENT,
+            vec![s("New"), Value::Float(2.7)],
+            &mut bin,
+            int(4),
+        );
+        check(
+            INCREMENT,
+            vec![s("F"), Value::Float(1.5)],
+            &mut bin,
+            Value::Float(1.5),
+        );
+        check(
+            DECREMENT,
+            vec![s("F"), int(2)],
+            &mut bin,
+            Value::Float(-0.5),
+        );
+        check(PUT, vec![s("S"), s("x")], &mut bin, int(7));
+        assert_eq!(
+            op(INCREMENT, vec![s("S"), int(1)], &mut bin).unwrap_err(),
+            ResultCode::Parameter
+        );
+        assert_eq!(
+            op(INCREMENT, vec![s("New"), s("1")], &mut bin).unwrap_err(),
+            ResultCode::Parameter
+        );
+        check(
+            INCREMENT,
+            vec![s("Max"), int(i64::MAX)],
+            &mut bin,
+            int(i64::MAX),
+        );
+        check(INCREMENT, vec![s("Max"), int(1)], &mut bin, int(i64::MIN));
+    }
+
+    #[test]
+    fn inverted_selections() {
+        // Go: "... Get via MapReturnType.INVERTED".
+        let mut bin = names();
+        let rank_range = |rank, count, rt| vec![int(rt | INVERTED), int(rank), int(count)];
+        check(
+            GET_BY_RANK_RANGE,
+            rank_range(-2, 2, RT_KEY),
+            &mut bin,
+            strs(&["Charlie", "John"]),
+        );
+        check(
+            GET_BY_RANK_RANGE,
+            rank_range(0, 2, RT_KEY_VALUE),
+            &mut bin,
+            str_pairs(&[("Harry", 82), ("Jim", 98)]),
+        );
+        let interval = |rt| vec![int(rt | INVERTED), int(90), int(95)];
+        check(
+            GET_BY_VALUE_INTERVAL,
+            interval(RT_RANK),
+            &mut bin,
+            ints(&[0, 1, 2, 3]),
+        );
+        check(GET_BY_VALUE_INTERVAL, interval(RT_COUNT), &mut bin, int(4));
+        let all = str_pairs(&[("Charlie", 55), ("Harry", 82), ("Jim", 98), ("John", 76)]);
+        check(GET_BY_VALUE_INTERVAL, interval(RT_KEY_VALUE), &mut bin, all);
+        let keys = strs(&["Charlie", "Harry", "Jim", "John"]);
+        let inverted = |rt, v| vec![int(rt | INVERTED), int(v)];
+        check(GET_ALL_BY_VALUE, inverted(RT_KEY, 77), &mut bin, keys);
+        check(
+            GET_ALL_BY_VALUE,
+            inverted(RT_RANK, 81),
+            &mut bin,
+            ints(&[0, 1, 2, 3]),
+        );
+        // Single-element ops refuse INVERTED.
+        assert_eq!(
+            op(GET_BY_KEY, inverted(RT_KEY, 1), &mut bin).unwrap_err(),
+            ResultCode::OpNotApplicable
+        );
+    }
+
+    /// The Go client's seven-name map.
+    fn seven() -> Option<Value> {
+        let mut bin = None;
+        let items = str_pairs(&[
+            ("Charlie", 55),
+            ("Jim", 98),
+            ("John", 76),
+            ("Harry", 82),
+            ("Sally", 79),
+            ("Lenny", 84),
+            ("Abe", 88),
+        ]);
+        check(PUT_ITEMS, vec![items], &mut bin, int(7));
+        bin
+    }
+
+    #[test]
+    fn removes() {
+        // Go: "... execute Remove operations" and "... RemoveRange operations".
+        let mut bin = seven();
+        check(
+            REMOVE_BY_KEY,
+            vec![int(RT_VALUE), s("NOTFOUND")],
+            &mut bin,
+            Value::Nil,
+        );
+        check(
+            REMOVE_BY_KEY,
+            vec![int(RT_VALUE), s("Jim")],
+            &mut bin,
+            int(98),
+        );
+        let doomed = list(vec![s("Sally"), s("UNKNOWN"), s("Lenny")]);
+        check(
+            REMOVE_BY_KEY_LIST,
+            vec![int(RT_VALUE), doomed],
+            &mut bin,
+            ints(&[84, 79]),
+        );
+        check(
+            REMOVE_ALL_BY_VALUE,
+            vec![int(RT_KEY), int(55)],
+            &mut bin,
+            strs(&["Charlie"]),
+        );
+        check(SIZE, vec![], &mut bin, int(3));
+
+        let mut bin = seven();
+        let count = |a: Value, b: Value| vec![int(RT_COUNT), a, b];
+        check(
+            REMOVE_BY_KEY_INTERVAL,
+            count(s("J"), s("K")),
+            &mut bin,
+            int(2),
+        );
+        check(
+            REMOVE_BY_VALUE_INTERVAL,
+            count(int(80), int(85)),
+            &mut bin,
+            int(2),
+        );
+        check(
+            REMOVE_BY_INDEX_RANGE,
+            count(int(0), int(2)),
+            &mut bin,
+            int(2),
+        );
+        check(
+            REMOVE_BY_RANK_RANGE,
+            count(int(0), int(2)),
+            &mut bin,
+            int(1),
+        );
+        check(SIZE, vec![], &mut bin, int(0));
+
+        let mut bin = seven();
+        check(CLEAR, vec![], &mut bin, Value::Nil);
+        check(SIZE, vec![], &mut bin, int(0));
+
+        // Single-element removes: by index, rank, value.
+        let mut bin = seven();
+        check(
+            REMOVE_BY_INDEX,
+            vec![int(RT_KEY), int(0)],
+            &mut bin,
+            s("Abe"),
+        );
+        check(
+            REMOVE_BY_RANK,
+            vec![int(RT_VALUE), int(-1)],
+            &mut bin,
+            int(98),
+        );
+        check(
+            REMOVE_BY_VALUE,
+            vec![int(RT_KEY), int(76)],
+            &mut bin,
+            s("John"),
+        );
+        check(
+            REMOVE_BY_VALUE,
+            vec![int(RT_INDEX), int(1000)],
+            &mut bin,
+            int(-1),
+        );
+        assert_eq!(
+            op(REMOVE_BY_INDEX, vec![int(RT_KEY), int(4)], &mut bin).unwrap_err(),
+            ResultCode::OpNotApplicable
+        );
+        check(SIZE, vec![], &mut bin, int(4));
+    }
+
+    #[test]
+    fn rank_ties_break_by_key() {
+        // Go: "... execute RANK operations" (key-value ordered).
+        let mut bin = None;
+        let items = str_pairs(&[("p1", 0), ("p2", 0), ("p3", 0), ("p4", 0)]);
+        check(PUT_ITEMS, vec![items, int(3)], &mut bin, int(4));
+        for (key, delta) in [("p1", 10), ("p2", 20), ("p3", 1), ("p4", 20)] {
+            op(INCREMENT, vec![s(key), int(delta), int(3)], &mut bin).unwrap();
+        }
+        let top3 = vec![int(RT_KEY), int(-3), int(3)];
+        check(
+            GET_BY_RANK_RANGE,
+            top3.clone(),
+            &mut bin,
+            strs(&["p1", "p2", "p4"]),
+        );
+        check(
+            REMOVE_ALL_BY_VALUE,
+            vec![int(RT_KEY), int(10)],
+            &mut bin,
+            strs(&["p1"]),
+        );
+        check(GET_BY_RANK_RANGE, top3, &mut bin, strs(&["p3", "p2", "p4"]));
+    }
+
+    #[test]
+    fn infinity_wildcard_and_relative_ranges() {
+        // Go: "Map Infinity ops", "Map WildCard ops", "Relative MapGet/MapRemove ops".
+        let items = int_pairs(&[(0, 17), (4, 2), (5, 15), (9, 10)]);
+        let mut bin = None;
+        check(PUT_ITEMS, vec![items.clone()], &mut bin, int(4));
+        let to_infinity = vec![int(RT_KEY), int(5), Value::Infinity];
+        check(GET_BY_KEY_INTERVAL, to_infinity, &mut bin, ints(&[5, 9]));
+        check(
+            GET_BY_KEY_INTERVAL,
+            vec![int(RT_KEY), int(5)],
+            &mut bin,
+            ints(&[5, 9]),
+        );
+
+        let rel = |key, index| vec![int(RT_KEY), int(key), int(index)];
+        let rel_n = |key, index, count| vec![int(RT_KEY), int(key), int(index), int(count)];
+        let expect = [
+            (rel(5, 0), ints(&[5, 9])),
+            (rel(5, 1), ints(&[9])),
+            (rel(5, -1), ints(&[4, 5, 9])),
+            (rel(3, 2), ints(&[9])),
+            (rel(3, -2), ints(&[0, 4, 5, 9])),
+            (rel_n(5, 0, 1), ints(&[5])),
+            (rel_n(5, 1, 2), ints(&[9])),
+            (rel_n(5, -1, 1), ints(&[4])),
+            (rel_n(3, 2, 1), ints(&[9])),
+            (rel_n(3, -2, 2), ints(&[0])),
+        ];
+        for (args, expected) in expect {
+            check(GET_BY_KEY_REL_INDEX_RANGE, args, &mut bin, expected);
+        }
+        let vrel = |rank| vec![int(RT_VALUE), int(11), int(rank)];
+        let vrel_n = |rank, count| vec![int(RT_VALUE), int(11), int(rank), int(count)];
+        check(GET_BY_VALUE_REL_RANK_RANGE, vrel(1), &mut bin, ints(&[17]));
+        check(
+            GET_BY_VALUE_REL_RANK_RANGE,
+            vrel(-1),
+            &mut bin,
+            ints(&[10, 15, 17]),
+        );
+        check(
+            GET_BY_VALUE_REL_RANK_RANGE,
+            vrel_n(1, 1),
+            &mut bin,
+            ints(&[17]),
+        );
+        check(
+            GET_BY_VALUE_REL_RANK_RANGE,
+            vrel_n(-1, 1),
+            &mut bin,
+            ints(&[10]),
+        );
+
+        let value_rel = |key, index| vec![int(RT_VALUE), int(key), int(index)];
+        check(
+            REMOVE_BY_KEY_REL_INDEX_RANGE,
+            value_rel(5, 0),
+            &mut bin,
+            ints(&[15, 10]),
+        );
+        check(
+            REMOVE_BY_KEY_REL_INDEX_RANGE,
+            value_rel(5, 1),
+            &mut bin,
+            ints(&[]),
+        );
+        let one = vec![int(RT_VALUE), int(5), int(-1), int(1)];
+        check(REMOVE_BY_KEY_REL_INDEX_RANGE, one, &mut bin, ints(&[2]));
+
+        let mut bin = None;
+        check(PUT_ITEMS, vec![items], &mut bin, int(4));
+        check(
+            REMOVE_BY_VALUE_REL_RANK_RANGE,
+            vrel(1),
+            &mut bin,
+            ints(&[17]),
+        );
+        check(
+            REMOVE_BY_VALUE_REL_RANK_RANGE,
+            vrel_n(-1, 1),
+            &mut bin,
+            ints(&[10]),
+        );
+
+        let mut bin = None;
+        let people = pairs(vec![
+            (int(4), list(vec![s("John"), int(55)])),
+            (int(5), list(vec![s("Jim"), int(95)])),
+            (int(9), list(vec![s("Joe"), int(80)])),
+        ]);
+        check(PUT_ITEMS, vec![people], &mut bin, int(3));
+        let joe = list(vec![s("Joe"), Value::Wildcard]);
+        check(
+            GET_ALL_BY_VALUE,
+            vec![int(RT_KEY), joe],
+            &mut bin,
+            ints(&[9]),
+        );
+    }
+
+    #[test]
+    fn return_types_of_a_key_ordered_map() {
+        let mut bin = None;
+        let items = int_pairs(&[(1, 30), (2, 10), (3, 20), (4, 40)]);
+        check(PUT_ITEMS, vec![items, int(1)], &mut bin, int(4));
+        let range = |rt| vec![int(rt), int(1), int(2)];
+        check(GET_BY_INDEX_RANGE, range(RT_NONE), &mut bin, Value::Nil);
+        check(GET_BY_INDEX_RANGE, range(RT_INDEX), &mut bin, ints(&[1, 2]));
+        check(
+            GET_BY_INDEX_RANGE,
+            range(RT_REVERSE_INDEX),
+            &mut bin,
+            ints(&[2, 1]),
+        );
+        check(GET_BY_INDEX_RANGE, range(RT_RANK), &mut bin, ints(&[0, 1]));
+        check(
+            GET_BY_INDEX_RANGE,
+            range(RT_REVERSE_RANK),
+            &mut bin,
+            ints(&[3, 2]),
+        );
+        check(
+            GET_BY_INDEX_RANGE,
+            range(RT_EXISTS),
+            &mut bin,
+            Value::Bool(true),
+        );
+        check(GET_BY_INDEX_RANGE, range(RT_KEY), &mut bin, ints(&[2, 3]));
+        check(
+            GET_BY_INDEX_RANGE,
+            range(RT_VALUE),
+            &mut bin,
+            ints(&[10, 20]),
+        );
+        let ordered = Value::Map(Map {
+            order: MapOrder::KeyOrdered,
+            entries: vec![(int(2), int(10)), (int(3), int(20))],
+        });
+        check(GET_BY_INDEX_RANGE, range(RT_ORDERED_MAP), &mut bin, ordered);
+        check(GET_BY_RANK_RANGE, range(RT_INDEX), &mut bin, ints(&[2, 0]));
+        check(GET_BY_KEY, vec![int(RT_INDEX), int(7)], &mut bin, int(-1));
+        check(
+            GET_BY_KEY,
+            vec![int(RT_EXISTS), int(7)],
+            &mut bin,
+            Value::Bool(false),
+        );
+        check(
+            GET_BY_KEY,
+            vec![int(RT_KEY_VALUE), int(7)],
+            &mut bin,
+            int_pairs(&[]),
+        );
+        check(
+            GET_BY_KEY,
+            vec![int(RT_REVERSE_INDEX), int(1)],
+            &mut bin,
+            int(3),
+        );
+        // A huge count reserves nothing; a huge negative index keeps what overlaps.
+        let huge = vec![int(RT_KEY), int(i64::MIN + 4), int(i64::MAX)];
+        check(GET_BY_INDEX_RANGE, huge, &mut bin, ints(&[1, 2, 3, 4]));
+        let huge = vec![int(RT_KEY), int(i64::MIN), int(i64::MAX)];
+        check(GET_BY_INDEX_RANGE, huge, &mut bin, ints(&[1, 2, 3]));
+        let huge = vec![int(RT_KEY), int(i64::MIN), int(1 << 62)];
+        check(GET_BY_INDEX_RANGE, huge, &mut bin, ints(&[]));
+        let all = vec![int(RT_COUNT), int(-2), int(1 << 62)];
+        check(GET_BY_RANK_RANGE, all, &mut bin, int(2));
+        assert_eq!(
+            op(
+                GET_BY_INDEX_RANGE,
+                vec![int(RT_KEY), int(0), int(-1)],
+                &mut bin
+            )
+            .unwrap_err(),
+            ResultCode::Parameter
+        );
+        assert_eq!(
+            op(GET_BY_INDEX, vec![int(RT_KEY), int(i64::MIN)], &mut bin).unwrap_err(),
+            ResultCode::OpNotApplicable
+        );
+    }
+
+    // ---- randomized model test -----------------------------------------------------------
+
+    /// A tiny xorshift generator.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> i64 {
+            (self.next() % n) as i64
+        }
+
+        fn between(&mut self, low: i64, high: i64) -> i64 {
+            low + self.below((high - low + 1) as u64)
+        }
+    }
+
+    /// The positions `[index, index + count)` (negative index from the end) of `len`.
+    fn model_range(index: i64, count: i64, len: usize) -> Vec<usize> {
+        let len = len as i64;
+        let start = if index < 0 { index + len } else { index };
+        (start..start + count)
+            .filter(|&p| (0..len).contains(&p))
+            .map(|p| p as usize)
+            .collect()
+    }
+
+    /// The model's keys by rank: by value, then key.
+    fn model_by_rank(model: &BTreeMap<i64, i64>) -> Vec<i64> {
+        let mut keys: Vec<(i64, i64)> = model.iter().map(|(&k, &v)| (v, k)).collect();
+        keys.sort();
+        keys.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// One random op on `bin` and on `model`; panics on a mismatch.
+    fn step(rng: &mut Rng, bin: &mut Option<Value>, model: &mut BTreeMap<i64, i64>) {
+        let key = rng.below(10);
+        let (a, b) = (rng.between(-3, 12), rng.between(0, 12));
+        let keys: Vec<i64> = model.keys().copied().collect();
+        let (code, args, expected): (u8, Vec<Value>, Result<Value, ResultCode>) = match rng.below(9)
+        {
+            0 => {
+                let flags = [0, CREATE_ONLY, UPDATE_ONLY][rng.below(3) as usize]
+                    | if rng.below(2) == 0 { NO_FAIL } else { 0 };
+                let exists = model.contains_key(&key);
+                let refused =
+                    (exists && flags & CREATE_ONLY != 0) || (!exists && flags & UPDATE_ONLY != 0);
+                let expected = match (refused, flags & NO_FAIL != 0) {
+                    (true, false) if exists => Err(ResultCode::ElementExists),
+                    (true, false) => Err(ResultCode::ElementNotFound),
+                    (true, true) => Ok(int(model.len() as i64)),
+                    (false, _) => {
+                        model.insert(key, a);
+                        Ok(int(model.len() as i64))
+                    }
+                };
+                (PUT, vec![int(key), int(a), int(0), int(flags)], expected)
+            }
+            1 => {
+                let sum = model.get(&key).copied().unwrap_or(0) + a;
+                model.insert(key, sum);
+                (INCREMENT, vec![int(key), int(a)], Ok(int(sum)))
+            }
+            2 => {
+                let removed = model.remove(&key).map_or(Value::Nil, int);
+                (REMOVE_BY_KEY, vec![int(RT_VALUE), int(key)], Ok(removed))
+            }
+            3 => {
+                let hit: Vec<i64> = keys
+                    .iter()
+                    .copied()
+                    .filter(|k| (a..b).contains(k))
+                    .collect();
+                hit.iter().for_each(|k| {
+                    model.remove(k);
+                });
+                let args = vec![int(RT_KEY), int(a), int(b)];
+                (REMOVE_BY_KEY_INTERVAL, args, Ok(ints(&hit)))
+            }
+            4 => {
+                let hit: Vec<i64> = model_range(a - 6, b, keys.len())
+                    .into_iter()
+                    .map(|p| keys[p])
+                    .collect();
+                hit.iter().for_each(|k| {
+                    model.remove(k);
+                });
+                let args = vec![int(RT_KEY), int(a - 6), int(b)];
+                (REMOVE_BY_INDEX_RANGE, args, Ok(ints(&hit)))
+            }
+            5 => {
+                let by_rank = model_by_rank(model);
+                let hit: Vec<i64> = model_range(a - 6, b, by_rank.len())
+                    .into_iter()
+                    .map(|p| by_rank[p])
+                    .collect();
+                hit.iter().for_each(|k| {
+                    model.remove(k);
+                });
+                let args = vec![int(RT_KEY), int(a - 6), int(b)];
+                (REMOVE_BY_RANK_RANGE, args, Ok(ints(&hit)))
+            }
+            6 => {
+                let hit: Vec<i64> = model
+                    .iter()
+                    .filter(|(_, v)| (a..b).contains(*v))
+                    .map(|(&k, _)| k)
+                    .collect();
+                let args = vec![int(RT_KEY), int(a), int(b)];
+                (GET_BY_VALUE_INTERVAL, args, Ok(ints(&hit)))
+            }
+            7 => {
+                let by_rank = model_by_rank(model);
+                let kept = model_range(a - 6, b, by_rank.len()).len();
+                let args = vec![int(RT_COUNT | INVERTED), int(a - 6), int(b)];
+                (
+                    GET_BY_RANK_RANGE,
+                    args,
+                    Ok(int((by_rank.len() - kept) as i64)),
+                )
+            }
+            _ => {
+                let index = a - 6;
+                let expected = match model_range(index, 1, keys.len()).first() {
+                    Some(&p) => Ok(int(model[&keys[p]])),
+                    None => Err(ResultCode::OpNotApplicable),
+                };
+                (GET_BY_INDEX, vec![int(RT_VALUE), int(index)], expected)
+            }
+        };
+        let got = op(code, args.clone(), bin);
+        let got = got.map(|value| sorted_if_list(value, bin));
+        let expected = expected.map(|value| sorted_if_list(value, bin));
+        match (&got, &expected) {
+            (Ok(g), Ok(e)) => assert!(value::equal(g, e), "op {code} {args:?}: {g:?} != {e:?}"),
+            _ => assert_eq!(
+                got.as_ref().err(),
+                expected.as_ref().err(),
+                "op {code} {args:?}"
+            ),
+        }
+        let stored: Vec<(i64, i64)> = match bin {
+            Some(_) => entries_of(bin)
+                .iter()
+                .map(|(k, v)| (k.as_int().unwrap(), v.as_int().unwrap()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut sorted = stored.clone();
+        sorted.sort();
+        let wanted: Vec<(i64, i64)> = model.iter().map(|(&k, &v)| (k, v)).collect();
+        assert_eq!(sorted, wanted, "contents after op {code} {args:?}");
+        if matches!(bin, Some(Value::Map(m)) if m.order != MapOrder::Unordered) {
+            assert_eq!(stored, sorted, "an ordered map stays sorted");
+        }
+    }
+
+    /// A list result sorted, when the map is unordered (its result order is storage order).
+    fn sorted_if_list(value: Value, bin: &Option<Value>) -> Value {
+        let unordered = !matches!(bin, Some(Value::Map(m)) if m.order != MapOrder::Unordered);
+        match value {
+            Value::List(mut items) if unordered => {
+                items.items.sort_by(value::compare);
+                Value::List(items)
+            }
+            other => other,
+        }
+    }
+
+    #[test]
+    fn random_ops_match_a_simple_model() {
+        let seed = std::env::var("OSPREY_CDT_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_else(|| {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64);
+                nanos | 1
+            });
+        println!("map model seed {seed} (replay: OSPREY_CDT_SEED={seed})");
+        let mut rng = Rng(seed);
+        for order in [1, 0] {
+            for _ in 0..20 {
+                let mut bin = None;
+                op(SET_TYPE, vec![int(order)], &mut bin).unwrap();
+                let mut model = BTreeMap::new();
+                for _ in 0..200 {
+                    step(&mut rng, &mut bin, &mut model);
+                }
+            }
+        }
+    }
+}

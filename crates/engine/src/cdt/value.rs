@@ -1,0 +1,717 @@
+//! Collection values: msgpack as Aerospike packs it inside LIST and MAP particles and CDT op
+//! arguments, decoded into a tree, ordered as Aerospike orders it, and packed back.
+//!
+//! Aerospike's twists on msgpack (see the protocol reference, "Msgpack conventions"):
+//! - a msgpack str or bin carries the particle type in its first byte: 3 string, 23 GeoJSON,
+//!   anything else bytes (4 for a plain blob);
+//! - an ordered list or map starts with an extension element of size 0 whose type byte holds
+//!   the order flags (for a map, the pair ext + nil), counted in the header;
+//! - fixext1 of type 0xff holds the comparison specials: 0x00 wildcard, 0x01 infinity;
+//! - every integer, unsigned 64-bit ones included, is an i64 (Aerospike reads u64 bits as one).
+//!
+//! Invariants:
+//! - Decoding never allocates more than the bytes it was given justify: each declared count is
+//!   checked against the bytes left (every value takes at least one byte) before any vector is
+//!   sized, and nesting deeper than [`DEPTH_MAX`] is refused, so hostile input cannot exhaust
+//!   memory or the stack.
+//! - [`compare`] is Aerospike's order: by type (nil, bool, integer, string, list, map, bytes,
+//!   double, GeoJSON, other extensions, infinity), then by value; a wildcard equals anything,
+//!   and a wildcard inside a list or map ends the comparison as equal.
+//! - Packing is canonical (the smallest header that fits, doubles as 8 bytes), so a value
+//!   decoded and packed again may differ in bytes from what a client sent, never in meaning.
+
+use std::cmp::Ordering;
+
+use model::{ParticleType, ResultCode};
+
+/// Nesting deeper than this is refused, as Aerospike refuses it (`MSGPACK_MAX_DEPTH`).
+pub(crate) const DEPTH_MAX: usize = 64;
+
+/// The first byte of a str or bin payload that makes it a string.
+pub(crate) const KIND_STRING: u8 = 3;
+/// ... a plain blob.
+pub(crate) const KIND_BLOB: u8 = 4;
+/// ... a GeoJSON text.
+pub(crate) const KIND_GEOJSON: u8 = 23;
+
+/// The extension type of the comparison specials, and their payloads.
+const EXT_COMPARE: u8 = 0xff;
+const COMPARE_WILDCARD: u8 = 0x00;
+const COMPARE_INFINITY: u8 = 0x01;
+
+/// One collection value.
+#[derive(Clone, Debug)]
+pub(crate) enum Value {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// A str or bin payload after its kind byte ([`KIND_STRING`], [`KIND_BLOB`], ...).
+    Bytes {
+        kind: u8,
+        data: Vec<u8>,
+    },
+    List(List),
+    Map(Map),
+    /// An extension other than the specials and the order headers, kept as sent.
+    Ext {
+        kind: u8,
+        data: Vec<u8>,
+    },
+    /// Matches any value in a comparison (range ends, value lists).
+    Wildcard,
+    /// Greater than any value (open range ends).
+    Infinity,
+}
+
+/// A list: its elements and whether it is kept sorted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct List {
+    pub(crate) ordered: bool,
+    pub(crate) items: Vec<Value>,
+}
+
+/// A map's order: by insertion (unordered), by key, or by key then value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum MapOrder {
+    #[default]
+    Unordered,
+    KeyOrdered,
+    KeyValueOrdered,
+}
+
+impl MapOrder {
+    /// The order an attribute or header flag byte names (bit 0: by key; bit 1: and value).
+    pub(crate) fn from_flags(flags: u8) -> MapOrder {
+        match flags & 0x03 {
+            0 => MapOrder::Unordered,
+            3 => MapOrder::KeyValueOrdered,
+            _ => MapOrder::KeyOrdered,
+        }
+    }
+
+    fn flags(self) -> u8 {
+        match self {
+            MapOrder::Unordered => 0,
+            MapOrder::KeyOrdered => 1,
+            MapOrder::KeyValueOrdered => 3,
+        }
+    }
+}
+
+/// A map: its entries, in key order unless unordered (then in insertion order).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Map {
+    pub(crate) order: MapOrder,
+    pub(crate) entries: Vec<(Value, Value)>,
+}
+
+impl Value {
+    /// A string value.
+    pub(crate) fn string(text: &[u8]) -> Value {
+        Value::Bytes {
+            kind: KIND_STRING,
+            data: text.to_vec(),
+        }
+    }
+
+    /// The rank of the value's type in Aerospike's order (`as_val_t`).
+    fn type_rank(&self) -> u8 {
+        match self {
+            Value::Nil => 1,
+            Value::Bool(_) => 2,
+            Value::Int(_) => 3,
+            Value::Bytes {
+                kind: KIND_STRING, ..
+            } => 4,
+            Value::List(_) => 5,
+            Value::Map(_) => 6,
+            Value::Bytes {
+                kind: KIND_GEOJSON, ..
+            } => 11,
+            Value::Bytes { .. } => 9,
+            Value::Float(_) => 10,
+            Value::Ext { .. } => 12,
+            Value::Wildcard => 13,
+            Value::Infinity => 14,
+        }
+    }
+
+    /// The integer, if the value is one.
+    pub(crate) fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(value) => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// Whether the value holds a wildcard or infinity anywhere: such a value may select,
+    /// never be stored.
+    pub(crate) fn has_special(&self) -> bool {
+        match self {
+            Value::Wildcard | Value::Infinity => true,
+            Value::List(list) => list.items.iter().any(Value::has_special),
+            Value::Map(map) => map
+                .entries
+                .iter()
+                .any(|(key, value)| key.has_special() || value.has_special()),
+            _ => false,
+        }
+    }
+}
+
+/// Aerospike's order between two values (see the module's invariants).
+pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
+    if matches!(a, Value::Wildcard) || matches!(b, Value::Wildcard) {
+        return Ordering::Equal;
+    }
+    let by_type = a.type_rank().cmp(&b.type_rank());
+    if by_type != Ordering::Equal {
+        return by_type;
+    }
+    match (a, b) {
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        // NaN is neither less nor greater than anything, so it compares equal.
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
+        (Value::Bytes { data: x, .. }, Value::Bytes { data: y, .. }) => x.cmp(y),
+        (Value::List(x), Value::List(y)) => compare_lists(&x.items, &y.items),
+        (Value::Map(x), Value::Map(y)) => compare_maps(x, y),
+        (Value::Ext { kind: k1, data: d1 }, Value::Ext { kind: k2, data: d2 }) => {
+            k1.cmp(k2).then_with(|| d1.cmp(d2))
+        }
+        _ => Ordering::Equal,
+    }
+}
+
+/// Element by element; a wildcard element ends the comparison as equal; then the shorter
+/// list first.
+fn compare_lists(a: &[Value], b: &[Value]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if matches!(x, Value::Wildcard) || matches!(y, Value::Wildcard) {
+            return Ordering::Equal;
+        }
+        let order = compare(x, y);
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// The smaller map first; then entry by entry, key then value, in stored order.
+fn compare_maps(a: &Map, b: &Map) -> Ordering {
+    let by_size = a.entries.len().cmp(&b.entries.len());
+    if by_size != Ordering::Equal {
+        return by_size;
+    }
+    for ((k1, v1), (k2, v2)) in a.entries.iter().zip(&b.entries) {
+        for (x, y) in [(k1, k2), (v1, v2)] {
+            if matches!(x, Value::Wildcard) || matches!(y, Value::Wildcard) {
+                return Ordering::Equal;
+            }
+            let order = compare(x, y);
+            if order != Ordering::Equal {
+                return order;
+            }
+        }
+    }
+    Ordering::Equal
+}
+
+/// Equality in Aerospike's order (a wildcard equals anything).
+pub(crate) fn equal(a: &Value, b: &Value) -> bool {
+    compare(a, b) == Ordering::Equal
+}
+
+// ---- decoding ----------------------------------------------------------------------------
+
+/// Decodes `bytes`, which must hold exactly one value.
+///
+/// # Errors
+/// PARAMETER for anything but one complete, well-formed value.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Value, ResultCode> {
+    let mut reader = Reader { bytes, position: 0 };
+    let value = reader.value(0)?;
+    match reader.position == bytes.len() {
+        true => Ok(value),
+        false => Err(ResultCode::Parameter),
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    position: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Result<&'a [u8], ResultCode> {
+        let end = self
+            .position
+            .checked_add(count)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or(ResultCode::Parameter)?;
+        let taken = &self.bytes[self.position..end];
+        self.position = end;
+        Ok(taken)
+    }
+
+    fn byte(&mut self) -> Result<u8, ResultCode> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn uint(&mut self, size: usize) -> Result<u64, ResultCode> {
+        Ok(self
+            .take(size)?
+            .iter()
+            .fold(0_u64, |value, &byte| (value << 8) | u64::from(byte)))
+    }
+
+    /// A declared element count, refused when the bytes left cannot hold that many values.
+    fn count(&mut self, size: usize, per_element: usize) -> Result<usize, ResultCode> {
+        let count = self.uint(size)? as usize;
+        Self::check_count(self, count, per_element)
+    }
+
+    fn check_count(&self, count: usize, per_element: usize) -> Result<usize, ResultCode> {
+        let left = self.bytes.len() - self.position;
+        match count.checked_mul(per_element) {
+            Some(needed) if needed <= left => Ok(count),
+            _ => Err(ResultCode::Parameter),
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, ResultCode> {
+        if depth > DEPTH_MAX {
+            return Err(ResultCode::Parameter);
+        }
+        let marker = self.byte()?;
+        Ok(match marker {
+            0x00..=0x7f => Value::Int(i64::from(marker)),
+            0xe0..=0xff => Value::Int(i64::from(marker as i8)),
+            0xc0 => Value::Nil,
+            0xc2 => Value::Bool(false),
+            0xc3 => Value::Bool(true),
+            0xcc => Value::Int(self.uint(1)? as i64),
+            0xcd => Value::Int(self.uint(2)? as i64),
+            0xce => Value::Int(self.uint(4)? as i64),
+            0xcf => Value::Int(self.uint(8)? as i64),
+            0xd0 => Value::Int(i64::from(self.uint(1)? as u8 as i8)),
+            0xd1 => Value::Int(i64::from(self.uint(2)? as u16 as i16)),
+            0xd2 => Value::Int(i64::from(self.uint(4)? as u32 as i32)),
+            0xd3 => Value::Int(self.uint(8)? as i64),
+            0xca => Value::Float(f64::from(f32::from_bits(self.uint(4)? as u32))),
+            0xcb => Value::Float(f64::from_bits(self.uint(8)?)),
+            0xa0..=0xbf => self.bytes_value(usize::from(marker & 0x1f))?,
+            0xc4 | 0xd9 => {
+                let size = self.uint(1)? as usize;
+                self.bytes_value(size)?
+            }
+            0xc5 | 0xda => {
+                let size = self.uint(2)? as usize;
+                self.bytes_value(size)?
+            }
+            0xc6 | 0xdb => {
+                let size = self.uint(4)? as usize;
+                self.bytes_value(size)?
+            }
+            0x90..=0x9f => {
+                let count = self.check_count(usize::from(marker & 0x0f), 1)?;
+                self.list(count, depth)?
+            }
+            0xdc => {
+                let count = self.count(2, 1)?;
+                self.list(count, depth)?
+            }
+            0xdd => {
+                let count = self.count(4, 1)?;
+                self.list(count, depth)?
+            }
+            0x80..=0x8f => {
+                let count = self.check_count(usize::from(marker & 0x0f), 2)?;
+                self.map(count, depth)?
+            }
+            0xde => {
+                let count = self.count(2, 2)?;
+                self.map(count, depth)?
+            }
+            0xdf => {
+                let count = self.count(4, 2)?;
+                self.map(count, depth)?
+            }
+            0xd4..=0xd8 => {
+                let size = 1_usize << (marker - 0xd4);
+                self.ext(size)?
+            }
+            0xc7 => {
+                let size = self.uint(1)? as usize;
+                self.ext(size)?
+            }
+            0xc8 => {
+                let size = self.uint(2)? as usize;
+                self.ext(size)?
+            }
+            0xc9 => {
+                let size = self.uint(4)? as usize;
+                self.ext(size)?
+            }
+            // 0xc1 is reserved.
+            _ => return Err(ResultCode::Parameter),
+        })
+    }
+
+    /// A str or bin payload: its first byte is the kind; an empty one has none (refused, as
+    /// Aerospike refuses to compare it).
+    fn bytes_value(&mut self, size: usize) -> Result<Value, ResultCode> {
+        let payload = self.take(size)?;
+        let (&kind, data) = payload.split_first().ok_or(ResultCode::Parameter)?;
+        Ok(Value::Bytes {
+            kind,
+            data: data.to_vec(),
+        })
+    }
+
+    fn ext(&mut self, size: usize) -> Result<Value, ResultCode> {
+        let kind = self.byte()?;
+        let data = self.take(size)?;
+        Ok(match (kind, data) {
+            (EXT_COMPARE, [COMPARE_WILDCARD]) => Value::Wildcard,
+            (EXT_COMPARE, [COMPARE_INFINITY]) => Value::Infinity,
+            _ => Value::Ext {
+                kind,
+                data: data.to_vec(),
+            },
+        })
+    }
+
+    /// Whether an order header (an extension of size 0) comes next; returns its flags.
+    fn order_header(&mut self) -> Option<u8> {
+        match self.bytes.get(self.position..self.position + 3) {
+            Some([0xc7, 0x00, flags]) => {
+                self.position += 3;
+                Some(*flags)
+            }
+            _ => None,
+        }
+    }
+
+    fn list(&mut self, count: usize, depth: usize) -> Result<Value, ResultCode> {
+        let mut list = List::default();
+        let mut count = count;
+        if count > 0
+            && let Some(flags) = self.order_header()
+        {
+            list.ordered = flags & 0x01 != 0;
+            count -= 1;
+        }
+        list.items.reserve(count);
+        for _ in 0..count {
+            list.items.push(self.value(depth + 1)?);
+        }
+        Ok(Value::List(list))
+    }
+
+    fn map(&mut self, count: usize, depth: usize) -> Result<Value, ResultCode> {
+        let mut map = Map::default();
+        let mut count = count;
+        if count > 0
+            && let Some(flags) = self.order_header()
+        {
+            if self.byte()? != 0xc0 {
+                return Err(ResultCode::Parameter);
+            }
+            map.order = MapOrder::from_flags(flags);
+            count -= 1;
+        }
+        map.entries.reserve(count);
+        for _ in 0..count {
+            let key = self.value(depth + 1)?;
+            let value = self.value(depth + 1)?;
+            map.entries.push((key, value));
+        }
+        Ok(Value::Map(map))
+    }
+}
+
+// ---- packing -----------------------------------------------------------------------------
+
+/// Packs `value` as msgpack.
+pub(crate) fn pack(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    pack_into(value, &mut out);
+    out
+}
+
+/// Appends `value`, packed, to `out`.
+pub(crate) fn pack_into(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Nil => out.push(0xc0),
+        Value::Bool(flag) => out.push(if *flag { 0xc3 } else { 0xc2 }),
+        Value::Int(number) => pack_int(*number, out),
+        Value::Float(number) => {
+            out.push(0xcb);
+            out.extend_from_slice(&number.to_bits().to_be_bytes());
+        }
+        Value::Bytes { kind, data } => {
+            pack_sized(0xa0, 0x1f, [0xd9, 0xda, 0xdb], data.len() + 1, out);
+            out.push(*kind);
+            out.extend_from_slice(data);
+        }
+        Value::List(list) => {
+            let header = usize::from(list.ordered);
+            pack_sized(0x90, 0x0f, [0, 0xdc, 0xdd], list.items.len() + header, out);
+            if list.ordered {
+                out.extend_from_slice(&[0xc7, 0x00, 0x01]);
+            }
+            for item in &list.items {
+                pack_into(item, out);
+            }
+        }
+        Value::Map(map) => {
+            let header = usize::from(map.order != MapOrder::Unordered);
+            pack_sized(0x80, 0x0f, [0, 0xde, 0xdf], map.entries.len() + header, out);
+            if header == 1 {
+                out.extend_from_slice(&[0xc7, 0x00, map.order.flags(), 0xc0]);
+            }
+            for (key, value) in &map.entries {
+                pack_into(key, out);
+                pack_into(value, out);
+            }
+        }
+        Value::Ext { kind, data } => pack_ext(*kind, data, out),
+        Value::Wildcard => pack_ext(EXT_COMPARE, &[COMPARE_WILDCARD], out),
+        Value::Infinity => pack_ext(EXT_COMPARE, &[COMPARE_INFINITY], out),
+    }
+}
+
+/// A header for `size`: the fix form when it fits `fix_max`, else the 8-, 16- or 32-bit
+/// form (`wide[0]` 0 when there is no 8-bit form, as for arrays and maps).
+fn pack_sized(fix: u8, fix_max: u8, wide: [u8; 3], size: usize, out: &mut Vec<u8>) {
+    if size <= usize::from(fix_max) {
+        out.push(fix | size as u8);
+    } else if size <= 0xff && wide[0] != 0 {
+        out.extend_from_slice(&[wide[0], size as u8]);
+    } else if size <= 0xffff {
+        out.push(wide[1]);
+        out.extend_from_slice(&(size as u16).to_be_bytes());
+    } else {
+        out.push(wide[2]);
+        out.extend_from_slice(&(size as u32).to_be_bytes());
+    }
+}
+
+/// The smallest msgpack form of an integer (Aerospike's `pack_int64`).
+fn pack_int(number: i64, out: &mut Vec<u8>) {
+    match number {
+        0..=0x7f => out.push(number as u8),
+        0x80..=0xff => out.extend_from_slice(&[0xcc, number as u8]),
+        0x100..=0xffff => {
+            out.push(0xcd);
+            out.extend_from_slice(&(number as u16).to_be_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(0xce);
+            out.extend_from_slice(&(number as u32).to_be_bytes());
+        }
+        0x1_0000_0000.. => {
+            out.push(0xcf);
+            out.extend_from_slice(&(number as u64).to_be_bytes());
+        }
+        -32..=-1 => out.push(number as i8 as u8),
+        -128..=-33 => out.extend_from_slice(&[0xd0, number as i8 as u8]),
+        -32768..=-129 => {
+            out.push(0xd1);
+            out.extend_from_slice(&(number as i16).to_be_bytes());
+        }
+        -2_147_483_648..=-32769 => {
+            out.push(0xd2);
+            out.extend_from_slice(&(number as i32).to_be_bytes());
+        }
+        _ => {
+            out.push(0xd3);
+            out.extend_from_slice(&number.to_be_bytes());
+        }
+    }
+}
+
+fn pack_ext(kind: u8, data: &[u8], out: &mut Vec<u8>) {
+    match data.len() {
+        1 => out.push(0xd4),
+        2 => out.push(0xd5),
+        4 => out.push(0xd6),
+        8 => out.push(0xd7),
+        16 => out.push(0xd8),
+        size if size <= 0xff => out.extend_from_slice(&[0xc7, size as u8]),
+        size if size <= 0xffff => {
+            out.push(0xc8);
+            out.extend_from_slice(&(size as u16).to_be_bytes());
+        }
+        size => {
+            out.push(0xc9);
+            out.extend_from_slice(&(size as u32).to_be_bytes());
+        }
+    }
+    out.push(kind);
+    out.extend_from_slice(data);
+}
+
+// ---- particles ---------------------------------------------------------------------------
+
+/// A bin's value as a collection value: a LIST or MAP particle decoded, any other particle as
+/// the scalar it holds.
+///
+/// # Errors
+/// PARAMETER for a stored collection that does not decode (never stored by Osprey).
+pub(crate) fn from_particle(particle_type: u8, bytes: &[u8]) -> Result<Value, ResultCode> {
+    let eight = |bytes: &[u8]| -> Result<[u8; 8], ResultCode> {
+        bytes.try_into().map_err(|_| ResultCode::Parameter)
+    };
+    Ok(match ParticleType::from_u8(particle_type) {
+        Some(ParticleType::List | ParticleType::Map) => decode(bytes)?,
+        Some(ParticleType::Integer) => Value::Int(i64::from_be_bytes(eight(bytes)?)),
+        Some(ParticleType::Float) => Value::Float(f64::from_be_bytes(eight(bytes)?)),
+        Some(ParticleType::Bool) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
+        Some(ParticleType::Null) | None => Value::Nil,
+        Some(_) => Value::Bytes {
+            kind: particle_type,
+            data: bytes.to_vec(),
+        },
+    })
+}
+
+/// `value` as a bin's particle: its type and bytes (a nil as NULL, no bytes).
+pub(crate) fn to_particle(value: &Value) -> (u8, Vec<u8>) {
+    match value {
+        Value::Nil => (ParticleType::Null as u8, Vec::new()),
+        Value::Bool(flag) => (ParticleType::Bool as u8, vec![u8::from(*flag)]),
+        Value::Int(number) => (ParticleType::Integer as u8, number.to_be_bytes().to_vec()),
+        Value::Float(number) => (ParticleType::Float as u8, number.to_be_bytes().to_vec()),
+        Value::Bytes { kind, data } => (*kind, data.clone()),
+        Value::List(_) => (ParticleType::List as u8, pack(value)),
+        Value::Map(_) => (ParticleType::Map as u8, pack(value)),
+        Value::Ext { .. } | Value::Wildcard | Value::Infinity => {
+            (ParticleType::Blob as u8, pack(value))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(n: i64) -> Value {
+        Value::Int(n)
+    }
+
+    fn list(items: Vec<Value>) -> Value {
+        Value::List(List {
+            ordered: false,
+            items,
+        })
+    }
+
+    #[test]
+    fn types_order_as_aerospike_orders_them() {
+        let ascending = [
+            Value::Nil,
+            Value::Bool(false),
+            Value::Bool(true),
+            int(-5),
+            int(7),
+            Value::string(b"a"),
+            Value::string(b"ab"),
+            Value::string(b"b"),
+            list(vec![int(1)]),
+            list(vec![int(1), int(0)]),
+            list(vec![int(2)]),
+            Value::Map(Map::default()),
+            Value::Bytes {
+                kind: KIND_BLOB,
+                data: vec![0],
+            },
+            Value::Float(-1.0),
+            Value::Float(2.5),
+            Value::Infinity,
+        ];
+        for (i, a) in ascending.iter().enumerate() {
+            for (j, b) in ascending.iter().enumerate() {
+                assert_eq!(compare(a, b), i.cmp(&j), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wildcard_equals_anything_and_ends_a_list_comparison() {
+        assert!(equal(&Value::Wildcard, &int(3)));
+        let prefix = list(vec![int(1), Value::Wildcard]);
+        assert!(equal(&prefix, &list(vec![int(1), int(9), int(9)])));
+        assert!(!equal(&prefix, &list(vec![int(2), int(9)])));
+    }
+
+    #[test]
+    fn values_pack_canonically_and_decode_back() {
+        let mut map = Map {
+            order: MapOrder::KeyOrdered,
+            entries: Vec::new(),
+        };
+        map.entries
+            .push((Value::string(b"k"), list(vec![int(-200), int(1 << 40)])));
+        let value = list(vec![
+            Value::Map(map),
+            Value::Float(1.5),
+            Value::Bool(true),
+            Value::Nil,
+            Value::Wildcard,
+            Value::Bytes {
+                kind: KIND_BLOB,
+                data: vec![1; 40],
+            },
+        ]);
+        let packed = pack(&value);
+        let back = decode(&packed).expect("decodes");
+        assert_eq!(pack(&back), packed);
+        assert!(equal(&back, &value));
+        let Value::List(items) = back else {
+            panic!("a list")
+        };
+        let Value::Map(map) = &items.items[0] else {
+            panic!("a map")
+        };
+        assert_eq!(map.order, MapOrder::KeyOrdered);
+    }
+
+    #[test]
+    fn integers_take_the_smallest_form() {
+        for (number, size) in [
+            (0, 1),
+            (127, 1),
+            (128, 2),
+            (-32, 1),
+            (-33, 2),
+            (65535, 3),
+            (-32769, 5),
+            (i64::MIN, 9),
+            (i64::MAX, 9),
+        ] {
+            let packed = pack(&int(number));
+            assert_eq!(packed.len(), size, "{number}");
+            assert_eq!(decode(&packed).unwrap().as_int(), Some(number));
+        }
+    }
+
+    #[test]
+    fn lying_counts_deep_nesting_and_truncation_are_parameter_errors() {
+        // An array32 declaring four billion elements in six bytes allocates nothing.
+        assert_eq!(
+            decode(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err(),
+            ResultCode::Parameter
+        );
+        let deep = [vec![0x91; DEPTH_MAX + 2], vec![0x01]].concat();
+        assert_eq!(decode(&deep).unwrap_err(), ResultCode::Parameter);
+        let fine = [vec![0x91; DEPTH_MAX], vec![0x01]].concat();
+        assert!(decode(&fine).is_ok());
+        assert_eq!(decode(&[0x92, 0x01]).unwrap_err(), ResultCode::Parameter);
+        assert_eq!(decode(&[0xc1]).unwrap_err(), ResultCode::Parameter);
+        assert_eq!(decode(&[0x01, 0x02]).unwrap_err(), ResultCode::Parameter);
+    }
+}
