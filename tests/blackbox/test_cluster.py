@@ -490,3 +490,26 @@ def test_keys_over_many_keys_runs_each_nodes_part_off_the_runtime(cluster):
     after = [int(statistics(server)["long_request_jobs"]) for server in cluster]
     assert all(a > b for a, b in zip(after, before)), (before, after)
     r.flushdb()
+
+
+def test_a_udf_module_put_on_one_node_runs_on_every_master(loaded, cluster, client):
+    source = "function bump(rec) rec['u'] = (rec['u'] or 0) + 1; aerospike:update(rec); return rec['u'] end\n"
+    content = base64.b64encode(source.encode()).decode()
+    put = f"udf-put:filename=bump.lua;content-len={len(content)};udf-type=LUA;content={content}"
+    assert info_value(cluster[0].host, cluster[0].port, put) == "ok"
+    # The 30 keys below fall on every node's partitions: each apply runs on its master.
+    for node in cluster:
+        deadline = time.monotonic() + 10
+        while "filename=bump.lua" not in info_value(node.host, node.port, "udf-list"):
+            assert time.monotonic() < deadline, "the module never reached a node"
+            time.sleep(0.1)
+    keys = [("test", "udf", f"u{i}") for i in range(30)]
+    assert [client.apply(k, "bump", "bump", []) for k in keys] == [1] * 30
+    assert [client.apply(k, "bump", "bump", []) for k in keys] == [2] * 30
+    remove = "udf-remove:filename=bump.lua"
+    assert info_value(cluster[1].host, cluster[1].port, remove) == "ok"
+    for node in cluster:
+        deadline = time.monotonic() + 10
+        while "filename=bump.lua" in info_value(node.host, node.port, "udf-list"):
+            assert time.monotonic() < deadline, "the removal never reached a node"
+            time.sleep(0.1)

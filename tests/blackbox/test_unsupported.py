@@ -16,6 +16,7 @@ import aerospike
 import pytest
 import redis
 from aerospike import exception as ex
+from aerospike_helpers import cdt_ctx
 from aerospike_helpers import expressions as exp
 from aerospike_helpers.operations import expression_operations as expression_ops
 from aerospike_helpers.operations import operations as ops
@@ -104,22 +105,15 @@ def test_read_touch_answers_16_and_is_counted(aero):
     )
 
 
-def test_udf_apply_on_a_record_a_batch_and_a_query_answers_16(aero):
-    key = ("test", "unsupported", "udf")
-    aero.put(key, {"a": 1})
-    refused_once_more(aero, "unsupported_udf", lambda: aero.apply(key, "module", "function", [1]))
-    before = statistics(aero)["unsupported_udf"]
-    result = aero.batch_apply([key], "module", "function", [1])
-    assert [row.result for row in result.batch_records] == [UNSUPPORTED_FEATURE]
-    assert statistics(aero)["unsupported_udf"] == before + 1
-    # A background UDF query (an aggregation is not used here: the client runs its reduce step
-    # in a local Lua, which may fail first, on the missing module, with its own error).
+def test_a_background_udf_query_answers_16(aero):
+    # An aggregation is not used here: the client runs its reduce step in a local Lua, which
+    # may fail first, on the missing module, with its own error.
     query = aero.query("test", "unsupported")
     query.apply("module", "function", [1])
     refused_once_more(aero, "unsupported_udf", query.execute_background)
 
 
-def test_background_queries_legacy_scans_and_geo_indexes_answer_16(aero, osprey):
+def test_background_queries_legacy_scans_and_blob_expression_context_indexes_answer_16(aero, osprey):
     query = aero.query("test", "unsupported")
     query.add_ops([ops.write("b", 2)])
     refused_once_more(aero, "unsupported_background_queries", query.execute_background)
@@ -132,39 +126,30 @@ def test_background_queries_legacy_scans_and_geo_indexes_answer_16(aero, osprey)
         aero,
         "unsupported_index_types",
         lambda: aero.index_single_value_create(
-            "test", "unsupported", "where", aerospike.INDEX_GEO2DSPHERE, "by_where"
+            "test", "unsupported", "blob", aerospike.INDEX_BLOB, "by_blob"
         ),
     )
-
-
-def test_udf_info_commands_answer_16_with_a_message_naming_udfs(aero, osprey, tmp_path):
-    """`udf_put` used to fail with `ERROR:4:unrecognized command`, which reads like a client
-    bug; now every UDF module command says that UDFs are not supported yet."""
-    module = tmp_path / "module.lua"
-    module.write_text("function hello(rec) return 1 end\n")
-    error = assert_unsupported(lambda: aero.udf_put(str(module)))
-    assert "UDFs are not supported yet" in str(error.msg), error.msg
-    for command in ["udf-list", "udf-get:filename=module.lua", "udf-remove:filename=module.lua"]:
-        name = command.split(":")[0]
-        assert harness.raw_info(osprey, command) == f"ERROR:16:{name}: UDFs are not supported yet"
-    before = statistics(aero)["unsupported_udf"]
-    assert_unsupported(aero.udf_list)
-    assert_unsupported(lambda: aero.udf_get("module.lua"))
-    assert_unsupported(lambda: aero.udf_remove("module.lua"))
-    assert statistics(aero)["unsupported_udf"] == before + 3
-
-
-def test_a_raw_udf_apply_answers_16_and_the_connection_stays_in_step(osprey):
-    digest = aerospike.calc_digest("test", "unsupported", "raw")
-    fields = aswire.record_fields("test", "unsupported", digest) + [
-        aswire.field(30, b"module"),
-        aswire.field(31, b"function"),
-        aswire.field(32, b"\x90"),
-    ]
-    with osprey.raw() as s:
-        reply = aswire.request_msg(s, aswire.as_msg(fields, info2=aswire.INFO2_WRITE))
-        assert reply.result_code == aswire.UNSUPPORTED_FEATURE
-        assert aswire.request_info(s, ["node"])[0][0] == "node"
+    refused_once_more(
+        aero,
+        "unsupported_index_types",
+        lambda: aero.index_expr_create(
+            "test", "unsupported", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC,
+            exp.IntBin("a").compile(), "by_expression",
+        ),
+    )
+    refused_once_more(
+        aero,
+        "unsupported_index_types",
+        lambda: aero.index_cdt_create(
+            "test", "unsupported", "list", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC,
+            "by_context", [cdt_ctx.cdt_ctx_list_index(0)],
+        ),
+    )
+    # A geospatial index is built now.
+    before = statistics(aero)
+    aero.index_single_value_create("test", "unsupported", "where", aerospike.INDEX_GEO2DSPHERE, "by_where")
+    aero.index_remove("test", "by_where")
+    assert statistics(aero) == before
 
 
 def test_a_client_repeating_an_unsupported_op_is_logged_once_and_counted_every_time(aero, osprey):

@@ -16,7 +16,7 @@
 //! fails the task and prints the input's path and how to make it a regression test.
 //! `cargo xtask ci` runs it for [`CI_FUZZ_SECONDS`] seconds per target after the Rust tests:
 //! measured on 2 cores, 2 min 22 s to build from cold and 78 s to run the targets (seven then,
-//! eight now), so under 4 minutes; only the runs when `target/fuzz` is warm. See
+//! ten now), so under 4 minutes; only the runs when `target/fuzz` is warm. See
 //! `docs/internals/fuzzing.md`.
 //!
 //! `cargo xtask simulate [--seeds N] [--seed S]` runs N seeds (default [`CI_SIMULATION_SEEDS`])

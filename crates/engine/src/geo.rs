@@ -41,9 +41,6 @@
 //! panics on any input; the JSON size is bounded by [`MAX_JSON_LEN`] and its nesting by
 //! [`MAX_JSON_DEPTH`], so hostile input costs bounded time and stack.
 
-// Nothing in the engine calls this module yet; its tests exercise all of it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::f64::consts::{FRAC_PI_2, PI};
 use std::fmt;
 
@@ -592,6 +589,71 @@ fn cells_of(geometry: &Geometry) -> Result<Vec<u64>, ResultCode> {
     Ok(cells.into_iter().map(|cell| cell.0).collect())
 }
 
+/// The cells a GeoJSON text has in a geo index: a point's leaf cell, or a region's covering
+/// (what its particle would store); `None` for text that is not valid GeoJSON. Used for
+/// GeoJSON inside lists and maps, which is stored as plain JSON text.
+pub(crate) fn cells_of_json(json: &[u8]) -> Option<(Geometry, Vec<u64>)> {
+    let geometry = parse(json).ok()?;
+    let cells = cells_of(&geometry).ok()?;
+    Some((geometry, cells))
+}
+
+/// The geometry of a GeoJSON value as it reaches an expression or a query: either a stored
+/// particle (flags, cells, JSON; its first byte is 0 or 1, which JSON never starts with) or
+/// the JSON text alone (a literal, or an item of a list or map).
+///
+/// Errors: [`ResultCode::Parameter`] when it is neither.
+pub(crate) fn geometry_of_value(bytes: &[u8]) -> Result<Geometry, ResultCode> {
+    match bytes.first() {
+        Some(&flags) if flags == 0 || flags == FLAG_REGION => geometry_of_particle(bytes),
+        _ => parse(bytes),
+    }
+}
+
+/// The coverer of a "points within region" query: coarser than a particle's (levels 1..=20,
+/// as the server's namespace defaults `geo2dsphere-within-*`), since every candidate is
+/// checked exactly anyway.
+const QUERY_COVERER: RegionCoverer = RegionCoverer {
+    min_level: 1,
+    max_level: 20,
+    level_mod: 1,
+    max_cells: 12,
+};
+
+/// The ranges of cell ids (inclusive, sorted, disjoint) a geo index query reads to find every
+/// candidate for `query`: for a region, the leaf cells under each cell of its covering (the
+/// points within it); for a point, its leaf cell and each of its ancestors (the regions whose
+/// coverings hold it). Each range lies within one cube face, so within one half of the `u64`
+/// range: read as `i64`, its ends keep their order.
+pub(crate) fn query_cell_ranges(query: &Geometry) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = match *query {
+        Geometry::Point { lng, lat } => {
+            let leaf = CellID::from(sphere_point(lng, lat));
+            (1..=30)
+                .map(|level| leaf.parent(level).0)
+                .map(|id| (id, id))
+                .collect()
+        }
+        _ => QUERY_COVERER
+            .covering(query)
+            .0
+            .into_iter()
+            .map(|cell| (cell.range_min().0, cell.range_max().0))
+            .collect(),
+    };
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (begin, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if begin <= last.1.saturating_add(1) && (begin >> 63) == (last.1 >> 63) => {
+                last.1 = last.1.max(end);
+            }
+            _ => merged.push((begin, end)),
+        }
+    }
+    merged
+}
+
 // ---------------------------------------------------------------------------------------------
 // Predicates.
 
@@ -672,6 +734,8 @@ pub(crate) fn compare(bin: &Geometry, query: &Geometry) -> bool {
 ///
 /// The box covers the geodesic edges and the enclosed poles. A geometry that crosses the
 /// antimeridian gets the full longitude range [-180, 180], so one box always suffices.
+// Kept for an R-tree of bounding boxes; the geo index keys cells instead.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn bounding_box(geometry: &Geometry) -> Option<(f64, f64, f64, f64)> {
     let rect = geometry.bound();
     if rect.is_empty() {

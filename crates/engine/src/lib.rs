@@ -27,11 +27,12 @@
 mod ack;
 mod bin_lookup;
 mod bits;
-mod cdt;
+pub(crate) mod cdt;
 mod clock;
 mod commit;
 mod config;
 mod deadline;
+mod edit;
 mod evict;
 mod exclusive;
 pub mod exp;
@@ -55,12 +56,15 @@ mod update;
 mod working_record;
 
 pub use ack::{AckError, AckLatch, Acks};
+/// Collection values (msgpack as Aerospike packs lists and maps) and bin particles.
+pub use cdt::value as collection;
 pub use clock::{Clock, ManualClock, Now, SystemClock};
 pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion};
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
+pub use edit::{EditRequest, RecordEdit};
 pub use exclusive::Watch;
-pub use exp::Expression;
+pub use exp::{Expression, RecordFacts};
 pub use namespace::Namespace;
 pub use partition::PieceEnd;
 pub use persist::OpenError;
@@ -69,8 +73,9 @@ pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
 pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;
 pub use sindex::{
-    INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexCollection, IndexDefinition,
-    IndexError, IndexKey, IndexKind, IndexSource, KeyRange, QueryPieceEnd, SecondaryIndex,
+    FilterRef, INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexCollection, IndexDefinition,
+    IndexError, IndexKey, IndexKind, IndexSource, KeyRange, QueryFilter, QueryPieceEnd,
+    SecondaryIndex,
 };
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{

@@ -46,6 +46,7 @@ pub(crate) fn summarize<'a>(ops: impl Iterator<Item = Op<'a>>) -> Result<OpsSumm
             OpCode::Write | OpCode::Incr | OpCode::Append | OpCode::Prepend => {
                 check_bin_name(op.bin_name)?;
                 check_value(op.particle_type, op.value)?;
+                check_geojson(&op)?;
             }
             OpCode::CdtRead | OpCode::CdtModify => {
                 check_bin_name(op.bin_name)?;
@@ -148,6 +149,11 @@ pub(crate) fn write_expression<'w, 'a: 'w>(
     let Some(value) = expression.value(&view)? else {
         return Ok(());
     };
+    // A wildcard or infinity may select, never be stored (fuzz finding: a quoted list literal
+    // holding one was written into the bin).
+    if value.has_special() {
+        return Err(ResultCode::Parameter);
+    }
     let exists = working.get(op.bin_name).is_some();
     let flags = expression.flags;
     let is_nil = matches!(value, Value::Nil);
@@ -306,6 +312,16 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
             let widened = WorkingValue::Inline(value.to_be_bytes());
             working.set(op.bin_name, op.particle_type, widened);
         }
+        OpCode::Write if op.particle_type == ParticleType::GeoJson as u8 => {
+            // Stored as the server stores it: flags, the S2 cells, then the JSON text.
+            let (_, stored) = crate::geo::particle_from_wire(op.value)
+                .map_err(|_| ResultCode::GeoInvalidGeojson)?;
+            let value = WorkingValue::Owned {
+                buffer: stored,
+                start: 0,
+            };
+            working.set(op.bin_name, op.particle_type, value);
+        }
         OpCode::Write => {
             let value = WorkingValue::Borrowed(op.value);
             working.set(op.bin_name, op.particle_type, value);
@@ -416,6 +432,17 @@ fn check_value(particle_type: u8, value: &[u8]) -> Result<(), ResultCode> {
     }
     if particle_type == ParticleType::Null && !value.is_empty() {
         return Err(ResultCode::Parameter);
+    }
+    Ok(())
+}
+
+/// A GeoJSON value a write stores: the server's `geojson_from_wire` refuses one it cannot
+/// parse with AS_ERR_GEO_INVALID_GEOJSON. (An increment or append of a GeoJSON value is
+/// INCOMPATIBLE_TYPE, as for any other type those ops do not take.)
+fn check_geojson(op: &Op<'_>) -> Result<(), ResultCode> {
+    let is_geojson = op.particle_type == ParticleType::GeoJson as u8;
+    if op.code == OpCode::Write && is_geojson && crate::geo::particle_from_wire(op.value).is_err() {
+        return Err(ResultCode::GeoInvalidGeojson);
     }
     Ok(())
 }

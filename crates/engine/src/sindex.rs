@@ -55,6 +55,7 @@ const PARTICLE_INTEGER: u8 = 1;
 const PARTICLE_STRING: u8 = 3;
 const PARTICLE_BLOB: u8 = 4;
 const PARTICLE_MAP: u8 = 19;
+const PARTICLE_GEOJSON: u8 = 23;
 const PARTICLE_LIST: u8 = 20;
 /// Most indexes a namespace may have (Aerospike's limit).
 pub const INDEXES_MAX: usize = 256;
@@ -70,6 +71,9 @@ pub enum IndexKind {
     Numeric,
     /// String bins (byte order).
     String,
+    /// GeoJSON bins (`GEO2DSPHERE`): each value's S2 cells (a point's leaf cell, a region's
+    /// covering, as its particle stores them) are its keys, ordered as `i64`.
+    Geo2dSphere,
 }
 
 impl IndexKind {
@@ -78,6 +82,17 @@ impl IndexKind {
         match self {
             IndexKind::Numeric => "numeric",
             IndexKind::String => "string",
+            IndexKind::Geo2dSphere => "geo2dsphere",
+        }
+    }
+
+    /// The kind an Aerospike `sindex-create` `type` (any case) names: numeric (or integer),
+    /// string or geo2dsphere.
+    pub fn named_with_geo(name: &[u8]) -> Option<IndexKind> {
+        if name.eq_ignore_ascii_case(b"geo2dsphere") {
+            Some(IndexKind::Geo2dSphere)
+        } else {
+            IndexKind::named(name)
         }
     }
 
@@ -96,6 +111,7 @@ impl IndexKind {
         match self {
             IndexKind::Numeric => PARTICLE_INTEGER,
             IndexKind::String => PARTICLE_STRING,
+            IndexKind::Geo2dSphere => PARTICLE_GEOJSON,
         }
     }
 }
@@ -182,6 +198,8 @@ impl IndexKey {
                 .ok()
                 .map(|bytes| IndexKey::Int(i64::from_be_bytes(bytes))),
             IndexKind::String => Some(IndexKey::Str(value.into())),
+            // A geo value has several keys (see `geo_keys`).
+            IndexKind::Geo2dSphere => None,
         }
     }
 
@@ -190,6 +208,7 @@ impl IndexKey {
         match kind {
             IndexKind::Numeric => crate::msgpack::item_int(item).map(IndexKey::Int),
             IndexKind::String => crate::msgpack::item_string(item).map(|s| IndexKey::Str(s.into())),
+            IndexKind::Geo2dSphere => None,
         }
     }
 }
@@ -232,6 +251,111 @@ impl KeyRange {
             (Bound::Included(b) | Bound::Excluded(b), Bound::Excluded(e))
             | (Bound::Excluded(b), Bound::Included(e)) => b >= e,
             _ => false,
+        }
+    }
+}
+
+/// The key of a geo index for an S2 cell id: its bits as `i64` (see [`IndexKind::Geo2dSphere`]).
+fn cell_key(cell: u64) -> IndexKey {
+    IndexKey::Int(cell as i64)
+}
+
+/// What a query wants from its index: the values in one range, or (a geo index query) the
+/// records whose GeoJSON matches a geometry, found through the cell ranges that hold every
+/// candidate and then checked exactly ([`crate::geo::compare`]).
+#[derive(Clone, Debug)]
+pub struct QueryFilter {
+    /// Sorted, disjoint.
+    ranges: Vec<KeyRange>,
+    geo: Option<GeoFilter>,
+}
+
+/// A geo query's geometry, with its text (what equality compares).
+#[derive(Clone, Debug)]
+struct GeoFilter {
+    json: Vec<u8>,
+    geometry: crate::geo::Geometry,
+}
+
+impl PartialEq for QueryFilter {
+    fn eq(&self, other: &QueryFilter) -> bool {
+        self.ranges == other.ranges
+            && self.geo.as_ref().map(|g| &g.json) == other.geo.as_ref().map(|g| &g.json)
+    }
+}
+
+impl Eq for QueryFilter {}
+
+impl From<KeyRange> for QueryFilter {
+    fn from(range: KeyRange) -> QueryFilter {
+        QueryFilter {
+            ranges: vec![range],
+            geo: None,
+        }
+    }
+}
+
+impl QueryFilter {
+    /// A geo index query for the GeoJSON text `json` (a point: the regions containing it; a
+    /// polygon, multipolygon or `AeroCircle`: the points within it).
+    ///
+    /// # Errors
+    /// PARAMETER when `json` is not valid GeoJSON.
+    pub fn geo(json: &[u8]) -> Result<QueryFilter, model::ResultCode> {
+        let geometry = crate::geo::parse(json)?;
+        let ranges = crate::geo::query_cell_ranges(&geometry)
+            .into_iter()
+            .map(|(begin, end)| KeyRange::inclusive(cell_key(begin), cell_key(end)))
+            .collect::<Vec<_>>();
+        let mut ranges = ranges;
+        ranges.sort_by(|a, b| match (&a.begin, &b.begin) {
+            (Bound::Included(x), Bound::Included(y)) => x.cmp(y),
+            _ => std::cmp::Ordering::Equal,
+        });
+        Ok(QueryFilter {
+            ranges,
+            geo: Some(GeoFilter {
+                json: json.to_vec(),
+                geometry,
+            }),
+        })
+    }
+
+    /// Its one range, unless it is a geo query.
+    pub fn single_range(&self) -> Option<&KeyRange> {
+        match (&self.geo, self.ranges.as_slice()) {
+            (None, [range]) => Some(range),
+            _ => None,
+        }
+    }
+
+    /// Whether it is a geo query.
+    pub fn is_geo(&self) -> bool {
+        self.geo.is_some()
+    }
+}
+
+/// A borrowed [`QueryFilter`], or a single [`KeyRange`]: what the query functions take.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterRef<'a> {
+    ranges: &'a [KeyRange],
+    geo: Option<&'a crate::geo::Geometry>,
+}
+
+impl<'a> From<&'a KeyRange> for FilterRef<'a> {
+    fn from(range: &'a KeyRange) -> FilterRef<'a> {
+        FilterRef {
+            ranges: std::slice::from_ref(range),
+            geo: None,
+        }
+    }
+}
+
+impl<'a> From<&'a QueryFilter> for FilterRef<'a> {
+    fn from(filter: &'a QueryFilter) -> FilterRef<'a> {
+        FilterRef {
+            ranges: &filter.ranges,
+            geo: filter.geo.as_ref().map(|g| &g.geometry),
         }
     }
 }
@@ -358,6 +482,16 @@ impl SecondaryIndex {
         };
         let kind = self.definition.kind;
         let collection = self.definition.collection;
+        if kind == IndexKind::Geo2dSphere {
+            let mut keys: Vec<IndexKey> = geo_values(collection, bin.particle_type, bin.value)
+                .into_iter()
+                .flat_map(|value| value.cells)
+                .map(cell_key)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            return keys;
+        }
         let Some(container_type) = collection.particle_type() else {
             return IndexKey::of_bin(kind, bin.particle_type, bin.value)
                 .into_iter()
@@ -366,21 +500,124 @@ impl SecondaryIndex {
         if bin.particle_type != container_type {
             return Vec::new();
         }
-        let items = crate::msgpack::container_items(bin.value).unwrap_or_default();
-        let chosen = items
-            .iter()
-            .enumerate()
-            .filter(|(position, _)| match collection {
-                IndexCollection::MapKeys => position % 2 == 0,
-                IndexCollection::MapValues => position % 2 == 1,
-                IndexCollection::List | IndexCollection::Default => true,
-            });
-        let mut keys: Vec<IndexKey> = chosen
-            .filter_map(|(_, item)| IndexKey::of_item(kind, item))
+        let mut keys: Vec<IndexKey> = chosen_items(collection, bin.value)
+            .into_iter()
+            .filter_map(|item| IndexKey::of_item(kind, item))
             .collect();
         keys.sort_unstable();
         keys.dedup();
         keys
+    }
+
+    /// Whether `record` has `key` in this geo index through a GeoJSON value that matches
+    /// `query` ([`crate::geo::compare`]): a query's exact check of a candidate.
+    fn geo_holds(
+        &self,
+        namespace: &Namespace,
+        record: &Record,
+        key: &IndexKey,
+        query: &crate::geo::Geometry,
+    ) -> bool {
+        let IndexKey::Int(cell) = *key else {
+            return false;
+        };
+        if self.definition.kind != IndexKind::Geo2dSphere
+            || record.native().is_some()
+            || !self.covers_set_of(namespace, record)
+        {
+            return false;
+        }
+        let IndexSource::Bin(bin_name) = &self.definition.source else {
+            return false;
+        };
+        let bins = record.bins();
+        let Some(bin) = bins.iter().find(|bin| bin.name == *bin_name) else {
+            return false;
+        };
+        geo_values(self.definition.collection, bin.particle_type, bin.value)
+            .into_iter()
+            .any(|value| {
+                value.cells.contains(&(cell as u64))
+                    && value
+                        .geometry()
+                        .is_some_and(|geometry| crate::geo::compare(&geometry, query))
+            })
+    }
+}
+
+/// The items of a list or map bin's value an index of `collection` holds: every element of a
+/// list, the keys or the values of a map.
+fn chosen_items(collection: IndexCollection, value: &[u8]) -> Vec<&[u8]> {
+    let items = crate::msgpack::container_items(value).unwrap_or_default();
+    items
+        .into_iter()
+        .enumerate()
+        .filter(|(position, _)| match collection {
+            IndexCollection::MapKeys => position % 2 == 0,
+            IndexCollection::MapValues => position % 2 == 1,
+            IndexCollection::List | IndexCollection::Default => true,
+        })
+        .map(|(_, item)| item)
+        .collect()
+}
+
+/// One GeoJSON value a geo index holds, with its cells.
+struct GeoValue<'a> {
+    cells: Vec<u64>,
+    /// The stored particle (a bin) or the JSON text (an item of a list or map).
+    bytes: &'a [u8],
+}
+
+impl GeoValue<'_> {
+    fn geometry(&self) -> Option<crate::geo::Geometry> {
+        crate::geo::geometry_of_value(self.bytes).ok()
+    }
+}
+
+/// The GeoJSON values of a bin (of `particle_type`, holding `value`) an index of `collection`
+/// holds: the bin's own GeoJSON particle, or the GeoJSON items of the list or map it holds
+/// (a msgpack str or bin whose first byte is the GEOJSON particle type, then the JSON text).
+fn geo_values(collection: IndexCollection, particle_type: u8, value: &[u8]) -> Vec<GeoValue<'_>> {
+    let Some(container_type) = collection.particle_type() else {
+        if particle_type != PARTICLE_GEOJSON {
+            return Vec::new();
+        }
+        let cells = crate::geo::cells_of_particle(value).unwrap_or_default();
+        return vec![GeoValue {
+            cells,
+            bytes: value,
+        }];
+    };
+    if particle_type != container_type {
+        return Vec::new();
+    }
+    chosen_items(collection, value)
+        .into_iter()
+        .filter_map(geo_item_json)
+        .filter_map(|json| {
+            let (_, cells) = crate::geo::cells_of_json(json)?;
+            Some(GeoValue { cells, bytes: json })
+        })
+        .collect()
+}
+
+/// The JSON text of a GeoJSON item of a list or map: a msgpack str or bin whose payload starts
+/// with the GEOJSON particle type.
+fn geo_item_json(item: &[u8]) -> Option<&[u8]> {
+    let (&marker, rest) = item.split_first()?;
+    let (len_bytes, rest) = match marker {
+        0xa0..=0xbf => (&[marker & 0x1f][..], rest),
+        0xd9 | 0xc4 => rest.split_at_checked(1)?,
+        0xda | 0xc5 => rest.split_at_checked(2)?,
+        0xdb | 0xc6 => rest.split_at_checked(4)?,
+        _ => return None,
+    };
+    let len = len_bytes
+        .iter()
+        .fold(0usize, |len, &byte| len << 8 | usize::from(byte));
+    match rest.get(..len)? {
+        [PARTICLE_GEOJSON, json @ ..] => Some(json),
+        _ => None,
     }
 }
 
@@ -390,6 +627,7 @@ impl SecondaryIndex {
     /// re-checks every candidate this way).
     fn holds(&self, namespace: &Namespace, record: &Record, key: &IndexKey) -> bool {
         let single = self.definition.collection == IndexCollection::Default
+            && self.definition.kind != IndexKind::Geo2dSphere
             && (matches!(self.definition.source, IndexSource::UserKey)
                 || record.native().is_none());
         if !single {
@@ -721,6 +959,9 @@ impl Namespace {
                     "a user-key index has indextype default",
                 ));
             }
+            IndexSource::UserKey if definition.kind == IndexKind::Geo2dSphere => {
+                return Err(IndexError::Invalid("a user-key index is numeric or string"));
+            }
             _ => {}
         }
         let mut list = self.sindexes.list.write();
@@ -1012,16 +1253,17 @@ impl Namespace {
     /// under the partition's read lock. Each candidate is re-checked against its record: only
     /// a record whose current value is the entry's value, and within the range, is visited
     /// (with that value). `visit` returns false to stop before taking a record.
-    pub fn query_piece(
+    pub fn query_piece<'f>(
         &self,
         partition: PartitionId,
         index: &SecondaryIndex,
-        range: &KeyRange,
+        range: impl Into<FilterRef<'f>>,
         after: Option<&(IndexKey, Digest)>,
         examine_max: usize,
         mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> QueryPieceEnd {
         assert!(examine_max > 0, "a piece examines at least one entry");
+        let filter = range.into();
         let _gate = self.gate.shared();
         let visibility = self.visibility(self.clock.now());
         let guard = self.partitions[partition.index()].state.read();
@@ -1032,20 +1274,27 @@ impl Namespace {
         let Some(entries) = guard.index_entries.entries(index.id) else {
             return end;
         };
-        for (examined, entry) in entries.range(bounds(range, after)).enumerate() {
-            if examined == examine_max {
-                end.exhausted = false;
-                return end;
-            }
-            let window = Window {
-                range,
-                later_pieces_after: None,
+        let window = Window {
+            filter,
+            later_pieces_after: None,
+        };
+        let mut examined = 0;
+        for range in filter.ranges {
+            let Some(bounds) = bounds(range, after) else {
+                continue;
             };
-            if !self.recheck(index, &guard, entry, &window, &visibility, &mut visit) {
-                end.exhausted = false;
-                return end;
+            for entry in entries.range(bounds) {
+                if examined == examine_max {
+                    end.exhausted = false;
+                    return end;
+                }
+                examined += 1;
+                if !self.recheck(index, &guard, entry, &window, &visibility, &mut visit) {
+                    end.exhausted = false;
+                    return end;
+                }
+                end.last = Some(entry.clone());
             }
-            end.last = Some(entry.clone());
         }
         end
     }
@@ -1055,17 +1304,17 @@ impl Namespace {
     /// `examine_max` entries. The candidates are read under the index's lock, then each is
     /// re-checked against its record under its partition's read lock, as in
     /// [`Namespace::query_piece`]. `visit` returns false to stop before taking a record.
-    pub fn query_ordered_piece(
+    pub fn query_ordered_piece<'f>(
         &self,
         index: &SecondaryIndex,
-        range: &KeyRange,
+        range: impl Into<FilterRef<'f>>,
         after: Option<&(IndexKey, Digest)>,
         examine_max: usize,
         mut visit: impl FnMut(&ScannedRecord<'_>, &IndexKey) -> bool,
     ) -> QueryPieceEnd {
         self.walk_piece(
             index,
-            range,
+            range.into(),
             after,
             examine_max,
             |(entry, _), window, visibility| {
@@ -1113,7 +1362,7 @@ impl Namespace {
             };
         self.walk_piece(
             index,
-            range,
+            range.into(),
             resume_after.as_ref(),
             examine_max - examined,
             |(entry, stamp), window, visibility| {
@@ -1159,7 +1408,13 @@ impl Namespace {
         let now_seconds = visibility.now.epoch_seconds();
         let order = index.ordered.read();
         let (mut examined, mut last_decided, mut stop) = (0, None, None);
-        order.walk(bounds(range, after), |entry, stamp| {
+        let Some(bounds) = bounds(range, after) else {
+            return StampPass::Ended(QueryPieceEnd {
+                last: after.cloned(),
+                exhausted: true,
+            });
+        };
+        order.walk(bounds, |entry, stamp| {
             if examined == examine_max {
                 stop = Some(PassStop::PieceFull);
                 return false;
@@ -1204,7 +1459,7 @@ impl Namespace {
     fn walk_piece(
         &self,
         index: &SecondaryIndex,
-        range: &KeyRange,
+        filter: FilterRef<'_>,
         after: Option<&Entry>,
         examine_max: usize,
         mut take: impl FnMut(&Candidate, &Window<'_>, &crate::partition::Visibility<'_>) -> bool,
@@ -1213,9 +1468,9 @@ impl Namespace {
             candidates,
             mut end,
             next_piece_after,
-        } = PieceStart::read(index, range, after, examine_max);
+        } = PieceStart::read(index, filter, after, examine_max);
         let window = Window {
-            range,
+            filter,
             later_pieces_after: next_piece_after.as_ref(),
         };
         let _gate = self.gate.shared();
@@ -1253,12 +1508,15 @@ impl Namespace {
         let Ok(loaded) = self.load(digest, record) else {
             return true;
         };
-        let takes = index.holds(self, &loaded, key)
-            || (index.definition.collection == IndexCollection::Default
-                && index
-                    .keys_of(self, &loaded)
-                    .first()
-                    .is_some_and(|moved| window.takes_moved(moved, digest)));
+        let takes = match window.filter.geo {
+            Some(query) => index.geo_holds(self, &loaded, key, query),
+            None => index.holds(self, &loaded, key),
+        } || (window.filter.geo.is_none()
+            && index.definition.collection == IndexCollection::Default
+            && index
+                .keys_of(self, &loaded)
+                .first()
+                .is_some_and(|moved| window.takes_moved(moved, digest)));
         if !takes {
             return true;
         }
@@ -1331,15 +1589,23 @@ impl PieceStart {
     /// Reads the first `examine_max` entries of `index` in `range` strictly after `after`.
     fn read(
         index: &SecondaryIndex,
-        range: &KeyRange,
+        filter: FilterRef<'_>,
         after: Option<&Entry>,
         examine_max: usize,
     ) -> PieceStart {
         assert!(examine_max > 0, "a piece examines at least one entry");
-        let mut candidates = index
-            .ordered
-            .read()
-            .candidates(bounds(range, after), examine_max + 1);
+        let mut candidates = Vec::new();
+        let order = index.ordered.read();
+        for range in filter.ranges {
+            let wanted = examine_max + 1 - candidates.len();
+            if wanted == 0 {
+                break;
+            }
+            if let Some(bounds) = bounds(range, after) {
+                candidates.extend(order.candidates(bounds, wanted));
+            }
+        }
+        drop(order);
         let exhausted = candidates.len() <= examine_max;
         candidates.truncate(examine_max);
         let next_piece_after = candidates
@@ -1367,7 +1633,7 @@ type Entry = (IndexKey, Digest);
 /// What a piece of a query re-checks its candidates against.
 struct Window<'a> {
     /// The query's values.
-    range: &'a KeyRange,
+    filter: FilterRef<'a>,
     /// Where the next piece of the walk will start (strictly after), if there is one: a record
     /// that moved beyond it is left for that piece to find, so that it is not returned twice.
     later_pieces_after: Option<&'a Entry>,
@@ -1377,7 +1643,7 @@ impl Window<'_> {
     /// Whether a record (at `digest`) whose entry was a candidate but whose value is now
     /// `moved` is returned with `moved` here.
     fn takes_moved(&self, moved: &IndexKey, digest: &Digest) -> bool {
-        self.range.contains(moved)
+        self.filter.ranges.iter().any(|range| range.contains(moved))
             && self
                 .later_pieces_after
                 .is_none_or(|(key, last)| (moved, digest) <= (key, last))
@@ -1388,8 +1654,9 @@ impl Window<'_> {
 const DIGEST_FIRST: Digest = Digest([0; 20]);
 const DIGEST_LAST: Digest = Digest([0xff; 20]);
 
-/// The entries of `range` strictly after `after`.
-fn bounds(range: &KeyRange, after: Option<&Entry>) -> (Bound<Entry>, Bound<Entry>) {
+/// The entries of `range` strictly after `after`; `None` when there can be none (`after` at
+/// or beyond the range's end).
+fn bounds(range: &KeyRange, after: Option<&Entry>) -> Option<(Bound<Entry>, Bound<Entry>)> {
     let lower = match &range.begin {
         Bound::Included(begin) => Bound::Included((begin.clone(), DIGEST_FIRST)),
         Bound::Excluded(begin) => Bound::Excluded((begin.clone(), DIGEST_LAST)),
@@ -1404,7 +1671,13 @@ fn bounds(range: &KeyRange, after: Option<&Entry>) -> (Bound<Entry>, Bound<Entry
         Bound::Excluded(end) => Bound::Excluded((end.clone(), DIGEST_FIRST)),
         Bound::Unbounded => Bound::Unbounded,
     };
-    (lower, upper)
+    let empty = match (&lower, &upper) {
+        (Bound::Included(low), Bound::Included(high)) => low > high,
+        (Bound::Included(low) | Bound::Excluded(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high)) => low >= high,
+        _ => false,
+    };
+    (!empty).then_some((lower, upper))
 }
 
 /// Whether `entry` lies at or beyond the lower bound `lower` (so resuming after it narrows the

@@ -44,7 +44,7 @@ pub struct RecordMeta {
 }
 
 impl RecordMeta {
-    const DELETED: RecordMeta = RecordMeta {
+    pub(crate) const DELETED: RecordMeta = RecordMeta {
         generation: Generation(0),
         void_time: VoidTime::NEVER,
     };
@@ -500,7 +500,7 @@ impl Namespace {
         }
     }
 
-    fn void_time_for(
+    pub(crate) fn void_time_for(
         &self,
         ttl: TtlRequest,
         existing: Option<VoidTime>,
@@ -628,7 +628,7 @@ fn check_write_shape(request: &WriteRequest<'_>, summary: &OpsSummary) -> Result
 }
 
 /// Validates the KEY field: a key particle type and, for integers, exactly 8 bytes.
-fn parse_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
+pub(crate) fn parse_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
     let (&particle_type, bytes) = field.split_first().ok_or(ResultCode::Parameter)?;
     UserKey::from_particle(particle_type, bytes).ok_or(ResultCode::Parameter)?;
     Ok((particle_type, bytes))
@@ -636,7 +636,10 @@ fn parse_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
 
 /// KEY_MISMATCH when the request's key is not the stored one; not checked when the record's
 /// data is on the device only and was not read (a delete, a replace, a header read).
-fn check_key(request_key: Option<(u8, &[u8])>, record: &Record) -> Result<(), ResultCode> {
+pub(crate) fn check_key(
+    request_key: Option<(u8, &[u8])>,
+    record: &Record,
+) -> Result<(), ResultCode> {
     if request_key.is_none() || !record.has_data() {
         return Ok(());
     }

@@ -670,3 +670,347 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
     );
     assert!(index.lookups() >= index.records_returned(), "seed {seed}");
 }
+
+// ---- geo2dsphere indexes --------------------------------------------------------------------
+
+/// What a geo model record's bin `g` holds.
+#[derive(Clone, Copy, Debug)]
+enum Geo {
+    /// A point `(lng, lat)`, on a grid that keeps it well off every query's boundary.
+    Point(f64, f64),
+    /// The square `[lng, lng + 0.2] × [lat, lat + 0.2]`.
+    Square(f64, f64),
+    /// An integer: not GeoJSON, so not in the index.
+    Int,
+}
+
+fn geo_point_json(lng: f64, lat: f64) -> String {
+    format!(r#"{{"type":"Point","coordinates":[{lng:.6},{lat:.6}]}}"#)
+}
+
+fn geo_square_json(lng: f64, lat: f64) -> String {
+    let (east, north) = (lng + 0.2, lat + 0.2);
+    format!(
+        r#"{{"type":"Polygon","coordinates":[[[{lng:.6},{lat:.6}],[{east:.6},{lat:.6}],[{east:.6},{north:.6}],[{lng:.6},{north:.6}],[{lng:.6},{lat:.6}]]]}}"#
+    )
+}
+
+/// The Go client's test polygon (`geo_test.go`).
+const GO_POLYGON: &str = r#"{"type":"Polygon","coordinates":[[[-122.5,37.0],[-121.0,37.0],[-121.0,38.08],[-122.5,38.08],[-122.5,37.0]]]}"#;
+/// The Go client's circle: 50 km around (-122, 37.5).
+const GO_CIRCLE: &str = r#"{"type":"AeroCircle","coordinates":[[-122.0,37.5],50000.0]}"#;
+
+/// Great-circle distance in metres on Aerospike's sphere.
+fn distance_m((lng1, lat1): (f64, f64), (lng2, lat2): (f64, f64)) -> f64 {
+    let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
+    let dp = p2 - p1;
+    let dl = (lng2 - lng1).to_radians();
+    let a = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
+    2.0 * 6_371_000.0 * a.sqrt().asin()
+}
+
+/// A GeoJSON particle as a client sends it: no flags, no cells, the JSON.
+fn geo_wire(json: &str) -> Vec<u8> {
+    let mut wire = vec![0, 0, 0];
+    wire.extend_from_slice(json.as_bytes());
+    wire
+}
+
+struct GeoHarness {
+    clock: Arc<ManualClock>,
+    namespace: Namespace,
+    model: BTreeMap<u64, (Geo, Option<u64>)>,
+}
+
+impl GeoHarness {
+    fn new() -> GeoHarness {
+        let (namespace, clock) = ttl_namespace();
+        GeoHarness {
+            clock,
+            namespace,
+            model: BTreeMap::new(),
+        }
+    }
+
+    fn put(&mut self, key: u64, value: Geo, ttl_seconds: Option<u32>) {
+        let (particle_type, bytes) = match value {
+            Geo::Point(lng, lat) => (23, geo_wire(&geo_point_json(lng, lat))),
+            Geo::Square(lng, lat) => (23, geo_wire(&geo_square_json(lng, lat))),
+            Geo::Int => (1, 7i64.to_be_bytes().to_vec()),
+        };
+        let ops = [
+            Op {
+                code: OpCode::Write,
+                particle_type,
+                bin_name: b"g",
+                value: &bytes,
+            },
+            Op {
+                code: OpCode::Write,
+                particle_type: 1,
+                bin_name: b"k",
+                value: &key.to_be_bytes(),
+            },
+        ];
+        let ttl = ttl_seconds.map_or(TtlRequest::NeverExpire, TtlRequest::Seconds);
+        write_ops(&self.namespace, key, ttl, &ops);
+        use engine::Clock as _;
+        let now_ms = self.clock.now().unix_ms;
+        let expires = ttl_seconds.map(|s| (now_ms / 1000 + u64::from(s)) * 1000);
+        self.model.insert(key, (value, expires));
+    }
+
+    /// Keys of set "people" whose value `matches`.
+    fn expected(&self, matches: impl Fn(Geo) -> bool) -> Vec<u64> {
+        self.model
+            .iter()
+            .filter(|(key, (value, _))| set_of(**key) == b"people" && matches(*value))
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
+    /// The keys a geo query for `json` finds, through the partitions and through the
+    /// namespace-wide order, in pieces of `piece` entries; both must agree.
+    fn query(&self, json: &str, piece: usize) -> Vec<u64> {
+        let index = self
+            .namespace
+            .index_named("by_g")
+            .expect("the index exists");
+        let filter = engine::QueryFilter::geo(json.as_bytes()).expect("valid GeoJSON");
+        let mut by_partition = Vec::new();
+        for partition in 0..PARTITIONS_USED {
+            by_partition.extend(in_pieces(|after, visit| {
+                self.namespace.query_piece(
+                    PartitionId(partition),
+                    &index,
+                    &filter,
+                    after,
+                    piece,
+                    visit,
+                )
+            }));
+        }
+        by_partition.sort_unstable();
+        let mut ordered = in_pieces(|after, visit| {
+            self.namespace
+                .query_ordered_piece(&index, &filter, after, piece, visit)
+        });
+        ordered.sort_unstable();
+        assert_eq!(by_partition, ordered, "partition and ordered walks agree");
+        ordered
+    }
+
+    fn check_queries(&self, piece: usize) {
+        let in_polygon = |value| {
+            matches!(value, Geo::Point(lng, lat)
+                if (-122.5..=-121.0).contains(&lng) && (37.0..=38.08).contains(&lat))
+        };
+        assert_eq!(self.query(GO_POLYGON, piece), self.expected(in_polygon));
+        let in_circle = |value| matches!(value, Geo::Point(lng, lat) if distance_m((lng, lat), (-122.0, 37.5)) < 50_000.0);
+        assert_eq!(self.query(GO_CIRCLE, piece), self.expected(in_circle));
+        for (lng, lat) in [(-121.95, 37.55), (-122.35, 37.05), (-121.15, 38.25)] {
+            let holds = |value| {
+                matches!(value, Geo::Square(west, south)
+                    if (west..=west + 0.2).contains(&lng) && (south..=south + 0.2).contains(&lat))
+            };
+            let point = geo_point_json(lng, lat);
+            assert_eq!(self.query(&point, piece), self.expected(holds), "{point}");
+        }
+    }
+}
+
+/// A grid point `.x5` (so at least 0.02° off the polygon's and squares' edges), and, for the
+/// circle, at least 1 km off its boundary.
+fn random_geo(rng: &mut SmallRng) -> Geo {
+    match rng.random_range(0..10) {
+        0..=5 => loop {
+            let lng = -123.05 + 0.1 * f64::from(rng.random_range(0..30));
+            let lat = 36.55 + 0.1 * f64::from(rng.random_range(0..20));
+            let off_circle = (distance_m((lng, lat), (-122.0, 37.5)) - 50_000.0).abs() > 1_000.0;
+            if off_circle {
+                return Geo::Point(lng, lat);
+            }
+        },
+        6..=8 => Geo::Square(
+            -123.0 + 0.1 * f64::from(rng.random_range(0..25)),
+            36.6 + 0.1 * f64::from(rng.random_range(0..17)),
+        ),
+        _ => Geo::Int,
+    }
+}
+
+fn by_g_definition(collection: IndexCollection) -> IndexDefinition {
+    IndexDefinition {
+        name: "by_g".to_owned(),
+        set_name: Some(b"people".to_vec()),
+        source: IndexSource::Bin(b"g".to_vec()),
+        kind: IndexKind::Geo2dSphere,
+        collection,
+    }
+}
+
+#[test]
+fn geo_queries_match_the_model_through_writes_deletes_expiry_truncate_and_a_late_build() {
+    let seed = common::seed("sindex-geo");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut harness = GeoHarness::new();
+    for round in 0..12 {
+        for _ in 0..150 {
+            let key = rng.random_range(0..300);
+            match rng.random_range(0..20) {
+                0..=1 => {
+                    let _ = harness
+                        .namespace
+                        .delete(&delete_request(key), &mut Acks::default());
+                    harness.model.remove(&key);
+                }
+                2 => {
+                    let value = random_geo(&mut rng);
+                    harness.put(key, value, Some(rng.random_range(1..30)));
+                }
+                _ => {
+                    let value = random_geo(&mut rng);
+                    harness.put(key, value, None);
+                }
+            }
+        }
+        if round == 2 {
+            let definition = by_g_definition(IndexCollection::Default);
+            let (index, _) = harness.namespace.create_index(definition).expect("created");
+            harness.namespace.build_index(&index);
+        }
+        if round == 8 {
+            harness.clock.advance_ms(1);
+            harness.namespace.truncate(None, None).expect("truncated");
+            harness.model.clear();
+            harness.clock.advance_ms(1);
+        }
+        harness.clock.advance_ms(10_000);
+        let now_ms = {
+            use engine::Clock as _;
+            harness.clock.now().unix_ms
+        };
+        harness
+            .model
+            .retain(|_, (_, expires)| expires.is_none_or(|at| at > now_ms));
+        harness.namespace.sweep_expired();
+        if round >= 2 {
+            harness.check_queries(rng.random_range(1..8));
+            let index = harness.namespace.index_named("by_g").expect("exists");
+            assert_eq!(
+                harness.namespace.index_entry_count(&index),
+                index.ordered_entry_count(),
+                "seed {seed}"
+            );
+        }
+    }
+    // Every point of the Go client's test (20 points on a diagonal): 6 in its polygon, 4 in
+    // its circle.
+    let mut harness = GeoHarness::new();
+    let definition = by_g_definition(IndexCollection::Default);
+    let (index, _) = harness.namespace.create_index(definition).expect("created");
+    harness.namespace.build_index(&index);
+    for i in 0..20u32 {
+        let key = u64::from(i) * 3 + 1; // set "people"
+        let (lng, lat) = (-122.0 + 0.1 * f64::from(i), 37.5 + 0.1 * f64::from(i));
+        harness.put(key, Geo::Point(lng, lat), None);
+    }
+    assert_eq!(harness.query(GO_POLYGON, 4).len(), 6);
+    assert_eq!(harness.query(GO_CIRCLE, 4).len(), 4);
+    assert!(harness.query(&geo_point_json(-122.0, 37.5), 4).is_empty());
+}
+
+/// A msgpack list of GeoJSON items, as clients write them: a str whose first byte is 23.
+fn geo_list(items: &[String]) -> Vec<u8> {
+    let mut packed = vec![0x90 | u8::try_from(items.len()).expect("a few")];
+    for json in items {
+        let len = json.len() + 1;
+        packed.push(0xd9);
+        packed.push(u8::try_from(len).expect("short"));
+        packed.push(23);
+        packed.extend_from_slice(json.as_bytes());
+    }
+    packed
+}
+
+#[test]
+fn a_list_geo_index_finds_records_by_their_elements() {
+    let (namespace, _clock) = ttl_namespace();
+    let definition = by_g_definition(IndexCollection::List);
+    let (index, _) = namespace.create_index(definition).expect("created");
+    namespace.build_index(&index);
+    let lists: [(u64, Vec<String>); 3] = [
+        (
+            1,
+            vec![geo_point_json(-122.0, 37.5), geo_point_json(0.0, 0.0)],
+        ),
+        (2, vec![geo_point_json(10.0, 10.0)]),
+        (4, vec![geo_square_json(-122.1, 37.4)]),
+    ];
+    for (key, items) in &lists {
+        let value = geo_list(items);
+        let ops = [
+            Op {
+                code: OpCode::Write,
+                particle_type: 20,
+                bin_name: b"g",
+                value: &value,
+            },
+            Op {
+                code: OpCode::Write,
+                particle_type: 1,
+                bin_name: b"k",
+                value: &key.to_be_bytes(),
+            },
+        ];
+        write_ops(&namespace, *key, TtlRequest::NeverExpire, &ops);
+    }
+    let find = |json: &str| {
+        let filter = engine::QueryFilter::geo(json.as_bytes()).expect("valid");
+        let mut found = in_pieces(|after, visit| {
+            namespace.query_ordered_piece(&index, &filter, after, 2, visit)
+        });
+        found.sort_unstable();
+        found
+    };
+    assert_eq!(find(GO_POLYGON), vec![1]);
+    assert_eq!(find(&geo_point_json(-122.0, 37.5)), vec![4]);
+    assert_eq!(find(&geo_point_json(50.0, 50.0)), Vec::<u64>::new());
+    // Rewriting the list without the point drops its entries.
+    let value = geo_list(&[geo_point_json(0.0, 0.0)]);
+    let ops = [Op {
+        code: OpCode::Write,
+        particle_type: 20,
+        bin_name: b"g",
+        value: &value,
+    }];
+    write_ops(&namespace, 1, TtlRequest::NeverExpire, &ops);
+    assert!(find(GO_POLYGON).is_empty());
+}
+
+#[test]
+fn invalid_geojson_is_refused_with_160() {
+    let (namespace, _clock) = ttl_namespace();
+    let request = WriteRequest {
+        digest: digest(1),
+        set_name: b"people",
+        key: None,
+        exists: ExistsPolicy::Update,
+        generation: GenerationPolicy::None,
+        ttl: TtlRequest::NeverExpire,
+        respond_all_ops: false,
+        deadline: Deadline::NONE,
+        filter: None,
+    };
+    for bad in [&b"{\"type\":\"LineString\"}"[..], b"not json", b"{"] {
+        let wire = [&[0u8, 0, 0][..], bad].concat();
+        let ops = [Op {
+            code: OpCode::Write,
+            particle_type: 23,
+            bin_name: b"g",
+            value: &wire,
+        }];
+        let result = namespace.write(&request, ops.into_iter(), &mut NoSink, &mut Acks::default());
+        assert_eq!(result.err(), Some(model::ResultCode::GeoInvalidGeojson));
+    }
+}

@@ -1,7 +1,8 @@
 //! Writes the hand-made seed inputs of every fuzz target into `<folder>/<target>/<name>`:
 //! real frames (get, put, operate, delete, batch, scan, query, info, security), RESP
 //! pipelines and replies, msgpack lists and maps, each particle type, request sequences, a
-//! write block a namespace really wrote, and every fabric message.
+//! write block a namespace really wrote, every fabric message, list, map, bit and HLL ops on a
+//! record, and expressions.
 //!
 //! `cargo run -p fuzz-targets --example write_seeds -- <folder>`. The seeds are merged with the
 //! fuzzer's own finds and minimized before they go into `fuzz/corpus/` (see
@@ -41,6 +42,8 @@ fn main() {
     engine_ops_seeds(&mut seeds);
     storage_record_seeds(&mut seeds);
     fabric_seeds(&mut seeds);
+    collection_ops_seeds(&mut seeds);
+    expressions_seeds(&mut seeds);
     for (target, name, data) in &seeds {
         let path: PathBuf = Path::new(&folder).join(target).join(name);
         std::fs::create_dir_all(path.parent().expect("a file in a folder")).expect("mkdir");
@@ -668,4 +671,148 @@ fn fabric_seeds(seeds: &mut Seeds) {
     wire_fabric::encode(&messages[11].1, &mut body_only);
     body_only.drain(2..2 + wire_fabric::FRAME_HEADER_SIZE_BYTES);
     seeds.push(("fabric", "body-only-partition-chunk".to_owned(), body_only));
+}
+
+/// The starting bins of a `collection_ops` input (see its `write_starting_bins`): `present`
+/// (bit 0 list, 1 map, 2 blob, 3 integer, 4 HLL, 5 raw LIST bin `r`), the list `[5, 7]`, the
+/// map `{"a": 9}`, the blob `ff 0f`, the integer 42, an HLL of 4 index bits, then `raw`.
+fn collection_prefix(present: u8, raw: &[u8]) -> Vec<u8> {
+    let mut data = vec![
+        present, 2, 0, 2, 5, 0, 2, 7, 1, 1, 0, 2, 9, 2, 0xff, 0x0f, 2, 42, 0, 0,
+    ];
+    if present & 0x20 != 0 {
+        data.push(raw.len() as u8);
+        data.extend_from_slice(raw);
+    }
+    data
+}
+
+/// One `collection_ops` op with a raw payload: family (0 list, 1 map, 2 bits, 3 HLL), the
+/// index of its code in the target's table of that family, the bin's index in its
+/// `BIN_NAMES` (l, m, b, i, h, r, x), the payload.
+fn raw_op(family: u8, code_index: u8, bin: u8, payload: &[u8]) -> Vec<u8> {
+    let mut op = vec![family, 2, code_index, bin, payload.len() as u8];
+    op.extend_from_slice(payload);
+    op
+}
+
+fn collection_ops_seeds(seeds: &mut Seeds) {
+    let request = |present: u8, raw: &[u8], ops: &[Vec<u8>]| {
+        let mut data = collection_prefix(present, raw);
+        data.extend_from_slice(&[0, ops.len() as u8 - 1]);
+        data.extend(ops.concat());
+        data
+    };
+    // List APPEND 5 (code 1, index 1), then GET_BY_INDEX (19, index 17) value (7) at 0.
+    let list = request(
+        0x0f,
+        b"",
+        &[
+            raw_op(0, 1, 0, b"\x92\x01\x05"),
+            raw_op(0, 17, 0, b"\x93\x13\x07\x00"),
+        ],
+    );
+    // Map PUT "k" = 5 (67, index 3), then GET_BY_KEY (97, index 24) value of "k".
+    let map = request(
+        0x0f,
+        b"",
+        &[
+            raw_op(1, 3, 1, b"\x93\x43\xa2\x03k\x05"),
+            raw_op(1, 24, 1, b"\x93\x61\x07\xa2\x03k"),
+        ],
+    );
+    // Bit SET (3) at bit 0, 8 bits, of blob aa; then GET (50, index 13) of those 8 bits.
+    let bits = request(
+        0x0f,
+        b"",
+        &[
+            raw_op(2, 3, 2, b"\x94\x03\x00\x08\xc4\x02\x04\xaa"),
+            raw_op(2, 13, 2, b"\x93\x32\x00\x08"),
+        ],
+    );
+    // HLL ADD (1) "a" and "b" to the HLL bin, then COUNT (50, index 5).
+    let hll = request(
+        0x1f,
+        b"",
+        &[
+            raw_op(3, 1, 4, b"\x92\x01\x92\xa2\x03a\xa2\x03b"),
+            raw_op(3, 5, 4, b"\x91\x32"),
+        ],
+    );
+    // A raw LIST bin [1, 2, 3]; APPEND of a wildcard (refused: the record must not change),
+    // then GET_BY_VALUE_INTERVAL (25, index 23) from 1 to infinity, a read.
+    let specials = request(
+        0x21,
+        b"\x93\x01\x02\x03",
+        &[
+            raw_op(0, 1, 5, b"\x92\x01\xd4\xff\x00"),
+            raw_op(0, 23, 5, b"\x94\x19\x07\x01\xd4\xff\x01"),
+        ],
+    );
+    // List APPEND_ITEMS (2) of an array declaring 2^32 - 1 items; a context into a map key
+    // with create flags: [0xff, [0xa2, "z"], [SIZE]] on the map bin.
+    let hostile = request(
+        0x0f,
+        b"",
+        &[
+            raw_op(0, 2, 0, b"\x92\x02\xdd\xff\xff\xff\xff"),
+            raw_op(1, 23, 1, b"\x93\xcc\xff\x92\xcc\xa2\xa2\x03z\x91\x60"),
+        ],
+    );
+    for (name, data) in [
+        ("list-append-get", list),
+        ("map-put-get", map),
+        ("bits-set-get", bits),
+        ("hll-add-count", hll),
+        ("wildcard-and-infinity", specials),
+        ("huge-count-and-context", hostile),
+    ] {
+        seeds.push(("collection_ops", name.to_owned(), data));
+    }
+}
+
+/// The start of an `expressions` input whose expression is the raw bytes after it (mode 0;
+/// see its `write_record`): the integer bin 7, the float 1.5, the list `[5, 7]`, the map
+/// `{"a": 9}`, the blob `ab`, an HLL of 4 index bits; EXP_MODIFY on bin `BIN_NAMES[bin]`
+/// (i, f, s, l, m, b, h, t, x) with flags 0.
+fn expression_prefix(bin: u8) -> Vec<u8> {
+    vec![
+        0, 2, 7, 1, 2, 0, 2, 5, 0, 2, 7, 1, 1, 0, 2, 9, 1, 0xab, 0, 0, bin, 1, 0,
+    ]
+}
+
+fn expressions_seeds(seeds: &mut Seeds) {
+    let expressions: [(&str, u8, &[u8]); 5] = [
+        // [EQ, [BIN, int, "i"], 7]
+        ("bin-equals", 8, b"\x93\x01\x93\x51\x02\xa1i\x07"),
+        // [AND, [GT, [CALL, int, cdt, [SIZE], [BIN, list, "l"]], 1], [KEY_EXISTS]]
+        (
+            "and-list-size-key-exists",
+            8,
+            b"\x93\x10\x93\x03\x95\x7f\x02\x00\x91\x10\x93\x51\x04\xa1l\x01\x91\x47",
+        ),
+        // [LET, "a", [BIN, int, "i"], [COND, [GE, [VAR, "a"], 5], [ADD, [VAR, "a"], 1], 0]]
+        (
+            "let-cond-add",
+            0,
+            b"\x94\x7d\xa1a\x93\x51\x02\xa1i\x94\x7b\x93\x04\x92\x7c\xa1a\x05\x93\x14\x92\x7c\xa1a\x01\x00",
+        ),
+        // [EQ, [CALL, int, cdt, [GET_BY_KEY, value, "a"], [BIN, map, "m"]], 9]
+        (
+            "map-get-by-key",
+            8,
+            b"\x93\x01\x95\x7f\x02\x00\x93\x61\x07\xa2\x03a\x93\x51\x05\xa1m\x09",
+        ),
+        // [LT, [CALL, int, hll, [COUNT], [BIN, hll, "h"]], 100]
+        (
+            "hll-count",
+            8,
+            b"\x93\x05\x95\x7f\x02\x02\x91\x32\x93\x51\x09\xa1h\x64",
+        ),
+    ];
+    for (name, bin, expression) in expressions {
+        let mut data = expression_prefix(bin);
+        data.extend_from_slice(expression);
+        seeds.push(("expressions", name.to_owned(), data));
+    }
 }

@@ -180,7 +180,7 @@ fn check_message(body: &[u8]) {
         .expect("an encoded message decodes")
         .expect("an encoded message is complete");
     let again = Message::parse(reencoded.body).expect("an encoded message parses");
-    let field_count = u16::try_from(fields.len()).expect("fewer than 20 named fields");
+    let field_count = u16::try_from(fields.len()).expect("fewer than 25 named fields");
     assert_eq!(
         again.header,
         MessageHeader {
@@ -225,6 +225,10 @@ fn named_fields<'a>(fields: &Fields<'a>) -> Vec<(u8, &'a [u8])> {
         (field_type::INDEX_TYPE, scan.index_type),
         (field_type::BVAL_ARRAY, scan.resume_values),
         (field_type::QUERY_BINLIST, scan.bin_list),
+        (field_type::UDF_FILENAME, fields.udf_call.module),
+        (field_type::UDF_FUNCTION, fields.udf_call.function),
+        (field_type::UDF_ARGLIST, fields.udf_call.arguments),
+        (field_type::UDF_OP, fields.udf_call.op),
     ];
     slots
         .into_iter()

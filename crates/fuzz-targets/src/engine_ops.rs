@@ -229,7 +229,7 @@ fn read_op<'a>(input: &mut Input<'a>) -> Op<'a> {
         0 => ParticleType::Integer as u8,
         1 => ParticleType::String as u8,
         2 => ParticleType::Null as u8,
-        _ => input.byte(),
+        _ => particle::not_geojson(input.byte()),
     };
     let value = match particle_type {
         // A list or map op with a payload that is no op at all: the model does not predict

@@ -24,9 +24,12 @@
 //! finding becomes a regression test.
 
 pub mod aerospike;
+pub mod collection_ops;
 pub mod engine_ops;
+pub mod expressions;
 pub mod fabric;
 mod fixture;
+pub mod generate;
 pub mod input;
 pub mod msgpack;
 pub mod particle;
@@ -38,7 +41,7 @@ pub type Target = fn(&[u8]);
 
 /// Every target by name; the name is its folder under `fuzz/corpus/` and `fuzz/regressions/`
 /// and its binary in `fuzz/`.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 10] = [
     ("aerospike_message", aerospike::aerospike_message),
     ("aerospike_batch", aerospike::aerospike_batch),
     ("resp", resp::resp),
@@ -47,6 +50,8 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("particle", particle::particle),
     ("engine_ops", engine_ops::engine_ops),
     ("storage_record", storage_record::storage_record),
+    ("collection_ops", collection_ops::collection_ops),
+    ("expressions", expressions::expressions),
 ];
 
 /// The target called `name`, if there is one.

@@ -101,6 +101,20 @@ pub(crate) fn reference_container(bytes: &[u8]) -> Option<(bool, bool)> {
     Reference::decode(bytes).map(|reference| (reference.is_array, reference.is_map))
 }
 
+/// Whether the one msgpack value `bytes` holds contains, anywhere, the wildcard or infinity
+/// extension (fixext 1 of type 0xff, 0x00 or 0x01): values that may select elements in an op
+/// argument but must never be stored. `None` when `bytes` is not one complete value or nests
+/// deeper than the reference follows.
+pub(crate) fn reference_has_special(bytes: &[u8]) -> Option<bool> {
+    let mut reader = Reader {
+        bytes,
+        position: 0,
+        specials: false,
+    };
+    reader.value(0).ok()?;
+    (reader.position == bytes.len()).then_some(reader.specials)
+}
+
 fn index(
     namespace: &Namespace,
     name: &str,
@@ -161,7 +175,11 @@ struct Reference<'a> {
 impl<'a> Reference<'a> {
     /// `None` when the input nests deeper than the reference follows.
     fn decode(bytes: &'a [u8]) -> Option<Reference<'a>> {
-        let mut reader = Reader { bytes, position: 0 };
+        let mut reader = Reader {
+            bytes,
+            position: 0,
+            specials: false,
+        };
         let not_container = Reference {
             is_array: false,
             is_map: false,
@@ -209,6 +227,8 @@ enum Stop {
 struct Reader<'a> {
     bytes: &'a [u8],
     position: usize,
+    /// Whether a wildcard or infinity extension was read.
+    specials: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -263,7 +283,14 @@ impl<'a> Reader<'a> {
             0xc5 | 0xda => self.length(2)?,
             0xc6 | 0xdb => self.length(4)?,
             // fixext 1, 2, 4, 8, 16: a type byte and that much data.
-            0xd4 => 2,
+            0xd4 => {
+                let special = matches!(
+                    self.bytes.get(self.position..self.position + 2),
+                    Some([0xff, 0 | 1])
+                );
+                self.specials |= special;
+                2
+            }
             0xd5 => 3,
             0xd6 => 5,
             0xd7 => 9,
@@ -324,6 +351,7 @@ fn item_string<'a>(item: &&'a [u8]) -> Option<&'a [u8]> {
     let mut reader = Reader {
         bytes: item,
         position: 1,
+        specials: false,
     };
     let length = match *item.first()? {
         marker @ 0xa0..=0xbf => u64::from(marker & 0x1f),

@@ -15,7 +15,7 @@ use crate::fixture::{self, OwnedBin};
 use crate::input::Input;
 
 /// The particle types clients send, for choices that should usually hit one.
-const KNOWN_TYPES: [u8; 16] = [0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 17, 18, 19, 20, 23];
+const KNOWN_TYPES: [u8; 15] = [0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 17, 18, 19, 20];
 
 /// The op codes a single-op write may carry here.
 const OP_CODES: [OpCode; 4] = [OpCode::Write, OpCode::Incr, OpCode::Append, OpCode::Prepend];
@@ -53,12 +53,23 @@ pub fn particle(data: &[u8]) {
     }
 }
 
-/// A known type most of the time (high bit clear), any byte otherwise.
+/// A known type most of the time (high bit clear), any byte otherwise, but never GeoJSON
+/// (23): a GeoJSON write is parsed and stored in the server's form (cells added), which this
+/// model does not predict; `geo`'s unit tests and `test_geo.py` cover it.
 fn particle_type(byte: u8) -> u8 {
-    if byte & 0x80 == 0 {
+    let chosen = if byte & 0x80 == 0 {
         KNOWN_TYPES[usize::from(byte) % KNOWN_TYPES.len()]
     } else {
         byte & 0x7f
+    };
+    not_geojson(chosen)
+}
+
+/// `particle_type`, with GeoJSON (23) read as a blob (4).
+pub(crate) fn not_geojson(particle_type: u8) -> u8 {
+    match particle_type {
+        23 => 4,
+        other => other,
     }
 }
 

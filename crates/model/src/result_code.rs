@@ -63,8 +63,12 @@ pub enum ResultCode {
     FilteredOut = 27,
     /// The security (login) protocol is not supported.
     SecurityNotSupported = 51,
+    /// A UDF failed (its error is in the reply's `FAILURE` bin).
+    UdfBadResponse = 100,
     /// A batch has more rows than `batch-max-requests` allows.
     BatchMaxRequests = 151,
+    /// A GeoJSON value (a bin write's particle) is not valid GeoJSON (`AS_ERR_GEO_INVALID_GEOJSON`).
+    GeoInvalidGeojson = 160,
     /// The secondary index a query names does not exist.
     IndexNotFound = 201,
     /// The secondary index a query needs is still being built.

@@ -322,7 +322,7 @@ fn answer_row(
     }
     let start = wire_aerospike::begin_message(out);
     let (code, header) = match execute_row(state, row, deadline, out, acks) {
-        Ok((meta, op_count)) => (ResultCode::Ok, dispatch::success_header(&meta, op_count)),
+        Ok(answer) => (answer.result_code, dispatch::answer_header(&answer)),
         Err(code) => {
             // Bins the engine streamed before the error are not part of the answer.
             out.truncate(start + MESSAGE_HEADER_SIZE_BYTES);
@@ -439,7 +439,7 @@ fn execute_row(
     deadline: RequestDeadline,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Result<(engine::RecordMeta, u16), ResultCode> {
+) -> Result<dispatch::Answer, ResultCode> {
     dispatch::check_ops_count(state, &row.header)?;
     let namespace = row
         .fields
@@ -453,14 +453,7 @@ fn execute_row(
         digest: row.digest,
         deadline: deadline.engine,
     };
-    dispatch::execute_record(
-        namespace,
-        &state.unsupported,
-        &command,
-        Origin::Batch,
-        out,
-        acks,
-    )
+    dispatch::execute_record(state, namespace, &command, Origin::Batch, out, acks)
 }
 
 /// Whether a row result ends a batch that does not report all errors (Aerospike's
@@ -763,7 +756,7 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_row_filter_fails_its_row_and_a_malformed_batch_filter_the_batch() {
+    fn malformed_row_filters_and_udf_calls_fail_their_row_and_a_malformed_batch_filter_the_batch() {
         let state = test_state(5000);
         let mut field = Vec::new();
         encode_batch_header(&mut field, 3, ALL);
@@ -780,9 +773,9 @@ mod tests {
         encode_batch_row(&mut field, 1, &digest(1), &header, &udf, &[]);
         encode_batch_row(&mut field, 2, &digest(1), &header, &filtered[..1], &[]);
         let results = outcome(&run(&state, parent_with_field(&field)));
-        // The row with a filter that is no expression answers PARAMETER; the UDF row is not
-        // supported yet; the plain row finds no record.
-        assert_eq!(results, (vec![(0, 4), (1, 16), (2, 2)], 0));
+        // The row with a filter that is no expression answers PARAMETER, and so does the UDF
+        // row that names no function; the plain row finds no record.
+        assert_eq!(results, (vec![(0, 4), (1, 4), (2, 2)], 0));
         let mut body = parent_with_field(&field);
         let filter = [
             (field_type::FILTER_EXP, &b"\x93"[..]),

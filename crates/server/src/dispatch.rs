@@ -21,7 +21,7 @@ use engine::{
     Acks, BinRef, DeleteRequest, ExistsPolicy, Expression, GenerationPolicy, Namespace, Origin,
     ReadRequest, RecordMeta, ReplySink, WriteRequest,
 };
-use model::{Digest, OpCode, ResultCode, TtlRequest};
+use model::{Digest, OpCode, ParticleType, ResultCode, TtlRequest};
 use wire_aerospike::{
     Fields, MESSAGE_HEADER_SIZE_BYTES, Message, MessageHeader, OpIter, info1, info2, info3,
 };
@@ -34,7 +34,8 @@ use engine::Clock as _;
 use crate::batch::BatchJob;
 use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
-use crate::unsupported::{Unsupported, UnsupportedStats};
+use crate::udf::{self, UdfOutcome};
+use crate::unsupported::Unsupported;
 
 /// Info4 bits that start or take part in a multi-record transaction (Enterprise only).
 const INFO4_TRANSACTION_MASK: u8 = 0x1f;
@@ -244,8 +245,8 @@ fn handle(
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
     match execute(state, &message, deadline.engine, out, acks) {
-        Ok((meta, op_count)) => {
-            wire_aerospike::finish_response(out, start, &success_header(&meta, op_count));
+        Ok(answer) => {
+            wire_aerospike::finish_response(out, start, &answer_header(&answer));
         }
         Err(ResultCode::Unavailable) if state.is_clustered() => {
             out.truncate(start);
@@ -299,6 +300,26 @@ pub fn last_header(code: ResultCode) -> MessageHeader {
     }
 }
 
+/// What a single-record command answers when it ran: its result code (OK, or a UDF's failure
+/// with its `FAILURE` bin), the record's metadata and how many ops (bins) follow.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer {
+    /// The reply's result code.
+    pub result_code: ResultCode,
+    /// The record's generation and void time after the command.
+    pub meta: RecordMeta,
+    /// How many ops (bins) the reply carries.
+    pub op_count: u16,
+}
+
+/// The header of an answer.
+pub fn answer_header(answer: &Answer) -> MessageHeader {
+    MessageHeader {
+        result_code: answer.result_code.code(),
+        ..success_header(&answer.meta, answer.op_count)
+    }
+}
+
 /// The header of a successful single-record reply: the record's generation and void time, and
 /// how many ops (bins) follow.
 pub fn success_header(meta: &RecordMeta, op_count: u16) -> MessageHeader {
@@ -323,20 +344,20 @@ pub fn reply_error(out: &mut Vec<u8>, code: ResultCode) {
 ///
 /// The command's result code; the caller then discards whatever was appended to `out`.
 pub fn execute_record(
+    state: &ServerState,
     namespace: &Namespace,
-    unsupported: &UnsupportedStats,
     command: &RecordCommand<'_>,
     origin: Origin,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Result<(RecordMeta, u16), ResultCode> {
+) -> Result<Answer, ResultCode> {
     let header = &command.header;
     let fields = &command.fields;
-    if fields.udf {
-        return Err(unsupported.refuse(Unsupported::Udf));
-    }
     if header.info4 & INFO4_TRANSACTION_MASK != 0 {
         return Err(ResultCode::EnterpriseOnly);
+    }
+    if fields.udf {
+        return run_udf(state, namespace, command, origin, out, acks);
     }
     let reply_start = out.len();
     let mut sink = OpSink {
@@ -349,14 +370,49 @@ pub fn execute_record(
     let meta = run_in_engine(namespace, command, origin, &mut sink, acks).map_err(|code| {
         let kind = (code == ResultCode::UnsupportedFeature).then(|| unsupported_kind(command));
         match kind.flatten() {
-            Some(kind) => unsupported.refuse(kind),
+            Some(kind) => state.unsupported.refuse(kind),
             None => code,
         }
     })?;
     if sink.overflowed {
         return Err(ResultCode::Parameter);
     }
-    Ok((meta, sink.op_count))
+    Ok(Answer {
+        result_code: ResultCode::Ok,
+        meta,
+        op_count: sink.op_count,
+    })
+}
+
+/// A record UDF (`apply`): its return value in bin `SUCCESS`, or UDF_BAD_RESPONSE (100) with
+/// its error in bin `FAILURE`, as Aerospike answers.
+fn run_udf(
+    state: &ServerState,
+    namespace: &Namespace,
+    command: &RecordCommand<'_>,
+    origin: Origin,
+    out: &mut Vec<u8>,
+    acks: &mut Acks,
+) -> Result<Answer, ResultCode> {
+    let (outcome, meta) = udf::apply(&state.udf, namespace, command, origin, acks)?;
+    let (result_code, name, (particle_type, value)) = match outcome {
+        UdfOutcome::Returned(value) => (
+            ResultCode::Ok,
+            &b"SUCCESS"[..],
+            engine::collection::to_particle(&value),
+        ),
+        UdfOutcome::Failed(message) => (
+            ResultCode::UdfBadResponse,
+            &b"FAILURE"[..],
+            (ParticleType::String as u8, message.into_bytes()),
+        ),
+    };
+    wire_aerospike::write_op(out, OpCode::Read as u8, particle_type, name, &value);
+    Ok(Answer {
+        result_code,
+        meta,
+        op_count: 1,
+    })
 }
 
 /// Why the engine (or [`check_read_touch`]) answered a command UNSUPPORTED_FEATURE: an
@@ -388,7 +444,7 @@ fn execute(
     deadline: engine::Deadline,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Result<(RecordMeta, u16), ResultCode> {
+) -> Result<Answer, ResultCode> {
     check_ops_count(state, &message.header)?;
     let fields = &message.fields;
     let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
@@ -404,14 +460,7 @@ fn execute(
         digest,
         deadline,
     };
-    execute_record(
-        namespace,
-        &state.unsupported,
-        &command,
-        Origin::Client,
-        out,
-        acks,
-    )
+    execute_record(state, namespace, &command, Origin::Client, out, acks)
 }
 
 /// `ops-per-request-max`: a command (or batch row) with more ops answers PARAMETER, as

@@ -18,7 +18,6 @@ use engine::Namespace;
 use wire_aerospike::{info_command_name, info_param, info_request_lines};
 
 use crate::state::ServerState;
-use crate::unsupported::Unsupported;
 use crate::{admin, sindex_info};
 
 /// The Aerospike server version Osprey presents itself as.
@@ -122,19 +121,17 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"sindex-list" => sindex_info::list(state, rest, value),
         b"sindex" => sindex_info::by_path(state, rest, value),
         b"sindex-stat" => sindex_info::stat(state, rest, value),
-        b"udf-put" | b"udf-get" | b"udf-list" | b"udf-remove" => refuse_udf(state, name, value),
+        b"udf-put" => state
+            .udf
+            .put(state.cluster_node().map(|node| &**node), rest, value),
+        b"udf-get" => state.udf.get(rest, value),
+        b"udf-list" => state.udf.list(value),
+        b"udf-remove" => state
+            .udf
+            .remove(state.cluster_node().map(|node| &**node), rest, value),
         b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
         _ => value.push_str("ERROR:4:unrecognized command"),
     }
-}
-
-/// UDF module management: Osprey runs no UDFs yet, and says so in Aerospike's info error form
-/// with UNSUPPORTED_FEATURE's code, so that `udf_put` fails with a reason rather than with
-/// "unrecognized command".
-fn refuse_udf(state: &ServerState, name: &[u8], value: &mut String) {
-    let code = state.unsupported.refuse(Unsupported::Udf).code();
-    let name = String::from_utf8_lossy(name);
-    let _ = write!(value, "ERROR:{code}:{name}: UDFs are not supported yet");
 }
 
 fn write_summary(state: &ServerState, out: &mut Vec<u8>) {

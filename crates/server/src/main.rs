@@ -20,6 +20,7 @@ mod server;
 mod sindex_info;
 mod sindex_store;
 mod state;
+mod udf;
 mod unsupported;
 
 use std::path::PathBuf;

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use engine::{
     Expression, IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, PartitionRole,
-    ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
+    QueryFilter, ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
 use tokio::sync::mpsc;
@@ -230,7 +230,8 @@ impl WorkList {
 /// What a secondary-index query reads.
 struct IndexQuery {
     index: Arc<SecondaryIndex>,
-    range: KeyRange,
+    /// The values wanted: one range, or a geo query's cell ranges and geometry.
+    range: QueryFilter,
     /// Records must be in this set (the index may cover the whole namespace).
     set_name: Option<Vec<u8>>,
     /// Whether no partition resumes: then one walk of the index's namespace-wide order serves
@@ -477,14 +478,17 @@ fn index_query(
 struct IndexFilter {
     bin: Vec<u8>,
     kind: IndexKind,
-    range: KeyRange,
+    range: QueryFilter,
 }
 
 /// Decodes `n_filters (1) | bin_len | bin | particle type | begin_len (u32 BE) | begin |
 /// end_len | end`. Integers are i64 big-endian with begin <= end. Strings: the official
 /// clients send an equality as begin = end; Osprey also takes a range `begin..=end` (begin <=
-/// end), and an empty end after a non-empty begin as no upper bound. The bin may be empty when
-/// INDEX_NAME names the index (a user-key index has no bin).
+/// end), and an empty end after a non-empty begin as no upper bound. GeoJSON (23): the query's
+/// region or point as begin (the clients send it as end too), for a geo2dsphere index: a point
+/// finds the regions containing it, a region (polygon, multipolygon, AeroCircle) the points
+/// within it. The bin may be empty when INDEX_NAME names the index (a user-key index has no
+/// bin).
 fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
     let (&count, rest) = field.split_first()?;
     if count != 1 {
@@ -516,6 +520,14 @@ fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
             let range = KeyRange::inclusive(IndexKey::Str(begin.into()), IndexKey::Str(end.into()));
             (IndexKind::String, range)
         }
+        23 => {
+            let range = QueryFilter::geo(begin).ok()?;
+            return Some(IndexFilter {
+                bin: bin.to_vec(),
+                kind: IndexKind::Geo2dSphere,
+                range,
+            });
+        }
         _ => return None,
     };
     if range.is_empty() {
@@ -524,7 +536,7 @@ fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
     Some(IndexFilter {
         bin: bin.to_vec(),
         kind,
-        range,
+        range: range.into(),
     })
 }
 
@@ -650,8 +662,9 @@ fn resume_keys(
         return Ok(vec![None; resumed]);
     };
     if query.index.definition().kind == IndexKind::String {
-        return match (&query.range.begin, &query.range.end) {
-            (Bound::Included(begin), Bound::Included(end)) if begin == end => {
+        let single = query.range.single_range();
+        return match single.map(|range| (&range.begin, &range.end)) {
+            Some((Bound::Included(begin), Bound::Included(end))) if begin == end => {
                 Ok(vec![Some(begin.clone()); resumed])
             }
             _ if resumed == 0 => Ok(Vec::new()),

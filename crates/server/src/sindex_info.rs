@@ -30,7 +30,7 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
         state.unsupported.refuse(Unsupported::IndexType);
         let _ = write!(
             value,
-            "ERROR:{}:sindex-create: geospatial, blob, expression and context indexes are not \
+            "ERROR:{}:sindex-create: blob, expression and context indexes are not \
              supported yet",
             ResultCode::UnsupportedFeature.code()
         );
@@ -283,8 +283,8 @@ fn index_name_param(params: &[u8]) -> Option<&str> {
 const USER_KEY_SOURCE: &str = "key";
 
 /// Whether `sindex-create` asks for an index Aerospike builds and Osprey cannot yet: on a
-/// geospatial or blob bin, on an expression, or on an element inside a collection (a context).
-/// That is UNSUPPORTED_FEATURE, not a bad parameter.
+/// blob bin, on an expression, or on an element inside a collection (a context). That is
+/// UNSUPPORTED_FEATURE, not a bad parameter.
 fn asks_for_unsupported_index(params: &[u8]) -> bool {
     if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
         return true;
@@ -293,9 +293,7 @@ fn asks_for_unsupported_index(params: &[u8]) -> bool {
         let data = info_param(params, b"indexdata")?;
         data.splitn(2, |&byte| byte == b',').nth(1)
     });
-    type_name.is_some_and(|name| {
-        name.eq_ignore_ascii_case(b"geo2dsphere") || name.eq_ignore_ascii_case(b"blob")
-    })
+    type_name.is_some_and(|name| name.eq_ignore_ascii_case(b"blob"))
 }
 
 /// The definition a create names, in either syntax. Osprey's extension: `source=key` (with
@@ -333,7 +331,8 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
         ),
         (None, None, false) => return Err("missing bin"),
     };
-    let kind = IndexKind::named(type_name).ok_or("bad index type: numeric or string")?;
+    let kind = IndexKind::named_with_geo(type_name)
+        .ok_or("bad index type: numeric, string or geo2dsphere")?;
     Ok(IndexDefinition {
         name: name.to_owned(),
         set_name: info_param(params, b"set")

@@ -176,7 +176,7 @@ fn definition(saved: SavedIndex) -> Option<IndexDefinition> {
         _ => return None,
     };
     Some(IndexDefinition {
-        kind: IndexKind::named(saved.kind.as_bytes())?,
+        kind: IndexKind::named_with_geo(saved.kind.as_bytes())?,
         collection: IndexCollection::named(saved.indextype.as_bytes())?,
         name: saved.name,
         set_name: saved.set.map(String::into_bytes),

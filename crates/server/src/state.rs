@@ -12,6 +12,7 @@ use crate::cluster::{ClusterNode, ClusterStats, ClusterView, SingleNode};
 use crate::config::Config;
 use crate::jobs::ScanJobs;
 use crate::long_requests::LongRequests;
+use crate::udf::UdfModules;
 use crate::unsupported::UnsupportedStats;
 
 /// Everything a connection needs, shared read-only (counters are atomics).
@@ -60,6 +61,8 @@ pub struct ServerState {
     cluster_node: Option<Arc<ClusterNode>>,
     /// The cluster data path's counters.
     pub cluster_stats: ClusterStats,
+    /// The registered UDF modules.
+    pub udf: UdfModules,
 }
 
 /// Client connection counters for `statistics`.
@@ -118,6 +121,7 @@ impl ServerState {
             cluster: Arc::new(SingleNode::new(node_id.parse().unwrap_or(model::NodeId(1)))),
             cluster_node: None,
             cluster_stats: ClusterStats::default(),
+            udf: UdfModules::load(&config.service.work_directory),
             node_id,
             config,
         })

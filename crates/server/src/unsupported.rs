@@ -34,8 +34,7 @@ pub enum Unsupported {
     ReadTouch,
     /// A scan or query outside the partition protocol (clients before 6.0).
     LegacyScan,
-    /// A secondary index of a kind Osprey cannot build: geospatial, blob, expression or
-    /// CDT-context.
+    /// A secondary index of a kind Osprey cannot build: blob, expression or CDT-context.
     IndexType,
 }
 
@@ -68,12 +67,12 @@ impl Unsupported {
     /// What was asked for, for people.
     pub fn description(self) -> &'static str {
         match self {
-            Unsupported::ExpressionOp => "expressions with regular expressions or geo comparisons",
+            Unsupported::ExpressionOp => "expressions with regular expressions",
             Unsupported::Udf => "UDFs",
             Unsupported::BackgroundQuery => "background queries",
             Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
-            Unsupported::IndexType => "geospatial, blob, expression and context indexes",
+            Unsupported::IndexType => "blob, expression and context indexes",
         }
     }
 

@@ -25,6 +25,8 @@ pub struct Fields<'a> {
     pub filter_expression: Option<&'a [u8]>,
     /// Whether any of UDF_FILENAME, UDF_FUNCTION, UDF_ARGLIST or UDF_OP is present.
     pub udf: bool,
+    /// The UDF fields themselves.
+    pub udf_call: UdfFields<'a>,
     /// BATCH or BATCH_WITH_SET field data.
     pub batch: Option<&'a [u8]>,
     /// The fields of scans and queries.
@@ -32,6 +34,19 @@ pub struct Fields<'a> {
     /// How many fields of any other type (scan, query, transaction fields) were present, kept
     /// for the caller to decide.
     pub other_field_count: u16,
+}
+
+/// The fields of a UDF call, raw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdfFields<'a> {
+    /// UDF_FILENAME: the module's name (without `.lua`).
+    pub module: Option<&'a [u8]>,
+    /// UDF_FUNCTION: the function's name.
+    pub function: Option<&'a [u8]>,
+    /// UDF_ARGLIST: a msgpack array of the arguments.
+    pub arguments: Option<&'a [u8]>,
+    /// UDF_OP: 1 record UDF, 2 aggregation, 3 background (one byte).
+    pub op: Option<&'a [u8]>,
 }
 
 /// Fields only scans and queries carry, raw (lengths are the caller's to check).
@@ -100,12 +115,21 @@ impl<'a> Fields<'a> {
             field_type::INDEX_TYPE => &mut self.scan.index_type,
             field_type::BVAL_ARRAY => &mut self.scan.resume_values,
             field_type::QUERY_BINLIST => &mut self.scan.bin_list,
-            field_type::UDF_FILENAME
-            | field_type::UDF_FUNCTION
-            | field_type::UDF_ARGLIST
-            | field_type::UDF_OP => {
+            field_type::UDF_FILENAME => {
                 self.udf = true;
-                return;
+                &mut self.udf_call.module
+            }
+            field_type::UDF_FUNCTION => {
+                self.udf = true;
+                &mut self.udf_call.function
+            }
+            field_type::UDF_ARGLIST => {
+                self.udf = true;
+                &mut self.udf_call.arguments
+            }
+            field_type::UDF_OP => {
+                self.udf = true;
+                &mut self.udf_call.op
             }
             _ => {
                 // Cannot overflow: there are at most u16::MAX fields.
@@ -175,6 +199,10 @@ mod tests {
             digest: Some(b"d"),
             filter_expression: Some(b"f"),
             udf: true,
+            udf_call: UdfFields {
+                arguments: Some(b""),
+                ..UdfFields::default()
+            },
             batch: Some(b"b"),
             scan: ScanFields {
                 partition_ids: Some(b"\x00\x00"),

@@ -43,7 +43,7 @@ pub use batch::{
     BatchPosition, BatchRequest, BatchRow, BatchRows, batch_parent_flags, batch_row_flags,
     encode_batch_header, encode_batch_repeat_row, encode_batch_row,
 };
-pub use fields::{Fields, ScanFields};
+pub use fields::{Fields, ScanFields, UdfFields};
 pub use flags::{info1, info2, info3};
 pub use frame::{
     Frame, PROTO_BODY_SIZE_BYTES_MAX, PROTO_HEADER_SIZE_BYTES, PROTO_VERSION, ProtoType,

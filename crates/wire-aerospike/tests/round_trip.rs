@@ -3,8 +3,8 @@
 
 use model::{Op, OpCode, ParticleType};
 use wire_aerospike::{
-    Fields, Message, MessageHeader, PROTO_BODY_SIZE_BYTES_MAX, ProtoType, ScanFields, decode_frame,
-    encode_info_request, encode_message, field_type, info_request_lines,
+    Fields, Message, MessageHeader, PROTO_BODY_SIZE_BYTES_MAX, ProtoType, ScanFields, UdfFields,
+    decode_frame, encode_info_request, encode_message, field_type, info_request_lines,
 };
 
 /// Encodes a request and decodes it again, checking the frame on the way.
@@ -126,6 +126,12 @@ fn every_field_type_round_trips_into_its_slot() {
         digest: Some(&[9; 20]),
         filter_expression: Some(b"\x93\x01"),
         udf: true,
+        udf_call: UdfFields {
+            module: Some(b"module"),
+            function: Some(b"function"),
+            arguments: Some(b""),
+            op: Some(&[0]),
+        },
         batch: Some(b"batch"),
         scan: ScanFields {
             task_id: Some(&[4; 8]),

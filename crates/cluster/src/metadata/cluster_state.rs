@@ -42,6 +42,9 @@ pub struct ClusterState {
     /// none the leader removes them.
     #[serde(default)]
     pub leaving: BTreeSet<NodeId>,
+    /// Registered UDF modules: file name to Lua source.
+    #[serde(default)]
+    pub udf_modules: BTreeMap<String, String>,
 }
 
 /// What the cluster agreed about one namespace.
@@ -162,6 +165,14 @@ impl ClusterState {
                 Ok(())
             }
             MetaCommand::DropSindex { namespace, name } => self.drop_sindex(namespace, name),
+            MetaCommand::PutUdf { name, source } => {
+                self.udf_modules.insert(name.clone(), source.clone());
+                Ok(())
+            }
+            MetaCommand::RemoveUdf { name } => {
+                self.udf_modules.remove(name);
+                Ok(())
+            }
             MetaCommand::Truncate {
                 namespace,
                 set,

@@ -180,6 +180,18 @@ pub enum MetaCommand {
         /// The index name.
         name: String,
     },
+    /// Registers (or replaces) a UDF module.
+    PutUdf {
+        /// The module's file name.
+        name: String,
+        /// Its Lua source, compiled by the node that took the `udf-put`.
+        source: String,
+    },
+    /// Removes a UDF module (nothing when it is not registered).
+    RemoveUdf {
+        /// The module's file name.
+        name: String,
+    },
     /// Marks records last updated before `before_ms` as deleted, in a set or the namespace.
     Truncate {
         /// The namespace.

@@ -95,7 +95,8 @@ pub(crate) fn reach<'v>(
     Ok(Some(current))
 }
 
-/// The element `steps` reach in `top`, created on the way where a step's flags allow.
+/// The element `steps` reach in `top`, created on the way where a step's flags allow, and
+/// the path to it: the position of each step's element in its list or map (for [`settle`]).
 ///
 /// # Errors
 /// As [`reach`]; ELEMENT_NOT_FOUND (OP_NOT_APPLICABLE for a list index out of bounds) when
@@ -106,8 +107,9 @@ pub(crate) fn reach_mut<'v>(
     top: &'v mut Value,
     steps: &[(i64, Value)],
     op_on_list: bool,
-) -> Result<&'v mut Value, ResultCode> {
+) -> Result<(&'v mut Value, Vec<usize>), ResultCode> {
     let mut current = top;
+    let mut path = Vec::with_capacity(steps.len());
     for (at, (kind, key)) in steps.iter().enumerate() {
         let found = position(current, *kind, key)?;
         let child_is_list = steps.get(at + 1).map_or(op_on_list, is_list_step);
@@ -115,13 +117,53 @@ pub(crate) fn reach_mut<'v>(
             Some(position) => position,
             None => create(current, *kind, key, empty(child_is_list, *kind))?,
         };
+        path.push(position);
         current = match current {
             Value::List(list) => &mut list.items[position],
             Value::Map(map) => &mut map.entries[position].1,
             _ => unreachable!("position checked the family"),
         };
     }
-    Ok(current)
+    Ok((current, path))
+}
+
+/// After an op changed the element at the end of `path` (from [`reach_mut`]), moves each
+/// changed element of an ordered list on the way, deepest first, to where the list's order
+/// now puts it, as Aerospike's `cdt_context_unwind_list` (`particle_list.c`) does: an
+/// element still in order (its new value's lower bound among the list as it was is its own
+/// position or the next) stays; else it moves before the first element not less than it.
+/// A created element, put at the end of an ordered list, so lands in order too. Maps need
+/// nothing: a value change never moves a key.
+pub(crate) fn settle(top: &mut Value, path: &[usize]) {
+    let Some((&at, rest)) = path.split_first() else {
+        return;
+    };
+    match top {
+        Value::List(list) => {
+            settle(&mut list.items[at], rest);
+            if list.ordered {
+                reorder_one(&mut list.items, at);
+            }
+        }
+        Value::Map(map) => settle(&mut map.entries[at].1, rest),
+        _ => {}
+    }
+}
+
+/// Moves `items[at]` of an otherwise sorted list to its place (see [`settle`]).
+fn reorder_one(items: &mut Vec<Value>, at: usize) {
+    let changed = &items[at];
+    // Its lower bound among the others, counted as `cdt_context_unwind_list` counts it
+    // among the list as it was, whose element at `at` sorted between its neighbours.
+    let before = items[..at].partition_point(|item| value::compare(item, changed).is_lt());
+    let after = items[at + 1..].partition_point(|item| value::compare(item, changed).is_lt());
+    if before < at {
+        let element = items.remove(at);
+        items.insert(before, element);
+    } else if after > 0 {
+        let element = items.remove(at);
+        items.insert(at + after, element);
+    }
 }
 
 /// Where in `collection` a step's element is.
@@ -175,7 +217,7 @@ fn by_rank<'v>(values: impl Iterator<Item = &'v Value>, rank: usize) -> usize {
 /// The position of the map entry of `index`: indexes count in key order, for an unordered
 /// map too (which is kept in insertion order).
 fn by_key_index(map: &Map, index: usize) -> usize {
-    if map.order != MapOrder::Unordered {
+    if map.order.is_key_sorted() {
         return index;
     }
     let mut order: Vec<usize> = (0..map.entries.len()).collect();
@@ -225,9 +267,9 @@ fn create_in_list(
 
 /// Inserts an entry where the map's order puts it (at the end when unordered).
 fn insert_in_map(map: &mut Map, key: Value, entry: Value) -> usize {
-    let position = match map.order {
-        MapOrder::Unordered => map.entries.len(),
-        _ => map
+    let position = match map.order.is_key_sorted() {
+        false => map.entries.len(),
+        true => map
             .entries
             .partition_point(|(k, _)| value::compare(k, &key).is_lt()),
     };
@@ -282,8 +324,9 @@ mod tests {
             (MAP_KEY | 0x80, Value::string(b"x")),
             (LIST_INDEX | 0x80, Value::Int(2)),
         ];
-        let created = reach_mut(&mut top, &create, true).unwrap();
+        let (created, path) = reach_mut(&mut top, &create, true).unwrap();
         assert!(matches!(created, Value::List(_)));
+        assert_eq!(path, [0, 2], "the positions the steps took");
         // The key's new element is a list (the next step walks a list), padded to index 2.
         let Value::Map(map) = &top else {
             panic!("a map")

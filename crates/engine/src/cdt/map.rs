@@ -8,7 +8,7 @@
 //!   ordered map, insertion order for an unordered one.
 //!
 //! Invariants:
-//! - A map whose order is not [`MapOrder::Unordered`] keeps its entries sorted by key
+//! - A map whose order [`MapOrder::is_key_sorted`] keeps its entries sorted by key
 //!   ([`value::compare`]); an unordered one keeps insertion order (PUT_ITEMS and friends
 //!   sort it by key first, as Aerospike does). Keys are unique.
 //! - Keys are integers, strings or blobs (Aerospike's `map_is_key`); anything else is
@@ -249,7 +249,7 @@ fn map_mut(target: &mut Option<Value>) -> Result<Option<&mut Map>, ResultCode> {
 /// does, before the first greater key of the leading ascending run, else at the end (so an
 /// unordered map that happens to be sorted stays sorted).
 fn find_key(map: &Map, key: &Value) -> Result<usize, usize> {
-    if map.order != MapOrder::Unordered {
+    if map.order.is_key_sorted() {
         return map
             .entries
             .binary_search_by(|(stored, _)| value::compare(stored, key));
@@ -294,7 +294,7 @@ fn sort_by_key(map: &mut Map) {
 /// Storage positions in key order.
 fn key_order(map: &Map) -> Vec<usize> {
     let mut order: Vec<usize> = (0..map.entries.len()).collect();
-    if map.order == MapOrder::Unordered {
+    if !map.order.is_key_sorted() {
         order.sort_by(|&a, &b| value::compare(&map.entries[a].0, &map.entries[b].0));
     }
     order
@@ -382,7 +382,7 @@ fn set_type(args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultC
     }
     let order = MapOrder::from_flags((attr & 0x03) as u8);
     let map = map_or_create(target, order)?;
-    if order != MapOrder::Unordered && map.order == MapOrder::Unordered {
+    if order.is_key_sorted() && !map.order.is_key_sorted() {
         sort_by_key(map);
     }
     map.order = order;
@@ -437,7 +437,7 @@ fn put_items(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Val
             return Ok(Value::Int(len_i64(map.entries.len())));
         }
     }
-    if !accepted.is_empty() && map.order == MapOrder::Unordered {
+    if !accepted.is_empty() && !map.order.is_key_sorted() {
         sort_by_key(map);
     }
     for (key, value) in accepted {
@@ -636,9 +636,9 @@ fn select_for(code: u8, args: &[Value], map: &Map) -> Result<(Request, Selection
 /// The result order of a key interval: key order on an ordered map (Aerospike reads it as
 /// an index range), storage order on an unordered one.
 fn key_interval_order(map: &Map) -> ResultOrder {
-    match map.order {
-        MapOrder::Unordered => ResultOrder::Storage,
-        _ => ResultOrder::Key,
+    match map.order.is_key_sorted() {
+        false => ResultOrder::Storage,
+        true => ResultOrder::Key,
     }
 }
 
@@ -843,8 +843,11 @@ fn numbers(
     }
 }
 
-/// The selected entries as a map: KEY_VALUE and UNORDERED_MAP in result order, ORDERED_MAP
-/// key-ordered.
+/// The selected entries as a map, as Aerospike's `result_map_type_to_map_flags` and
+/// `cdt_map_builder_start` build it (`particle_map.c`, `cdt.h`): KEY_VALUE in result order
+/// with the preserve-order header (flags 0x08), whatever the map's own order and however
+/// many entries (none too: `result_data_set_not_found`); UNORDERED_MAP in result order
+/// without a header; ORDERED_MAP sorted by key with the key-ordered header.
 fn key_values(map: &Map, kind: ReturnKind, positions: &[usize]) -> Value {
     let mut result = Map {
         order: MapOrder::Unordered,
@@ -853,9 +856,13 @@ fn key_values(map: &Map, kind: ReturnKind, positions: &[usize]) -> Value {
             .map(|&at| map.entries[at].clone())
             .collect(),
     };
-    if kind == ReturnKind::OrderedMap {
-        sort_by_key(&mut result);
-        result.order = MapOrder::KeyOrdered;
+    match kind {
+        ReturnKind::OrderedMap => {
+            sort_by_key(&mut result);
+            result.order = MapOrder::KeyOrdered;
+        }
+        ReturnKind::KeyValue => result.order = MapOrder::PreserveOrder,
+        _ => {}
     }
     Value::Map(result)
 }
@@ -917,6 +924,17 @@ mod tests {
 
     fn str_pairs(entries: &[(&str, i64)]) -> Value {
         pairs(entries.iter().map(|&(k, v)| (s(k), int(v))).collect())
+    }
+
+    /// `map` as a KEY_VALUE result: the same entries, with the preserve-order header.
+    fn kv(map: Value) -> Value {
+        match map {
+            Value::Map(map) => Value::Map(Map {
+                order: MapOrder::PreserveOrder,
+                ..map
+            }),
+            other => panic!("not a map: {other:?}"),
+        }
     }
 
     /// Runs op `code` (read or modify, as it is) on `bin`.
@@ -1029,14 +1047,14 @@ mod tests {
             GET_BY_INDEX,
             vec![int(RT_KEY_VALUE), int(2)],
             &mut bin,
-            int_pairs(&[(3, 2)]),
+            kv(int_pairs(&[(3, 2)])),
         );
         let all = int_pairs(&[(1, 4), (2, 3), (3, 2), (4, 1)]);
         check(
             GET_BY_INDEX_RANGE,
             vec![int(RT_KEY_VALUE), int(0), int(10)],
             &mut bin,
-            all,
+            kv(all),
         );
         check(SET_TYPE, vec![int(1)], &mut bin, Value::Nil);
         check(
@@ -1049,7 +1067,7 @@ mod tests {
             GET_BY_KEY_INTERVAL,
             vec![int(RT_KEY_VALUE), int(-5), int(2)],
             &mut bin,
-            int_pairs(&[(1, 4)]),
+            kv(int_pairs(&[(1, 4)])),
         );
         // An unsorted map (as a plain write stores it): a new key goes to the end once the
         // leading ascending run ends; SET_TYPE sorts.
@@ -1119,7 +1137,7 @@ mod tests {
             GET_BY_KEY_INTERVAL,
             vec![int(RT_KEY_VALUE), int(12), int(15)],
             &mut bin,
-            pairs(vec![(int(12), int(23)), (int(13), s("myval2"))]),
+            kv(pairs(vec![(int(12), int(23)), (int(13), s("myval2"))])),
         );
         let keys: Vec<_> = entries_of(&bin).iter().map(|e| e.0.clone()).collect();
         assert!(
@@ -1209,7 +1227,7 @@ mod tests {
             GET_BY_RANK_RANGE,
             rank_range(0, 2, RT_KEY_VALUE),
             &mut bin,
-            str_pairs(&[("Charlie", 55), ("John", 81)]),
+            kv(str_pairs(&[("Charlie", 55), ("John", 81)])),
         );
         check(GET_BY_RANK, vec![int(RT_VALUE), int(0)], &mut bin, int(55));
         check(GET_BY_RANK, vec![int(RT_KEY), int(2)], &mut bin, s("Harry"));
@@ -1225,7 +1243,7 @@ mod tests {
             GET_BY_VALUE_INTERVAL,
             interval(RT_KEY_VALUE),
             &mut bin,
-            str_pairs(&[("Jim", 94)]),
+            kv(str_pairs(&[("Jim", 94)])),
         );
         check(
             GET_BY_VALUE_INTERVAL,
@@ -1324,7 +1342,7 @@ mod tests {
             GET_BY_RANK_RANGE,
             rank_range(0, 2, RT_KEY_VALUE),
             &mut bin,
-            str_pairs(&[("Harry", 82), ("Jim", 98)]),
+            kv(str_pairs(&[("Harry", 82), ("Jim", 98)])),
         );
         let interval = |rt| vec![int(rt | INVERTED), int(90), int(95)];
         check(
@@ -1335,7 +1353,12 @@ mod tests {
         );
         check(GET_BY_VALUE_INTERVAL, interval(RT_COUNT), &mut bin, int(4));
         let all = str_pairs(&[("Charlie", 55), ("Harry", 82), ("Jim", 98), ("John", 76)]);
-        check(GET_BY_VALUE_INTERVAL, interval(RT_KEY_VALUE), &mut bin, all);
+        check(
+            GET_BY_VALUE_INTERVAL,
+            interval(RT_KEY_VALUE),
+            &mut bin,
+            kv(all),
+        );
         let keys = strs(&["Charlie", "Harry", "Jim", "John"]);
         let inverted = |rt, v| vec![int(rt | INVERTED), int(v)];
         check(GET_ALL_BY_VALUE, inverted(RT_KEY, 77), &mut bin, keys);
@@ -1591,6 +1614,61 @@ mod tests {
     }
 
     #[test]
+    fn key_value_results_carry_the_preserve_order_header() {
+        // Aerospike builds every map result with `cdt_map_builder_start` and the flags
+        // `result_map_type_to_map_flags` gives (`particle_map.c`, `cdt.h`): KEY_VALUE is
+        // PRESERVE_ORDER (0x08), so the map starts with the pair `c7 00 08` + nil, from a
+        // key-ordered or unordered map alike, for an index, key, rank or value selection,
+        // and when nothing is found (`result_data_set_not_found`). Clients read such a map
+        // as a list of pairs in result order (Go: []MapPair), not as a hash map. The
+        // 8.0 UNORDERED_MAP (16) has no header; ORDERED_MAP (17) is sorted, flags 0x01.
+        // Go: "... Switch Policy For Order", "... using MapPutItemsOp", "... Inc/Dec ...".
+        let header = [0xc7, 0x00, 0x08, 0xc0];
+        for attr in [0, 1] {
+            let mut bin = None;
+            let items = int_pairs(&[(4, 1), (3, 2), (2, 3), (1, 4)]);
+            check(PUT_ITEMS, vec![items, int(attr)], &mut bin, int(4));
+            let got = op(GET_BY_INDEX, vec![int(RT_KEY_VALUE), int(2)], &mut bin).unwrap();
+            assert_eq!(value::pack(&got), [&[0x82][..], &header, &[3, 2]].concat());
+            // Rank order (4 has the smallest value), kept as selected.
+            let args = vec![int(RT_KEY_VALUE), int(0), int(2)];
+            let got = op(GET_BY_RANK_RANGE, args, &mut bin).unwrap();
+            assert_eq!(
+                value::pack(&got),
+                [&[0x83][..], &header, &[4, 1, 3, 2]].concat()
+            );
+            let args = vec![int(RT_KEY_VALUE), int(2), int(4)];
+            let got = op(GET_BY_KEY_INTERVAL, args, &mut bin).unwrap();
+            assert_eq!(
+                value::pack(&got),
+                [&[0x83][..], &header, &[2, 3, 3, 2]].concat()
+            );
+            let got = op(GET_BY_KEY, vec![int(RT_KEY_VALUE), int(9)], &mut bin).unwrap();
+            assert_eq!(value::pack(&got), [&[0x81][..], &header].concat());
+            let args = vec![int(16), int(0), int(2)];
+            let got = op(GET_BY_RANK_RANGE, args, &mut bin).unwrap();
+            assert_eq!(value::pack(&got), [0x82, 4, 1, 3, 2]);
+            let args = vec![int(RT_ORDERED_MAP), int(0), int(2)];
+            let got = op(GET_BY_RANK_RANGE, args, &mut bin).unwrap();
+            assert_eq!(
+                value::pack(&got),
+                [0x83, 0xc7, 0x00, 0x01, 0xc0, 3, 2, 4, 1]
+            );
+            // A removal answers the same way.
+            let args = vec![int(RT_KEY_VALUE), int(1)];
+            let got = op(REMOVE_BY_KEY, args, &mut bin).unwrap();
+            assert_eq!(value::pack(&got), [&[0x82][..], &header, &[1, 4]].concat());
+        }
+        // Read back (as an expression's next op would), such a map is an unordered one
+        // (Aerospike's `map_is_k_ordered` looks at flag 0x01 only): not searched as if sorted.
+        let mut bin = Some(kv(int_pairs(&[(5, 0), (1, 0)])));
+        check(GET_BY_KEY, vec![int(RT_VALUE), int(1)], &mut bin, int(0));
+        check(GET_BY_INDEX, vec![int(RT_KEY), int(0)], &mut bin, int(1));
+        let decoded = value::decode(&[0x82, 0xc7, 0x00, 0x08, 0xc0, 5, 0]).unwrap();
+        assert!(matches!(decoded, Value::Map(m) if m.order == MapOrder::Unordered));
+    }
+
+    #[test]
     fn return_types_of_a_key_ordered_map() {
         let mut bin = None;
         let items = int_pairs(&[(1, 30), (2, 10), (3, 20), (4, 40)]);
@@ -1641,7 +1719,7 @@ mod tests {
             GET_BY_KEY,
             vec![int(RT_KEY_VALUE), int(7)],
             &mut bin,
-            int_pairs(&[]),
+            kv(int_pairs(&[])),
         );
         check(
             GET_BY_KEY,

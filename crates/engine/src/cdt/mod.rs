@@ -17,7 +17,7 @@ pub(crate) mod context;
 pub(crate) mod list;
 pub(crate) mod map;
 pub(crate) mod result;
-pub(crate) mod value;
+pub mod value;
 
 use model::ResultCode;
 
@@ -130,11 +130,14 @@ pub(crate) fn modify(call: &Call, bin: &mut Option<Value>) -> Result<Value, Resu
     } else {
         let first = &call.context[0];
         let top = bin.get_or_insert_with(|| context::empty(context::is_list_step(first), 0));
-        let element = context::reach_mut(top, &call.context, family == Family::List)?;
+        let (element, path) = context::reach_mut(top, &call.context, family == Family::List)?;
         let mut slot = Some(std::mem::replace(element, Value::Nil));
         let outcome = run_modify(family, call, &mut slot);
         *element = slot.unwrap_or(Value::Nil);
-        outcome?
+        let result = outcome?;
+        // An ordered list on the way keeps its order (Aerospike's `cdt_context_unwind`).
+        context::settle(top, &path);
+        result
     };
     // A wildcard or infinity may select elements, never be stored.
     if bin.as_ref().is_some_and(Value::has_special) {
@@ -151,5 +154,113 @@ fn run_modify(
     match family {
         Family::List => list::modify(call.code, &call.args, target),
         Family::Map => map::modify(call.code, &call.args, target),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use value::List;
+
+    fn ints(numbers: &[i64]) -> Value {
+        Value::List(List {
+            ordered: false,
+            items: numbers.iter().map(|&n| Value::Int(n)).collect(),
+        })
+    }
+
+    fn items_of(value: &Value) -> &[Value] {
+        match value {
+            Value::List(list) => &list.items,
+            other => panic!("not a list: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_ordered_list_keeps_its_order_when_an_op_changes_an_element_through_a_context() {
+        // Aerospike's `cdt_context_unwind_list` (`particle_list.c`): after an op through a
+        // context, each ordered list on the way moves the changed element to its sorted
+        // place; a list-index create step on an ordered list adds at the end, so the new
+        // element lands in order too. Go: "should support Create List Ops".
+        let append_items = Call {
+            context: Vec::new(),
+            code: 2,
+            args: vec![
+                Value::List(List {
+                    ordered: false,
+                    items: vec![ints(&[7, 9, 5]), ints(&[1, 2, 3]), ints(&[6, 5, 4, 1])],
+                }),
+                Value::Int(1),
+                Value::Int(0),
+            ],
+        };
+        let mut bin = None;
+        assert_eq!(modify(&append_items, &mut bin).unwrap().as_int(), Some(3));
+        // APPEND 2 (ordered) into a new ordered list created at index 3.
+        let append = Call {
+            context: vec![(0x10 | 0xc0, Value::Int(3))],
+            code: 1,
+            args: vec![Value::Int(2), Value::Int(1), Value::Int(0)],
+        };
+        assert_eq!(modify(&append, &mut bin).unwrap().as_int(), Some(1));
+        let top = bin.as_ref().unwrap();
+        let expected = [
+            ints(&[1, 2, 3]),
+            ints(&[2]),
+            ints(&[6, 5, 4, 1]),
+            ints(&[7, 9, 5]),
+        ];
+        assert_eq!(items_of(top).len(), 4);
+        for (got, want) in items_of(top).iter().zip(&expected) {
+            assert!(value::equal(got, want), "{top:?}");
+        }
+        // Changing an element moves it: [2] becomes [2, 8], still before [6, ...]; [1, 2, 3]
+        // becomes [1, 2, 3, 9, ...] (no move); prepending 0 to [7, 9, 5] moves it first.
+        let insert = Call {
+            context: vec![(0x10, Value::Int(-1))],
+            code: 3,
+            args: vec![Value::Int(0), Value::Int(0)],
+        };
+        modify(&insert, &mut bin).unwrap();
+        let first = &items_of(bin.as_ref().unwrap())[0];
+        assert!(value::equal(first, &ints(&[0, 7, 9, 5])), "{bin:?}");
+        // Two ordered levels settle deepest first: inserting 6 before [1]'s 1 makes it
+        // [6, 1], which moves after [5] in its list, which then moves after [[3]].
+        let ordered = |items: Vec<Value>| {
+            Value::List(List {
+                ordered: true,
+                items,
+            })
+        };
+        let mut two = Some(ordered(vec![
+            ordered(vec![ints(&[1]), ints(&[5])]),
+            ordered(vec![ints(&[3])]),
+        ]));
+        let deep = Call {
+            context: vec![(0x10, Value::Int(0)), (0x10, Value::Int(0))],
+            code: 3,
+            args: vec![Value::Int(0), Value::Int(6)],
+        };
+        modify(&deep, &mut two).unwrap();
+        let want = ordered(vec![
+            ordered(vec![ints(&[3])]),
+            ordered(vec![ints(&[5]), ints(&[6, 1])]),
+        ]);
+        assert!(value::equal(two.as_ref().unwrap(), &want), "{two:?}");
+        // An unordered list is left as it is.
+        let mut plain = Some(Value::List(List {
+            ordered: false,
+            items: vec![ints(&[5]), ints(&[1])],
+        }));
+        let bump = Call {
+            context: vec![(0x10, Value::Int(0))],
+            code: 3,
+            args: vec![Value::Int(0), Value::Int(0)],
+        };
+        modify(&bump, &mut plain).unwrap();
+        assert!(value::equal(
+            &items_of(plain.as_ref().unwrap())[0],
+            &ints(&[0, 5])
+        ));
     }
 }

@@ -28,11 +28,11 @@ use model::{ParticleType, ResultCode};
 pub(crate) const DEPTH_MAX: usize = 64;
 
 /// The first byte of a str or bin payload that makes it a string.
-pub(crate) const KIND_STRING: u8 = 3;
+pub const KIND_STRING: u8 = 3;
 /// ... a plain blob.
-pub(crate) const KIND_BLOB: u8 = 4;
+pub const KIND_BLOB: u8 = 4;
 /// ... a GeoJSON text.
-pub(crate) const KIND_GEOJSON: u8 = 23;
+pub const KIND_GEOJSON: u8 = 23;
 
 /// The extension type of the comparison specials, and their payloads.
 const EXT_COMPARE: u8 = 0xff;
@@ -41,21 +41,31 @@ const COMPARE_INFINITY: u8 = 0x01;
 
 /// One collection value.
 #[derive(Clone, Debug)]
-pub(crate) enum Value {
+pub enum Value {
+    /// Nil.
     Nil,
+    /// A boolean.
     Bool(bool),
+    /// An integer (unsigned 64-bit ones too, as their bits).
     Int(i64),
+    /// A double.
     Float(f64),
     /// A str or bin payload after its kind byte ([`KIND_STRING`], [`KIND_BLOB`], ...).
     Bytes {
+        /// The kind byte: a particle type.
         kind: u8,
+        /// The bytes after it.
         data: Vec<u8>,
     },
+    /// A list.
     List(List),
+    /// A map.
     Map(Map),
     /// An extension other than the specials and the order headers, kept as sent.
     Ext {
+        /// The extension's type byte.
         kind: u8,
+        /// Its payload.
         data: Vec<u8>,
     },
     /// Matches any value in a comparison (range ends, value lists).
@@ -66,22 +76,32 @@ pub(crate) enum Value {
 
 /// A list: its elements and whether it is kept sorted.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct List {
-    pub(crate) ordered: bool,
-    pub(crate) items: Vec<Value>,
+pub struct List {
+    /// Whether it is kept sorted.
+    pub ordered: bool,
+    /// Its elements.
+    pub items: Vec<Value>,
 }
 
 /// A map's order: by insertion (unordered), by key, or by key then value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum MapOrder {
+pub enum MapOrder {
+    /// In insertion order.
     #[default]
     Unordered,
+    /// By key.
     KeyOrdered,
+    /// By key, then value.
     KeyValueOrdered,
+    /// A KEY_VALUE result's entries, in the order the op selected them (Aerospike's
+    /// `AS_PACKED_MAP_FLAG_PRESERVE_ORDER`, 0x08): packed with a header so that clients
+    /// keep that order, otherwise an unordered map.
+    PreserveOrder,
 }
 
 impl MapOrder {
-    /// The order an attribute or header flag byte names (bit 0: by key; bit 1: and value).
+    /// The order an attribute or header flag byte names (bit 0: by key; bit 1: and value;
+    /// a preserve-order result header, 0x08, read back is an unordered map).
     pub(crate) fn from_flags(flags: u8) -> MapOrder {
         match flags & 0x03 {
             0 => MapOrder::Unordered,
@@ -95,20 +115,29 @@ impl MapOrder {
             MapOrder::Unordered => 0,
             MapOrder::KeyOrdered => 1,
             MapOrder::KeyValueOrdered => 3,
+            MapOrder::PreserveOrder => 0x08,
         }
+    }
+
+    /// Whether the entries are kept sorted by key: an ordered map (a preserve-order result
+    /// is not one, as Aerospike's `map_is_k_ordered` says).
+    pub fn is_key_sorted(self) -> bool {
+        matches!(self, MapOrder::KeyOrdered | MapOrder::KeyValueOrdered)
     }
 }
 
 /// A map: its entries, in key order unless unordered (then in insertion order).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Map {
-    pub(crate) order: MapOrder,
-    pub(crate) entries: Vec<(Value, Value)>,
+pub struct Map {
+    /// Its order.
+    pub order: MapOrder,
+    /// Its entries, in that order.
+    pub entries: Vec<(Value, Value)>,
 }
 
 impl Value {
     /// A string value.
-    pub(crate) fn string(text: &[u8]) -> Value {
+    pub fn string(text: &[u8]) -> Value {
         Value::Bytes {
             kind: KIND_STRING,
             data: text.to_vec(),
@@ -138,7 +167,7 @@ impl Value {
     }
 
     /// The integer, if the value is one.
-    pub(crate) fn as_int(&self) -> Option<i64> {
+    pub fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(value) => Some(*value),
             _ => None,
@@ -161,7 +190,7 @@ impl Value {
 }
 
 /// Aerospike's order between two values (see the module's invariants).
-pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
+pub fn compare(a: &Value, b: &Value) -> Ordering {
     if matches!(a, Value::Wildcard) || matches!(b, Value::Wildcard) {
         return Ordering::Equal;
     }
@@ -230,7 +259,7 @@ pub(crate) fn equal(a: &Value, b: &Value) -> bool {
 ///
 /// # Errors
 /// PARAMETER for anything but one complete, well-formed value.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Value, ResultCode> {
+pub fn decode(bytes: &[u8]) -> Result<Value, ResultCode> {
     let mut reader = Reader { bytes, position: 0 };
     let value = reader.value(0)?;
     match reader.position == bytes.len() {
@@ -436,7 +465,7 @@ impl<'a> Reader<'a> {
 // ---- packing -----------------------------------------------------------------------------
 
 /// Packs `value` as msgpack.
-pub(crate) fn pack(value: &Value) -> Vec<u8> {
+pub fn pack(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     pack_into(value, &mut out);
     out
@@ -562,7 +591,7 @@ fn pack_ext(kind: u8, data: &[u8], out: &mut Vec<u8>) {
 ///
 /// # Errors
 /// PARAMETER for a stored collection that does not decode (never stored by Osprey).
-pub(crate) fn from_particle(particle_type: u8, bytes: &[u8]) -> Result<Value, ResultCode> {
+pub fn from_particle(particle_type: u8, bytes: &[u8]) -> Result<Value, ResultCode> {
     let eight = |bytes: &[u8]| -> Result<[u8; 8], ResultCode> {
         bytes.try_into().map_err(|_| ResultCode::Parameter)
     };
@@ -580,7 +609,7 @@ pub(crate) fn from_particle(particle_type: u8, bytes: &[u8]) -> Result<Value, Re
 }
 
 /// `value` as a bin's particle: its type and bytes (a nil as NULL, no bytes).
-pub(crate) fn to_particle(value: &Value) -> (u8, Vec<u8>) {
+pub fn to_particle(value: &Value) -> (u8, Vec<u8>) {
     match value {
         Value::Nil => (ParticleType::Null as u8, Vec::new()),
         Value::Bool(flag) => (ParticleType::Bool as u8, vec![u8::from(*flag)]),

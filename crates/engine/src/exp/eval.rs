@@ -48,6 +48,7 @@ impl Eval<'_> {
             Node::Literal(value) => Ok(Some(value.clone())),
             Node::Compare(op, left, right) => self.compare(*op, left, right),
             Node::InList(value, list) => self.in_list(value, list),
+            Node::GeoCompare(left, right) => self.geo_compare(left, right),
             Node::Logic(op, args) => self.logic(*op, args),
             Node::Not(arg) => Ok(self.boolean(arg)?.map(|b| Value::Bool(!b))),
             Node::Arith(op, args) => self.arith(*op, args),
@@ -86,6 +87,29 @@ impl Eval<'_> {
             return Ok(None);
         };
         Ok(compare(op, &left, &right).map(Value::Bool))
+    }
+
+    /// GEO compare: whether the left GeoJSON (a bin's stored particle or a literal's text)
+    /// matches the right one as a geo index query would; unknown when either side is unknown
+    /// or not valid GeoJSON.
+    fn geo_compare(&mut self, left: &Node, right: &Node) -> Outcome {
+        let Some(left) = self.node(left)? else {
+            return Ok(None);
+        };
+        let Some(right) = self.node(right)? else {
+            return Ok(None);
+        };
+        let geometry = |value: &Value| match value {
+            Value::Bytes {
+                kind: value::KIND_GEOJSON,
+                data,
+            } => crate::geo::geometry_of_value(data).ok(),
+            _ => None,
+        };
+        let (Some(left), Some(right)) = (geometry(&left), geometry(&right)) else {
+            return Ok(None);
+        };
+        Ok(Some(Value::Bool(crate::geo::compare(&left, &right))))
     }
 
     /// IN_LIST: whether the list holds an element equal to the value.

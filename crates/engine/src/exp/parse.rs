@@ -186,6 +186,8 @@ pub(super) enum Node {
     Literal(Value),
     Compare(CmpOp, Box<Node>, Box<Node>),
     InList(Box<Node>, Box<Node>),
+    /// `[8, left, right]`: GeoJSON match, unknown when either side is.
+    GeoCompare(Box<Node>, Box<Node>),
     Logic(Logic, Vec<Node>),
     Not(Box<Node>),
     Arith(Arith, Vec<Node>),
@@ -413,12 +415,16 @@ impl Compiler {
         Err(ResultCode::UnsupportedFeature)
     }
 
-    /// GEO compare: two GeoJSON arguments, checked, then refused (no geo engine yet).
+    /// GEO compare: two GeoJSON arguments (`geo::compare`: the left one's points within the
+    /// right one's region, or its regions containing the right one's point).
     fn geo(&mut self, args: &[Value]) -> Result<(Node, Type), ResultCode> {
-        let (_, left_type, _, right_type) = self.two(args)?;
+        let (left, left_type, right, right_type) = self.two(args)?;
         expect(left_type, Type::Geo)?;
         expect(right_type, Type::Geo)?;
-        Err(ResultCode::UnsupportedFeature)
+        Ok((
+            Node::GeoCompare(Box::new(left), Box::new(right)),
+            Type::Bool,
+        ))
     }
 
     /// IN_LIST (8.1): a value and a list.

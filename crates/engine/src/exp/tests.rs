@@ -714,17 +714,69 @@ fn call_shapes_are_checked() {
 // ---- unsupported ops ---------------------------------------------------------------------
 
 #[test]
-fn regex_and_geo_are_unsupported() {
+fn regex_is_unsupported() {
     let regex = op(7, vec![int(0), raw("h.*o"), bin(3, "s")]);
     assert_eq!(parse_err(&regex), ResultCode::UnsupportedFeature);
     let regex_on_int = op(7, vec![int(0), raw("h.*o"), int_bin("a")]);
     assert_eq!(parse_err(&regex_on_int), ResultCode::Parameter);
-    let geo = Value::Bytes {
+}
+
+fn geo_literal(json: &str) -> Value {
+    Value::Bytes {
         kind: 23,
-        data: br#"{"type":"Point","coordinates":[0,0]}"#.to_vec(),
+        data: json.as_bytes().to_vec(),
+    }
+}
+
+/// A record whose bin `g` holds `json` as a stored GeoJSON particle.
+fn geo_record(json: &str) -> Fake {
+    let mut wire = vec![0, 0, 0];
+    wire.extend_from_slice(json.as_bytes());
+    let (_, stored) = crate::geo::particle_from_wire(&wire).expect("valid GeoJSON");
+    let mut record = record();
+    record.bins.push((b"g".to_vec(), 23, stored));
+    record
+}
+
+#[test]
+fn geo_compare_matches_points_in_regions_and_regions_holding_points() {
+    const SQUARE: &str = r#"{"type":"Polygon","coordinates":[[[0,0],[2,0],[2,2],[0,2],[0,0]]]}"#;
+    const INSIDE: &str = r#"{"type":"Point","coordinates":[1,1]}"#;
+    const OUTSIDE: &str = r#"{"type":"Point","coordinates":[3,1]}"#;
+    let eval_on = |record: &Fake, exp: &Value| -> Option<bool> {
+        match parse(exp).expect("parses").eval(record).expect("evaluates") {
+            Some(Value::Bool(b)) => Some(b),
+            None => None,
+            other => panic!("not a boolean: {other:?}"),
+        }
     };
-    let geo_cmp = op(8, vec![bin(8, "g"), geo]);
-    assert_eq!(parse_err(&geo_cmp), ResultCode::UnsupportedFeature);
+    let cmp = |right: &str| op(8, vec![bin(8, "g"), geo_literal(right)]);
+    let point_bin = geo_record(INSIDE);
+    assert_eq!(eval_on(&point_bin, &cmp(SQUARE)), Some(true));
+    let far_bin = geo_record(OUTSIDE);
+    assert_eq!(eval_on(&far_bin, &cmp(SQUARE)), Some(false));
+    let region_bin = geo_record(SQUARE);
+    assert_eq!(eval_on(&region_bin, &cmp(INSIDE)), Some(true));
+    assert_eq!(eval_on(&region_bin, &cmp(OUTSIDE)), Some(false));
+    // Region against region and point against point never match.
+    assert_eq!(eval_on(&region_bin, &cmp(SQUARE)), Some(false));
+    assert_eq!(eval_on(&point_bin, &cmp(INSIDE)), Some(false));
+    // A circle of 200 km around (1, 1) holds the point; one of 1 km around (3, 1) does not.
+    let near = r#"{"type":"AeroCircle","coordinates":[[1,1],200000]}"#;
+    let far = r#"{"type":"AeroCircle","coordinates":[[3,1],1000]}"#;
+    assert_eq!(eval_on(&point_bin, &cmp(near)), Some(true));
+    assert_eq!(eval_on(&point_bin, &cmp(far)), Some(false));
+    // Two literals.
+    let literals = op(8, vec![geo_literal(INSIDE), geo_literal(SQUARE)]);
+    assert_eq!(eval_bool(&literals), Some(true));
+    // A missing bin or invalid GeoJSON is unknown.
+    assert_eq!(eval_bool(&cmp(SQUARE)), None);
+    assert_eq!(eval_on(&point_bin, &cmp(r#"{"type":"Nope"}"#)), None);
+    // Both arguments must be GeoJSON.
+    assert_eq!(
+        parse_err(&op(8, vec![bin(8, "g"), s("x")])),
+        ResultCode::Parameter
+    );
 }
 
 // ---- hostile input -----------------------------------------------------------------------

@@ -131,6 +131,8 @@ pub struct ClusterNode {
     server: OnceLock<Weak<ServerState>>,
     /// The index definitions of the last state applied, by (namespace, index name).
     applied_sindexes: Mutex<BTreeMap<(String, String), String>>,
+    /// The UDF modules of the last metadata state applied here, by file name.
+    applied_udfs: Mutex<BTreeMap<String, String>>,
     /// The set-index switches of the last state applied, by (namespace, set).
     applied_set_index_switches: Mutex<BTreeMap<(String, String), bool>>,
     /// Per namespace, the metadata version whose partition table the leader found balanced: a
@@ -240,6 +242,7 @@ impl ClusterNode {
             migration_wake: tokio::sync::Notify::new(),
             server: OnceLock::new(),
             applied_sindexes: Mutex::default(),
+            applied_udfs: Mutex::default(),
             applied_set_index_switches: Mutex::default(),
             balanced_at_version: Mutex::default(),
             runtime: runtime.clone(),
@@ -433,6 +436,41 @@ impl ClusterNode {
             set: String::from_utf8_lossy(set).into_owned(),
             enabled,
         });
+    }
+
+    /// Commits a UDF module registered here, so that every node registers it.
+    pub fn replicate_udf_put(&self, name: &str, source: &str) {
+        self.propose_in_background(MetaCommand::PutUdf {
+            name: name.to_owned(),
+            source: source.to_owned(),
+        });
+    }
+
+    /// Commits the removal of a UDF module, so that every node removes it.
+    pub fn replicate_udf_remove(&self, name: &str) {
+        self.propose_in_background(MetaCommand::RemoveUdf {
+            name: name.to_owned(),
+        });
+    }
+
+    /// Registers the cluster's UDF modules this node does not hold as they are, and removes
+    /// those the cluster removed since the last state applied here.
+    fn apply_udfs(&self, state: &ClusterState) {
+        let Some(server) = self.server() else {
+            return;
+        };
+        let mut applied = self.applied_udfs.lock();
+        for (name, source) in &state.udf_modules {
+            if server.udf.source(name).as_deref() != Some(source.as_str()) {
+                server.udf.put_local(name, source);
+            }
+        }
+        for name in applied.keys() {
+            if !state.udf_modules.contains_key(name) {
+                server.udf.remove_local(name);
+            }
+        }
+        *applied = state.udf_modules.clone();
     }
 
     /// Commits the drop of a secondary index, so that every node drops it.
@@ -634,6 +672,7 @@ impl ClusterNode {
         }
         self.apply_truncates(state);
         self.apply_sindexes(state);
+        self.apply_udfs(state);
         self.apply_set_index_switches(state);
         let peers_changed = before.nodes != layout.nodes;
         let claims_changed = before.claims != layout.claims;

@@ -314,6 +314,9 @@ fn parse_bound(
     bytes: &[u8],
     side: Side,
 ) -> Result<Option<Bound<IndexKey>>, String> {
+    if kind == IndexKind::Geo2dSphere {
+        return Err("ERR a geo2dsphere index has no ranges".to_owned());
+    }
     let named = |name: &[u8]| bytes.eq_ignore_ascii_case(name);
     let infinity = match kind {
         IndexKind::Numeric if named(b"-inf") => Some(Side::Min),
@@ -331,10 +334,10 @@ fn parse_bound(
         (IndexKind::String, _) => {
             return Err("ERR min or max not valid string range item".to_owned());
         }
-        (IndexKind::Numeric, _) => (false, bytes),
+        (IndexKind::Numeric | IndexKind::Geo2dSphere, _) => (false, bytes),
     };
     let key = match kind {
-        IndexKind::Numeric => IndexKey::Int(
+        IndexKind::Numeric | IndexKind::Geo2dSphere => IndexKey::Int(
             super::keys::parse_i64(text)
                 .map_err(|()| "ERR min or max is not an integer".to_owned())?,
         ),
