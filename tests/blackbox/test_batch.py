@@ -416,3 +416,28 @@ def test_raw_large_batch_reply_comes_in_protos_of_about_128_kib(server, client, 
     assert sorted(m.transaction_ttl for m in replies) == list(range(400))
     assert all(m.result_code == OK and m.bins() == {"v": b"x" * 1024} for m in replies)
     assert protos >= 3, f"{protos} protos for ~420 KiB of rows"
+
+
+def test_a_batch_whose_batch_field_size_counts_the_filter_field_before_it_is_read(server, client):
+    """The Go client (v8) writes a batch parent's BATCH field size as if it were the first
+    field; with a batch filter expression written before it, the size overstates the field by
+    the filter field's length. Aerospike reads the rows by their count; Osprey answered
+    PARAMETER to every such batch. Now it reads the field to the end of the message, and the
+    filter applies to each row."""
+    keys = [("test", "batchfilter", i) for i in range(4)]
+    for i, k in enumerate(keys):
+        client.put(k, {"i": i})
+    rows = [row_read(i, aerospike.calc_digest(*k), set_name="batchfilter") for i, k in enumerate(keys)]
+    body = struct.pack(">IB", len(rows), PARENT_REPORT_ALL_ERRORS) + b"".join(rows)
+    # i < 2: [LT, [BIN, INT, "i"], 2]
+    filter_field = aswire.field(43, b"\x93\x05\x93\x51\x02\xa1i\x02")
+    batch_field = bytearray(aswire.field(FIELD_BATCH, body))
+    size = struct.unpack_from(">I", batch_field, 0)[0] + len(filter_field)
+    struct.pack_into(">I", batch_field, 0, size)
+    frame = aswire.as_msg([filter_field, bytes(batch_field)], [], info1=INFO1_BATCH)
+    with server.raw() as s:
+        s.sendall(frame)
+        replies, last, _ = batch_reply(s)
+    assert last.result_code == 0
+    codes = sorted((reply.transaction_ttl, reply.result_code) for reply in replies)
+    assert codes == [(0, 0), (1, 0), (2, 27), (3, 27)]

@@ -226,6 +226,28 @@ def test_respond_all_ops_returns_one_entry_per_op_in_order(server, uset):
     assert [o.decoded() for o in reply.ops] == [None, 1, None, 2]
 
 
+def test_a_read_with_no_bin_name_reads_every_bin_only_with_get_all(server, uset):
+    """The Go client's touch-and-get-header operate sends a READ op with no bin name and no
+    GET_ALL flag; Osprey answered it with every bin, where Aerospike (`op_is_read_all`) reads
+    all bins only when info1 GET_ALL is set and otherwise reads the bin named "", which no
+    record has."""
+    digest = aerospike.calc_digest("test", uset, "header")
+    fields = aswire.record_fields("test", uset, digest)
+    with server.raw() as s:
+        for info1, expected in ((aswire.INFO1_READ, []), (aswire.INFO1_READ | aswire.INFO1_GET_ALL, ["a"])):
+            reply = aswire.request_msg(
+                s,
+                aswire.as_msg(
+                    fields,
+                    [aswire.write_int("a", 1), aswire.read_bin("")],
+                    info1=info1,
+                    info2=aswire.INFO2_WRITE,
+                ),
+            )
+            assert reply.result_code == aswire.OK
+            assert [o.name for o in reply.ops] == expected
+
+
 def test_cdt_list_append_in_an_operate_with_a_write(client, uset):
     client.put(key(uset), {"a": 1, "l": [1, 2]})
     _, _, bins = client.operate(key(uset), [ops.write("a", 2), lops.list_append("l", 3)])

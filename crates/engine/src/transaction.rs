@@ -132,6 +132,9 @@ pub struct WriteRequest<'a> {
     pub ttl: TtlRequest,
     /// Return one result per op, in order (info2 RESPOND_ALL_OPS).
     pub respond_all_ops: bool,
+    /// info1 GET_ALL: a READ op with no bin name returns every bin (without it, it names the
+    /// bin "", which a record never has: Aerospike's `op_is_read_all`).
+    pub read_all_bins: bool,
     /// When the client stops waiting: past it the write ends with TIMEOUT, changing nothing.
     pub deadline: Deadline,
     /// A filter expression (FILTER_EXP): an existing record it does not pass is left alone
@@ -372,14 +375,7 @@ impl Namespace {
         };
         // Past its deadline, the write returns here with nothing stored: the ops changed only
         // the working copy.
-        apply_ops(
-            &mut working,
-            ops,
-            request.respond_all_ops,
-            facts,
-            sink,
-            &mut deadline,
-        )?;
+        apply_ops(&mut working, ops, request, facts, sink, &mut deadline)?;
         // Aerospike's `write_master_bin_ops` checks the count the ops leave, not each step.
         if working.bin_count() > self.config.max_bins_per_record as usize {
             return Err(ResultCode::Parameter);
@@ -528,15 +524,16 @@ impl Namespace {
 fn apply_ops<'w, 'a: 'w>(
     working: &mut WorkingRecord<'w>,
     ops: impl Iterator<Item = Op<'a>>,
-    respond_all_ops: bool,
+    request: &WriteRequest<'_>,
     facts: RecordFacts<'_>,
     sink: &mut impl ReplySink,
     deadline: &mut DeadlineWatch<'_>,
 ) -> Result<(), ResultCode> {
+    let respond_all_ops = request.respond_all_ops;
     for op in ops {
         deadline.step()?;
         match op.code {
-            OpCode::Read if op.bin_name.is_empty() => {
+            OpCode::Read if op.bin_name.is_empty() && request.read_all_bins => {
                 for bin in working.iter() {
                     deadline.step()?;
                     sink.bin(op.code, bin);

@@ -77,6 +77,7 @@ fn put(ns: &Namespace, key: &str, value: &[u8], ttl: TtlRequest, acks: &mut Acks
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     let op = Op {
         code: OpCode::Write,

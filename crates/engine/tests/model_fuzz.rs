@@ -179,6 +179,7 @@ fn request(key: u64, exists: ExistsPolicy, ttl: TtlRequest) -> WriteRequest<'sta
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     }
 }
 

@@ -84,6 +84,7 @@ impl Harness {
             respond_all_ops: false,
             deadline: Deadline::NONE,
             filter: None,
+            read_all_bins: false,
         };
         let value = key.to_be_bytes();
         let op = Op {

@@ -170,6 +170,7 @@ fn write_ops(namespace: &Namespace, key: u64, ttl: TtlRequest, ops: &[Op<'_>]) {
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     namespace
         .write(
@@ -332,6 +333,7 @@ fn user_key_index_reads_a_set_in_key_order_from_any_start_key() {
             respond_all_ops: false,
             deadline: Deadline::NONE,
             filter: None,
+            read_all_bins: false,
         };
         let op = Op {
             code: OpCode::Write,
@@ -536,6 +538,7 @@ fn keys_only_queries_answer_from_user_key_entries_as_the_records_would() {
             respond_all_ops: false,
             deadline: Deadline::NONE,
             filter: None,
+            read_all_bins: false,
         };
         let op = Op {
             code,
@@ -1001,6 +1004,7 @@ fn invalid_geojson_is_refused_with_160() {
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     for bad in [&b"{\"type\":\"LineString\"}"[..], b"not json", b"{"] {
         let wire = [&[0u8, 0, 0][..], bad].concat();

@@ -106,6 +106,7 @@ fn put_request(key: &str) -> WriteRequest<'static> {
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     }
 }
 

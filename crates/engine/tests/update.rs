@@ -291,6 +291,7 @@ fn an_aerospike_write_to_a_native_record_keeps_its_bins_packed() {
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     let op = Op {
         code: OpCode::Write,

@@ -495,6 +495,7 @@ fn storage_record_seeds(seeds: &mut Seeds) {
             respond_all_ops: false,
             deadline: engine::Deadline::NONE,
             filter: None,
+            read_all_bins: false,
         };
         namespace
             .write(

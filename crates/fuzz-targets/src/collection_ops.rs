@@ -292,6 +292,7 @@ fn write(
         respond_all_ops,
         deadline: engine::Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     let ops = ops.iter().map(OwnedOp::as_op);
     namespace.write(&request, ops, sink, &mut Acks::default())

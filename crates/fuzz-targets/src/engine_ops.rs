@@ -123,6 +123,7 @@ fn step_write(namespace: &Namespace, model: &mut Model, input: &mut Input<'_>) {
         respond_all_ops: write.respond_all_ops,
         deadline: engine::Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     let got = namespace.write(
         &request,

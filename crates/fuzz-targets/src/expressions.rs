@@ -151,6 +151,7 @@ fn write(
         respond_all_ops: false,
         deadline: engine::Deadline::NONE,
         filter,
+        read_all_bins: false,
     };
     let ops = ops.iter().copied();
     namespace.write(&request, ops, &mut Collect::default(), &mut Acks::default())

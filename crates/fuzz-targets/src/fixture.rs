@@ -64,6 +64,7 @@ pub fn write(
         respond_all_ops: false,
         deadline: engine::Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     };
     namespace.write(
         &request,

@@ -189,7 +189,7 @@ pub fn write_batch_statistics(stats: &BatchStats, value: &mut String) {
 
 /// The parent message's fields and its batch body.
 fn parse_request(body: &[u8]) -> Result<(Fields<'_>, BatchRequest<'_>), ResultCode> {
-    let message = Message::parse(body).map_err(|_| ResultCode::Parameter)?;
+    let message = Message::parse_batch_parent(body).map_err(|_| ResultCode::Parameter)?;
     let batch_field = message.fields.batch.ok_or(ResultCode::Parameter)?;
     let request = BatchRequest::parse(batch_field).map_err(|_| ResultCode::Parameter)?;
     Ok((message.fields, request))

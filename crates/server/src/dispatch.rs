@@ -560,6 +560,7 @@ fn write_request<'a>(
         respond_all_ops: header.info2 & info2::RESPOND_ALL_OPS != 0,
         deadline,
         filter: None,
+        read_all_bins: header.info1 & info1::GET_ALL != 0,
     })
 }
 

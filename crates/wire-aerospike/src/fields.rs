@@ -86,10 +86,35 @@ impl<'a> Fields<'a> {
     /// [`Malformed`] when a field's size word is truncated, its size is 0, or it runs past the
     /// end of `bytes`.
     pub fn parse(bytes: &'a [u8], field_count: u16) -> Result<(Fields<'a>, &'a [u8]), Malformed> {
+        Self::parse_fields(bytes, field_count, false)
+    }
+
+    /// [`Fields::parse`] for a batch parent: a last BATCH field whose size word overstates
+    /// it reaches to the end (see [`batch_to_the_end`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Fields::parse`].
+    pub fn parse_batch_parent(
+        bytes: &'a [u8],
+        field_count: u16,
+    ) -> Result<(Fields<'a>, &'a [u8]), Malformed> {
+        Self::parse_fields(bytes, field_count, true)
+    }
+
+    fn parse_fields(
+        bytes: &'a [u8],
+        field_count: u16,
+        batch_parent: bool,
+    ) -> Result<(Fields<'a>, &'a [u8]), Malformed> {
         let mut fields = Fields::default();
         let mut rest = bytes;
-        for _ in 0..field_count {
-            let (field_type, data, after) = split_field(rest)?;
+        for index in 0..field_count {
+            let last = index + 1 == field_count;
+            let (field_type, data, after) = match split_field(rest) {
+                Err(error) if last && batch_parent => batch_to_the_end(rest).ok_or(error)?,
+                parsed => parsed?,
+            };
             fields.gather(field_type, data);
             rest = after;
         }
@@ -141,6 +166,21 @@ impl<'a> Fields<'a> {
             *slot = Some(data);
         }
     }
+}
+
+/// A last field that is a BATCH field whose size word counts more than the bytes left:
+/// everything left. The Go client (v8) writes the size of a batch parent's BATCH field as if
+/// no field came before it, so with a batch filter expression (written first) it overstates
+/// it by the filter field's size; Aerospike reads the rows by their count and takes it.
+/// Nothing is sized from the declared length.
+fn batch_to_the_end(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (_, rest) = bytes.split_first_chunk::<4>()?;
+    let (&field_type, data) = rest.split_first()?;
+    matches!(field_type, field_type::BATCH | field_type::BATCH_WITH_SET).then_some((
+        field_type,
+        data,
+        &rest[rest.len()..],
+    ))
 }
 
 /// Splits one field off the front of `bytes`: its type, its data and what follows it.
@@ -232,5 +272,28 @@ mod tests {
         assert!(Fields::parse(&[0, 0, 0, 3, 0, b'a'], 1).is_err());
         assert!(Fields::parse(&[0xff, 0xff, 0xff, 0xff, 0], 1).is_err());
         assert!(Fields::parse(&field(field_type::SET, b"x"), 2).is_err());
+    }
+
+    /// The Go client's batch parent with a filter: the BATCH field's size word counts the
+    /// filter field too. As the last field of a batch parent it is read to the end of the
+    /// message; in any other message, anywhere else, or as another type, an overstated size
+    /// is still malformed.
+    #[test]
+    fn a_last_batch_field_that_overstates_its_size_reaches_to_the_end() {
+        let mut bytes = field(field_type::FILTER_EXP, b"\x93");
+        let mut batch = field(field_type::BATCH, b"rows");
+        batch[3] += 5;
+        bytes.extend(&batch);
+        let (fields, rest) = Fields::parse_batch_parent(&bytes, 2).unwrap();
+        assert_eq!(fields.batch, Some(&b"rows"[..]));
+        assert!(rest.is_empty());
+        assert!(
+            Fields::parse(&bytes, 2).is_err(),
+            "only a batch parent is read so"
+        );
+        assert!(Fields::parse_batch_parent(&bytes, 3).is_err());
+        let mut set = field(field_type::SET, b"s");
+        set[3] += 5;
+        assert!(Fields::parse_batch_parent(&set, 1).is_err());
     }
 }

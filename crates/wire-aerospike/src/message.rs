@@ -29,6 +29,19 @@ impl<'a> Message<'a> {
     ///
     /// [`Malformed`] on any violation (the server replies PARAMETER).
     pub fn parse(body: &'a [u8]) -> Result<Message<'a>, Malformed> {
+        Self::parse_with(body, false)
+    }
+
+    /// [`Message::parse`] for a batch parent, whose last BATCH field may overstate its size
+    /// (see [`Fields::parse_batch_parent`]).
+    ///
+    /// # Errors
+    /// As [`Message::parse`].
+    pub fn parse_batch_parent(body: &'a [u8]) -> Result<Message<'a>, Malformed> {
+        Self::parse_with(body, true)
+    }
+
+    fn parse_with(body: &'a [u8], batch_parent: bool) -> Result<Message<'a>, Malformed> {
         let (header_bytes, rest) = body
             .split_first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()
             .ok_or(Malformed::new(
@@ -38,7 +51,10 @@ impl<'a> Message<'a> {
             return Err(Malformed::new("message header size byte is not 22"));
         }
         let header = MessageHeader::decode(header_bytes);
-        let (fields, rest) = Fields::parse(rest, header.field_count)?;
+        let (fields, rest) = match batch_parent {
+            true => Fields::parse_batch_parent(rest, header.field_count)?,
+            false => Fields::parse(rest, header.field_count)?,
+        };
         let (ops, rest) = OpIter::parse(rest, header.op_count)?;
         if !rest.is_empty() {
             return Err(Malformed::new("bytes follow the last op"));

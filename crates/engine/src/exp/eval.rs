@@ -17,7 +17,7 @@ use model::ResultCode;
 use super::RecordView;
 use super::call;
 use super::parse::{Arith, Binary, CmpOp, Logic, Meta, Node, Type, Unary};
-use crate::cdt::value::{self, KIND_BLOB, MapOrder, Value};
+use crate::cdt::value::{self, KIND_BLOB, Value};
 
 /// One evaluation: the record and the variables' values.
 pub(super) struct Eval<'r> {
@@ -309,7 +309,7 @@ fn compare_floats(op: CmpOp, x: f64, y: f64) -> bool {
 fn has_unordered_map(value: &Value) -> bool {
     match value {
         Value::Map(map) => {
-            (map.order == MapOrder::Unordered && !map.entries.is_empty())
+            (!map.order.is_key_sorted() && !map.entries.is_empty())
                 || map
                     .entries
                     .iter()

@@ -94,6 +94,7 @@ pub(super) fn write_request(digest: Digest) -> WriteRequest<'static> {
         respond_all_ops: false,
         deadline: Deadline::NONE,
         filter: None,
+        read_all_bins: false,
     }
 }
 
