@@ -68,6 +68,16 @@ def test_version_names_the_edition_and_the_build(client):
     assert value.endswith("build " + build), value
 
 
+def test_help_lists_every_info_command_and_each_is_recognized(server):
+    commands = harness.raw_info(server, "help").split(";")
+    assert {"help", "statistics", "udf-put", "sindex-create", "query-show"} <= set(commands)
+    # Commands that change something are asked with no parameters only where that is harmless.
+    changes = {"cluster-leave", "truncate", "truncate-namespace", "query-abort-all", "scan-abort-all"}
+    for command in commands:
+        if command not in changes:
+            assert "unrecognized command" not in harness.raw_info(server, command), command
+
+
 def test_features_contains_pscans_and_the_collection_types(client):
     tokens = info(client, "features").split(";")
     assert all(tokens), f"empty token in features: {tokens}"

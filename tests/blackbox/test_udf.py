@@ -101,6 +101,15 @@ def test_apply_creates_and_updates_a_record(aero):
         aero.get(key)
 
 
+def test_a_record_a_udf_writes_takes_the_ttl_the_command_asks_for(aero):
+    """The Go client's UDF spec: a record created by a UDF under a write policy of 1000 s
+    expired never, because the edit ignored the command's TTL."""
+    key = ("test", "udf", "ttl")
+    assert aero.apply(key, "counters", "add", ["n", 1], policy={"ttl": 1000}) == 1
+    _, meta, _ = aero.get(key)
+    assert 990 <= meta["ttl"] <= 1000, meta
+
+
 def test_a_lua_error_answers_100_with_its_message_and_changes_nothing(aero):
     key = ("test", "udf", "failing")
     aero.put(key, {"a": 1})

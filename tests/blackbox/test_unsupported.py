@@ -23,7 +23,7 @@ from aerospike_helpers.operations import operations as ops
 
 import aswire
 import harness
-from test_scan import ScanStream, scan_frame
+from test_scan import ALL_PIDS, FIELD_PID_ARRAY, ScanStream, pid_array, scan_frame
 
 UNSUPPORTED_FEATURE = 16
 
@@ -71,27 +71,31 @@ def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aer
     assert statistics(aero) == {
         "unsupported_expression_ops": 0,
         "unsupported_udf": 0,
-        "unsupported_background_queries": 0,
         "unsupported_read_touch": 0,
         "unsupported_legacy_scans": 0,
         "unsupported_index_types": 0,
     }
 
 
-def test_a_regex_expression_answers_16_and_counts_as_an_expression_refusal(aero):
+def test_an_expression_osprey_cannot_evaluate_answers_16_and_is_counted(aero, osprey):
+    """The 8.1 map-keys expression (op 101), as a filter: refused before the record is read."""
     key = ("test", "unsupported", "ops")
     aero.put(key, {"s": "hello", "n": 1})
-    regex = exp.CmpRegex(0, "h.*o", exp.StrBin("s"))
-    refused_once_more(
-        aero,
-        "unsupported_expression_ops",
-        lambda: aero.operate(
-            key, [ops.read("n"), expression_ops.expression_read("x", regex.compile())]
-        ),
-    )
-    refused_once_more(
-        aero, "unsupported_expression_ops", lambda: aero.get(key, policy={"expressions": regex.compile()})
-    )
+    digest = aerospike.calc_digest(*key)
+    fields = aswire.record_fields(*key[:2], digest) + [aswire.field(43, b"\x91\x65")]
+
+    def read_with_filter() -> int:
+        with osprey.raw() as s:
+            reply = aswire.request_msg(
+                s, aswire.as_msg(fields, [], info1=aswire.INFO1_READ | aswire.INFO1_GET_ALL)
+            )
+        return reply.result_code
+
+    before = statistics(aero)
+    assert read_with_filter() == UNSUPPORTED_FEATURE
+    after = statistics(aero)
+    changed = {name: after[name] - before[name] for name in after if after[name] != before[name]}
+    assert changed == {"unsupported_expression_ops": 1}, changed
     assert aero.get(key)[2] == {"s": "hello", "n": 1}
 
 
@@ -105,18 +109,28 @@ def test_read_touch_answers_16_and_is_counted(aero):
     )
 
 
-def test_a_background_udf_query_answers_16(aero):
-    # An aggregation is not used here: the client runs its reduce step in a local Lua, which
-    # may fail first, on the missing module, with its own error.
-    query = aero.query("test", "unsupported")
-    query.apply("module", "function", [1])
-    refused_once_more(aero, "unsupported_udf", query.execute_background)
+def test_an_aggregation_query_answers_16(aero, osprey):
+    # Sent raw: the client runs an aggregation's reduce step in a local Lua, which may fail
+    # first, on the missing module, with its own error.
+    before = statistics(aero)
+    with osprey.raw() as s:
+        fields = [
+            aswire.ns_field("test"),
+            aswire.set_field("unsupported"),
+            aswire.field(FIELD_PID_ARRAY, pid_array(ALL_PIDS)),
+            aswire.field(30, b"module"),  # UDF_FILENAME
+            aswire.field(31, b"function"),  # UDF_FUNCTION
+            aswire.field(32, b"\x90"),  # UDF_ARGLIST: no arguments
+            aswire.field(33, b"\x01"),  # UDF_OP: aggregate
+        ]
+        s.sendall(scan_frame("test", raw_fields=fields))
+        assert ScanStream(s).read_to_end(timeout=5).result_code == UNSUPPORTED_FEATURE
+    after = statistics(aero)
+    changed = {name: after[name] - before[name] for name in after if after[name] != before[name]}
+    assert changed == {"unsupported_udf": 1}, changed
 
 
-def test_background_queries_legacy_scans_and_blob_expression_context_indexes_answer_16(aero, osprey):
-    query = aero.query("test", "unsupported")
-    query.add_ops([ops.write("b", 2)])
-    refused_once_more(aero, "unsupported_background_queries", query.execute_background)
+def test_legacy_scans_and_blob_expression_context_indexes_answer_16(aero, osprey):
     before = statistics(aero)["unsupported_legacy_scans"]
     with osprey.raw() as s:
         s.sendall(scan_frame("test", "unsupported", info3=0))

@@ -35,6 +35,8 @@ pub struct EditRequest<'a> {
     pub filter: Option<&'a Expression>,
     /// When the client stops waiting.
     pub deadline: Deadline,
+    /// The TTL the command asks for, applied to what the editor writes unless it sets one.
+    pub ttl: TtlRequest,
 }
 
 /// One bin: name, particle type, bytes.
@@ -308,8 +310,7 @@ impl Namespace {
         };
         let ttl = match edit.ttl {
             Some(ttl) => TtlRequest::from_wire(ttl)?,
-            None if existing.is_some() => TtlRequest::Unchanged,
-            None => TtlRequest::NamespaceDefault,
+            None => request.ttl,
         };
         let header = RecordHeader {
             last_update_ms: self.last_update_ms_for(set_id, now),

@@ -246,6 +246,21 @@ pub(crate) fn apply_module<'w, 'a: 'w>(
     }
 }
 
+/// A modified list or map as its bin's particle, packed into a buffer sized for what it held.
+fn collection_particle(value: &Value, size_before: usize) -> (u8, Vec<u8>) {
+    match value {
+        Value::List(_) => (
+            ParticleType::List as u8,
+            cdt_value::pack_with_capacity(value, size_before + 16),
+        ),
+        Value::Map(_) => (
+            ParticleType::Map as u8,
+            cdt_value::pack_with_capacity(value, size_before + 16),
+        ),
+        other => cdt_value::to_particle(other),
+    }
+}
+
 /// A read-only list, map, bit or HyperLogLog op on a stored bin (`None`: missing); returns
 /// the result as a particle.
 pub(crate) fn read_module(
@@ -267,7 +282,9 @@ fn apply_collection<'w, 'a: 'w>(
     op: &Op<'a>,
 ) -> Result<(u8, Vec<u8>), ResultCode> {
     let call = cdt::Call::parse(op.value)?;
-    let bin = match working.get(op.bin_name) {
+    let stored = working.get(op.bin_name);
+    let size_before = stored.map_or(0, |bin| bin.value.len());
+    let bin = match stored {
         Some(bin) => Some(cdt_value::from_particle(bin.particle_type, bin.value)?),
         None => None,
     };
@@ -277,7 +294,7 @@ fn apply_collection<'w, 'a: 'w>(
     let mut bin = bin;
     let result = cdt::modify(&call, &mut bin)?;
     if let Some(value) = bin {
-        let (particle_type, bytes) = cdt_value::to_particle(&value);
+        let (particle_type, bytes) = collection_particle(&value, size_before);
         let owned = WorkingValue::Owned {
             buffer: bytes,
             start: 0,

@@ -234,8 +234,13 @@ fn handle(
         return Handled::Forward(owner);
     }
     if message.fields.digest.is_none() {
-        return match scan::start(state, &message) {
-            Ok(stream) => Handled::Streamed(Streamed::Scan(stream)),
+        return match scan::start(state, &message, body) {
+            Ok(Some(stream)) => Handled::Streamed(Streamed::Scan(stream)),
+            Ok(None) => {
+                // A background job: answered at once, it runs on.
+                write_stream_error(out, ResultCode::Ok);
+                Handled::Answered
+            }
             Err(code) => {
                 write_stream_error(out, code);
                 Handled::Answered
@@ -532,7 +537,7 @@ fn reply_size_bytes_max(max_record_size_bytes: u32) -> usize {
     2 * max_record_size_bytes as usize + HEADROOM_BYTES
 }
 
-fn write_request<'a>(
+pub(crate) fn write_request<'a>(
     header: &MessageHeader,
     digest: Digest,
     set_name: &'a [u8],

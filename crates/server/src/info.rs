@@ -31,6 +31,62 @@ pub const EDITION: &str = "Aerospike Community Edition";
 pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;float;peers;\
 pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
 
+/// The info commands this node answers, as `help` lists them.
+const INFO_COMMANDS: [&str; 52] = [
+    "build",
+    "cluster-leave",
+    "cluster-name",
+    "cluster-stable",
+    "edition",
+    "features",
+    "get-config",
+    "help",
+    "namespace",
+    "namespaces",
+    "node",
+    "partition-generation",
+    "partition-hashes",
+    "peers-clear-alt",
+    "peers-clear-std",
+    "peers-generation",
+    "peers-tls-alt",
+    "peers-tls-std",
+    "query-abort",
+    "query-abort-all",
+    "query-show",
+    "rebalance-generation",
+    "replicas",
+    "replicas-all",
+    "replicas-master",
+    "scan-abort",
+    "scan-abort-all",
+    "scan-show",
+    "service",
+    "service-clear-alt",
+    "service-clear-std",
+    "services",
+    "services-alternate",
+    "services-alumni",
+    "set-config",
+    "sets",
+    "sindex",
+    "sindex-create",
+    "sindex-delete",
+    "sindex-exists",
+    "sindex-list",
+    "sindex-stat",
+    "statistics",
+    "status",
+    "truncate",
+    "truncate-namespace",
+    "udf-get",
+    "udf-list",
+    "udf-put",
+    "udf-remove",
+    "user-agent-set",
+    "version",
+];
+
 /// Per-connection info state.
 #[derive(Debug, Default)]
 pub struct InfoSession {
@@ -130,6 +186,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
             .udf
             .remove(state.cluster_node().map(|node| &**node), rest, value),
         b"racks" | b"rack-ids" => value.push_str("ERROR:25:enterprise only"),
+        b"help" => value.push_str(&INFO_COMMANDS.join(";")),
         _ => value.push_str("ERROR:4:unrecognized command"),
     }
 }

@@ -72,8 +72,14 @@ pub struct ScanJob {
     pub partitions_requested: usize,
     /// Throttle, 0 = none.
     pub records_per_second: u32,
-    /// Records sent so far.
+    /// Records sent so far (a background job: records written).
     pub records_sent: AtomicU64,
+    /// A background job's records whose write failed.
+    pub records_failed: AtomicU64,
+    /// A background job's records its filter expression left out when written.
+    pub records_filtered: AtomicU64,
+    /// `query-show`'s `job-type`: `basic`, `background-ops` or `background-udf`.
+    pub job_type: &'static str,
     /// Partitions walked to their end.
     pub partitions_done: AtomicU64,
     /// Bytes of replies handed to the connection.
@@ -105,6 +111,9 @@ impl ScanJob {
             partitions_requested,
             records_per_second,
             records_sent: AtomicU64::new(0),
+            records_failed: AtomicU64::new(0),
+            records_filtered: AtomicU64::new(0),
+            job_type: "basic",
             partitions_done: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
@@ -115,6 +124,13 @@ impl ScanJob {
             started: Instant::now(),
             finished: Mutex::new(None),
         }
+    }
+
+    /// The job, as one of `job_type` (see [`ScanJob::job_type`]).
+    #[must_use]
+    pub fn with_type(mut self, job_type: &'static str) -> ScanJob {
+        self.job_type = job_type;
+        self
     }
 
     /// When the job started.
@@ -182,11 +198,12 @@ impl ScanJob {
         };
         let _ = write!(
             out,
-            "trid={}:job-type=basic:ns={}:set={}:n-pids-requested={}:rps={}:\
+            "trid={}:job-type={}:ns={}:set={}:n-pids-requested={}:rps={}:\
              active-threads={}:status={}:job-progress={:.2}:run-time={}:time-since-done={}:\
-             recs-throttled={}:recs-filtered-meta=0:recs-filtered-bins=0:recs-succeeded={}:\
-             recs-failed=0:net-io-bytes={}",
+             recs-throttled={}:recs-filtered-meta=0:recs-filtered-bins={}:recs-succeeded={}:\
+             recs-failed={}:net-io-bytes={}",
             self.task_id,
+            self.job_type,
             self.namespace,
             if self.set.is_empty() {
                 "null"
@@ -201,7 +218,9 @@ impl ScanJob {
             run_time_ms,
             since_done_ms,
             self.throttled.load(Ordering::Relaxed),
+            self.records_filtered.load(Ordering::Relaxed),
             self.records_sent.load(Ordering::Relaxed),
+            self.records_failed.load(Ordering::Relaxed),
             self.bytes_sent.load(Ordering::Relaxed),
         );
     }
@@ -272,5 +291,18 @@ mod tests {
         assert!(line.starts_with("trid=1:"), "{line}");
         assert!(line.contains(":status=active:"), "{line}");
         assert!(line.contains(":set=null:"), "{line}");
+        assert!(line.contains(":job-type=basic:"), "{line}");
+        let background =
+            ScanJob::new(7, "test".into(), "s".into(), 1, 0).with_type("background-ops");
+        background.records_sent.store(3, Ordering::Relaxed);
+        background.records_failed.store(2, Ordering::Relaxed);
+        background.records_filtered.store(1, Ordering::Relaxed);
+        let mut line = String::new();
+        background.describe(&mut line);
+        assert!(line.contains(":job-type=background-ops:"), "{line}");
+        assert!(
+            line.contains(":recs-filtered-bins=1:recs-succeeded=3:recs-failed=2:"),
+            "{line}"
+        );
     }
 }

@@ -33,15 +33,17 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{
-    Expression, IndexCollection, IndexKey, IndexKind, KeyRange, Namespace, PartitionRole,
-    QueryFilter, ScanOutcome, ScanScope, ScannedRecord, SecondaryIndex,
+    Acks, BinRef, Deadline, EditRequest, Expression, IndexCollection, IndexKey, IndexKind,
+    KeyRange, Namespace, Origin, PartitionRole, QueryFilter, ReplySink, ScanOutcome, ScanScope,
+    ScannedRecord, SecondaryIndex,
 };
-use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode};
+use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode, TtlRequest};
 use tokio::sync::mpsc;
 use wire_aerospike::{Message, MessageHeader, ScanFields, field_type, info1, info2, info3};
 
 use crate::jobs::{JobState, ScanJob};
 use crate::state::ServerState;
+use crate::udf::{UdfCall, UdfOutcome};
 use crate::unsupported::Unsupported;
 
 /// Size at which a scan thread hands its proto to the connection (Aerospike's 128 KiB).
@@ -256,13 +258,66 @@ struct ScanShared {
     deadline: Option<Instant>,
     /// The filter expression (FILTER_EXP): records it does not pass are skipped.
     filter: Option<Expression>,
+    /// For a background job: what it writes to each record it selects.
+    background: Option<Background>,
+}
+
+/// What a background job (a query or scan with write ops, or with a background UDF) writes,
+/// and who finishes it.
+///
+/// Invariant: `holds` counts the job's running threads plus one for the thread starting them;
+/// whoever releases the last hold finishes the job, so it ends once, after every write.
+struct Background {
+    write: BackgroundWrite,
+    state: Arc<ServerState>,
+    holds: AtomicUsize,
+}
+
+/// What a background job does to each record it selects.
+enum BackgroundWrite {
+    /// The message's write ops under its write policy (the body is kept and its ops read again
+    /// for each record).
+    Ops { body: Vec<u8> },
+    /// A record UDF, with the TTL the message asks for.
+    Udf(UdfCall, TtlRequest),
+}
+
+/// What a background job's write did to one record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    Succeeded,
+    /// The filter expression left the record out (it changed since it was selected).
+    Filtered,
+    Failed,
+}
+
+impl Written {
+    /// A write's result, as the job counts it.
+    fn of(result: Result<(), ResultCode>) -> Written {
+        match result {
+            Ok(()) => Written::Succeeded,
+            Err(ResultCode::FilteredOut) => Written::Filtered,
+            Err(_) => Written::Failed,
+        }
+    }
+}
+
+/// A reply sink that keeps nothing: a background write answers no one.
+struct Discard;
+
+impl ReplySink for Discard {
+    fn bin(&mut self, _op_code: OpCode, _bin: BinRef<'_>) {}
 }
 
 /// Validates a scan request and starts its threads.
 ///
 /// # Errors
 /// The result code to answer with, before any record is sent.
-pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStream, ResultCode> {
+pub fn start(
+    state: &Arc<ServerState>,
+    message: &Message<'_>,
+    body: &[u8],
+) -> Result<Option<ScanStream>, ResultCode> {
     let fields = &message.fields;
     let scan_fields = &fields.scan;
     let namespace_name = fields.namespace.ok_or(ResultCode::Namespace)?;
@@ -283,28 +338,54 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         .map(Expression::parse_filter)
         .transpose()?;
     let query = index_query(&namespace, scan_fields, set_name)?;
-    let work = partition_work(scan_fields, query.as_ref()).map_err(|code| match code {
-        ResultCode::UnsupportedFeature => state.unsupported.refuse(Unsupported::LegacyScan),
-        other => other,
-    })?;
-    let bins = bin_selection(message)?;
+    let is_background = message.header.info2 & info2::WRITE != 0;
+    let work = if is_background
+        && scan_fields.partition_ids.is_none()
+        && scan_fields.resume_digests.is_none()
+    {
+        // Clients send a background job to every node without partitions: each node covers
+        // the partitions it masters.
+        WorkList::Every
+    } else {
+        partition_work(scan_fields, query.as_ref()).map_err(|code| match code {
+            ResultCode::UnsupportedFeature => state.unsupported.refuse(Unsupported::LegacyScan),
+            other => other,
+        })?
+    };
+    let background = background_write(message, body)?;
+    let bins = match background {
+        Some(_) => BinSelection::NoBins,
+        None => bin_selection(message)?,
+    };
     let max_records = read_u64(scan_fields.max_records)?.unwrap_or(0);
     let records_per_second = read_u32(scan_fields.records_per_second)?.unwrap_or(0);
     let socket_timeout_ms = read_u32(scan_fields.socket_timeout)?
         .filter(|ms| *ms > 0)
         .unwrap_or(SOCKET_TIMEOUT_DEFAULT_MS);
     let task_id = read_u64(scan_fields.task_id)?.unwrap_or(0);
-    // Aerospike gives scans and queries no deadline of its own: only the client's.
-    let total_timeout_ms = message.header.transaction_ttl;
+    // Aerospike gives scans and queries no deadline of its own: only the client's (whose
+    // timeout, for a background job, is for the answer that it started).
+    let total_timeout_ms = match background {
+        Some(_) => 0,
+        None => message.header.transaction_ttl,
+    };
     let deadline = (total_timeout_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(u64::from(total_timeout_ms)));
-    let job = Arc::new(ScanJob::new(
-        task_id,
-        namespace.name().to_owned(),
-        String::from_utf8_lossy(set_name).into_owned(),
-        work.len(),
-        records_per_second,
-    ));
+    let job_type = match background {
+        None => "basic",
+        Some(BackgroundWrite::Ops { .. }) => "background-ops",
+        Some(BackgroundWrite::Udf(..)) => "background-udf",
+    };
+    let job = Arc::new(
+        ScanJob::new(
+            task_id,
+            namespace.name().to_owned(),
+            String::from_utf8_lossy(set_name).into_owned(),
+            work.len(),
+            records_per_second,
+        )
+        .with_type(job_type),
+    );
     let quota_per_partition =
         (max_records > 0 && !work.is_empty()).then(|| max_records.div_ceil(work.len() as u64));
     let scope = match &query {
@@ -336,8 +417,17 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         query,
         deadline,
         filter,
+        background: background.map(|write| Background {
+            write,
+            state: state.clone(),
+            holds: AtomicUsize::new(1),
+        }),
     });
     state.scan_jobs.register(job.clone());
+    if shared.background.is_some() {
+        start_background(&shared, thread_count, records_per_second);
+        return Ok(None);
+    }
     let short = message.header.info1 & info1::SHORT_QUERY != 0
         || (1..=INLINE_RECORDS_MAX).contains(&max_records);
     let inline = shared.query.as_ref().is_some_and(|q| q.ordered)
@@ -358,7 +448,7 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         let spilled = worker.run_inline();
         stream.ready = worker.sink.into_kept().into();
         match spilled {
-            None => return Ok(stream),
+            None => return Ok(Some(stream)),
             Some(after) => resume = Resume::After(after),
         }
     }
@@ -373,7 +463,93 @@ pub fn start(state: &Arc<ServerState>, message: &Message<'_>) -> Result<ScanStre
         return Err(code);
     }
     stream.chunks = Some(chunks);
-    Ok(stream)
+    Ok(Some(stream))
+}
+
+/// What a background job writes, if the message asks for one: info2 WRITE with write ops, or
+/// a UDF with UDF_OP background (a UDF otherwise was refused before).
+///
+/// # Errors
+/// PARAMETER for a job without ops, with a read op, with a malformed write policy, or with
+/// malformed UDF fields.
+fn background_write(
+    message: &Message<'_>,
+    body: &[u8],
+) -> Result<Option<BackgroundWrite>, ResultCode> {
+    if message.header.info2 & info2::WRITE == 0 {
+        return Ok(None);
+    }
+    if message.fields.udf {
+        let call = UdfCall::from_fields(&message.fields.udf_call)?;
+        let ttl = TtlRequest::from_wire(message.header.record_ttl)?;
+        return Ok(Some(BackgroundWrite::Udf(call, ttl)));
+    }
+    let mut ops = message.ops().peekable();
+    if ops.peek().is_none() || ops.any(|op| op.code == OpCode::Read) {
+        return Err(ResultCode::Parameter);
+    }
+    // The write policy must make a request: a malformed TTL is refused now, not per record.
+    crate::dispatch::write_request(
+        &message.header,
+        Digest([0; Digest::SIZE_BYTES]),
+        b"",
+        None,
+        Deadline::NONE,
+    )?;
+    Ok(Some(BackgroundWrite::Ops {
+        body: body.to_vec(),
+    }))
+}
+
+/// Starts a background job's threads; the job runs on after the client was answered, and the
+/// last thread to end finishes it.
+fn start_background(shared: &Arc<ScanShared>, thread_count: usize, records_per_second: u32) {
+    let background = shared.background.as_ref().expect("a background job");
+    let resume = Resume::AtStart;
+    for thread_index in 0..thread_count {
+        let shared_for_thread = shared.clone();
+        background.holds.fetch_add(1, Ordering::AcqRel);
+        shared.job.active_threads.fetch_add(1, Ordering::Relaxed);
+        let resume = resume.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("bg-{}-{thread_index}", shared.job.task_id))
+            .spawn(move || {
+                let shared = shared_for_thread;
+                crate::long_requests::lower_this_thread_priority();
+                let mut worker = Worker::new(&shared, Sink::Discard, records_per_second);
+                match resume {
+                    Resume::AtStart => worker.run(),
+                    Resume::After(after) => worker.run_ordered_after(after),
+                }
+                shared.job.active_threads.fetch_sub(1, Ordering::Relaxed);
+                release_background(&shared);
+            });
+        if spawned.is_err() {
+            // Out of threads: the job runs on those already started, or ends if none.
+            shared.job.active_threads.fetch_sub(1, Ordering::Relaxed);
+            background.holds.fetch_sub(1, Ordering::AcqRel);
+            break;
+        }
+    }
+    release_background(shared);
+}
+
+/// Releases one hold on a background job; the last finishes it.
+fn release_background(shared: &ScanShared) {
+    let Some(background) = &shared.background else {
+        return;
+    };
+    if background.holds.fetch_sub(1, Ordering::AcqRel) != 1 {
+        return;
+    }
+    let (state, outcome) = if shared.job.abort_requested() {
+        (JobState::UserAborted, ScanOutcome::Aborted)
+    } else {
+        (JobState::Complete, ScanOutcome::Complete)
+    };
+    if shared.job.finish(state) {
+        shared.namespace.count_scan(outcome);
+    }
 }
 
 /// Where the scan threads start: at the beginning, or (an ordered query that outgrew its
@@ -555,15 +731,17 @@ fn bval_of(key: &IndexKey) -> i64 {
     }
 }
 
+/// UDF_OP of a background UDF query or scan (Aerospike's `AS_UDF_OP_BACKGROUND`).
+const UDF_OP_BACKGROUND: u8 = 2;
+
 /// What a scan asks for that Osprey does not implement yet, if anything.
 fn unsupported_kind(message: &Message<'_>) -> Option<Unsupported> {
     let fields = &message.fields;
     let background = message.header.info2 & info2::WRITE != 0;
-    if fields.udf {
+    if fields.udf && !(background && fields.udf_call.op == Some(&[UDF_OP_BACKGROUND])) {
+        // Aggregations (UDF_OP 1), and anything else asking for a UDF.
         Some(Unsupported::Udf)
-    } else if background {
-        Some(Unsupported::BackgroundQuery)
-    } else if message.header.info3 & info3::PARTITION_DONE == 0 {
+    } else if !background && message.header.info3 & info3::PARTITION_DONE == 0 {
         // Aerospike 8 serves only the partition protocol, whose clients always set this flag.
         Some(Unsupported::LegacyScan)
     } else {
@@ -728,6 +906,9 @@ struct Chunk {
     proto_start: usize,
     /// What each new proto reserves.
     reserve_bytes: usize,
+    /// A background job's records selected in the current piece (digest, set), written once
+    /// the piece has released its partition.
+    pending: Vec<(Digest, Vec<u8>)>,
 }
 
 impl Chunk {
@@ -749,6 +930,7 @@ impl Chunk {
             bytes,
             proto_start,
             reserve_bytes,
+            pending: Vec::new(),
         }
     }
 
@@ -767,7 +949,10 @@ impl Chunk {
             self.proto_start,
             wire_aerospike::ProtoType::Message,
         );
-        std::mem::replace(self, Chunk::reserving(self.reserve_bytes)).bytes
+        let pending = std::mem::take(&mut self.pending);
+        let taken = std::mem::replace(self, Chunk::reserving(self.reserve_bytes));
+        self.pending = pending;
+        taken.bytes
     }
 }
 
@@ -822,6 +1007,8 @@ enum Sink {
     Channel(mpsc::Sender<Vec<u8>>),
     /// Kept, for a query answered inline on the connection's task.
     Inline(Vec<Vec<u8>>),
+    /// Nowhere: a background job answers no one.
+    Discard,
 }
 
 impl Sink {
@@ -829,7 +1016,7 @@ impl Sink {
     fn into_kept(self) -> Vec<Vec<u8>> {
         match self {
             Sink::Inline(kept) => kept,
-            Sink::Channel(_) => Vec::new(),
+            Sink::Channel(_) | Sink::Discard => Vec::new(),
         }
     }
 }
@@ -838,7 +1025,7 @@ impl<'s> Worker<'s> {
     fn new(shared: &'s ScanShared, sink: Sink, records_per_second: u32) -> Worker<'s> {
         let chunk = match sink {
             Sink::Channel(_) => Chunk::for_thread(),
-            Sink::Inline(_) => Chunk::for_inline(),
+            Sink::Inline(_) | Sink::Discard => Chunk::for_inline(),
         };
         Worker {
             shared,
@@ -892,7 +1079,7 @@ impl<'s> Worker<'s> {
     fn kept_bytes(&self) -> usize {
         let kept = match &self.sink {
             Sink::Inline(kept) => kept.iter().map(Vec::len).sum(),
-            Sink::Channel(_) => 0,
+            Sink::Channel(_) | Sink::Discard => 0,
         };
         kept + self.chunk.bytes.len()
     }
@@ -982,6 +1169,7 @@ impl<'s> Worker<'s> {
                     end.exhausted
                 }
             };
+            self.write_pending();
             if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
                 return WalkEnd::Stop;
             }
@@ -1046,6 +1234,7 @@ impl<'s> Worker<'s> {
                 },
             );
             after = end.last;
+            self.write_pending();
             if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
                 return None;
             }
@@ -1063,12 +1252,38 @@ impl<'s> Worker<'s> {
         }
     }
 
+    /// A background job: writes the records the last piece selected (outside its partition's
+    /// lock), counting each in the job, until an abort.
+    fn write_pending(&mut self) {
+        let shared = self.shared;
+        let Some(background) = &shared.background else {
+            return;
+        };
+        let mut pending = std::mem::take(&mut self.chunk.pending);
+        for (digest, set_name) in pending.drain(..) {
+            if shared.job.abort_requested() {
+                break;
+            }
+            let counter = match shared.write_record(background, digest, &set_name) {
+                None => continue,
+                Some(Written::Succeeded) => &shared.job.records_sent,
+                Some(Written::Filtered) => &shared.job.records_filtered,
+                Some(Written::Failed) => &shared.job.records_failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        self.chunk.pending = pending;
+    }
+
     /// Hands the current proto to the connection; false if the connection is gone.
     fn send_chunk(&mut self) -> bool {
         if !self.chunk.has_records() {
             return true;
         }
         let bytes = self.chunk.take();
+        if let Sink::Discard = self.sink {
+            return true;
+        }
         self.shared
             .job
             .bytes_sent
@@ -1081,6 +1296,7 @@ impl<'s> Worker<'s> {
                 }
             }
             Sink::Inline(ready) => ready.push(bytes),
+            Sink::Discard => {}
         }
         true
     }
@@ -1123,6 +1339,11 @@ impl ScanShared {
         if !claim(self) {
             return Offer::MaxReached;
         }
+        if self.background.is_some() {
+            let set_name = record.set_name.unwrap_or_default().to_vec();
+            chunk.pending.push((*record.digest, set_name));
+            return Offer::Taken;
+        }
         encode_record(
             &mut chunk.bytes,
             &self.namespace_name,
@@ -1132,6 +1353,57 @@ impl ScanShared {
         );
         self.job.records_sent.fetch_add(1, Ordering::Relaxed);
         Offer::Taken
+    }
+
+    /// Writes one record a background job selected, as a client's command would on this node
+    /// (its replicas are sent the change; nobody waits for them). `None` for a record whose
+    /// partition this node does not master: another node's job writes it.
+    fn write_record(
+        &self,
+        background: &Background,
+        digest: Digest,
+        set_name: &[u8],
+    ) -> Option<Written> {
+        let namespace = &self.namespace;
+        if namespace.partition_role(digest.partition_id()).0 != PartitionRole::Master {
+            return None;
+        }
+        let mut acks = Acks::default();
+        acks.set_commit_level_master(true);
+        let result = match &background.write {
+            BackgroundWrite::Ops { body } => write_ops(
+                namespace,
+                body,
+                digest,
+                set_name,
+                self.filter.as_ref(),
+                &mut acks,
+            ),
+            BackgroundWrite::Udf(call, ttl) => {
+                let request = EditRequest {
+                    digest,
+                    set_name,
+                    key: None,
+                    filter: self.filter.as_ref(),
+                    deadline: Deadline::NONE,
+                    ttl: *ttl,
+                };
+                let modules = &background.state.udf;
+                match crate::udf::apply_call(
+                    modules,
+                    namespace,
+                    call.clone(),
+                    &request,
+                    Origin::Client,
+                    &mut acks,
+                ) {
+                    Ok((UdfOutcome::Returned(_), _)) => Ok(()),
+                    Ok((UdfOutcome::Failed(_), _)) => Err(ResultCode::UdfBadResponse),
+                    Err(code) => Err(code),
+                }
+            }
+        };
+        Some(Written::of(result))
     }
 
     /// Whether `record` passes the scan's filter expression (a record the expression cannot
@@ -1152,6 +1424,29 @@ impl ScanShared {
             _ => true,
         }
     }
+}
+
+/// Applies a background job's write ops (in `body`, the job's message) to one record under
+/// the message's write policy. The default record-exists policy becomes update-only: the job
+/// changes the records it selected, and does not bring back one deleted since.
+fn write_ops(
+    namespace: &Namespace,
+    body: &[u8],
+    digest: Digest,
+    set_name: &[u8],
+    filter: Option<&Expression>,
+    acks: &mut Acks,
+) -> Result<(), ResultCode> {
+    let message = Message::parse(body).map_err(|_| ResultCode::Parameter)?;
+    let mut request =
+        crate::dispatch::write_request(&message.header, digest, set_name, None, Deadline::NONE)?;
+    if request.exists == engine::ExistsPolicy::Update {
+        request.exists = engine::ExistsPolicy::UpdateOnly;
+    }
+    request.filter = filter;
+    namespace
+        .write_as(Origin::Client, &request, message.ops(), &mut Discard, acks)
+        .map(|_| ())
 }
 
 /// Claims one record against MAX_RECORDS; false once the maximum is reached.
@@ -1250,6 +1545,42 @@ mod tests {
         assert!(!is_every_partition_in_order(&swapped));
         assert!(!is_every_partition_in_order(&in_order[..8190]));
         assert!(!is_every_partition_in_order(&[]));
+    }
+
+    #[test]
+    fn a_background_write_counts_filtered_records_apart_from_failures() {
+        assert_eq!(Written::of(Ok(())), Written::Succeeded);
+        assert_eq!(Written::of(Err(ResultCode::FilteredOut)), Written::Filtered);
+        assert_eq!(Written::of(Err(ResultCode::NotFound)), Written::Failed);
+        assert_eq!(
+            Written::of(Err(ResultCode::UdfBadResponse)),
+            Written::Failed
+        );
+    }
+
+    #[test]
+    fn only_aggregation_and_non_background_udf_queries_are_refused() {
+        let message = |info2: u8, info3: u8, udf_op: Option<&'static [u8]>| {
+            let mut message = Message::parse(&[
+                22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ])
+            .expect("a bare header");
+            message.header.info2 = info2;
+            message.header.info3 = info3;
+            message.fields.udf = udf_op.is_some();
+            message.fields.udf_call.op = udf_op;
+            message
+        };
+        let background_udf = message(info2::WRITE, 0, Some(&[UDF_OP_BACKGROUND]));
+        assert_eq!(unsupported_kind(&background_udf), None);
+        let background_ops = message(info2::WRITE, 0, None);
+        assert_eq!(unsupported_kind(&background_ops), None);
+        let aggregation = message(0, info3::PARTITION_DONE, Some(&[1]));
+        assert_eq!(unsupported_kind(&aggregation), Some(Unsupported::Udf));
+        let udf_without_write = message(0, info3::PARTITION_DONE, Some(&[UDF_OP_BACKGROUND]));
+        assert_eq!(unsupported_kind(&udf_without_write), Some(Unsupported::Udf));
+        let legacy = message(0, 0, None);
+        assert_eq!(unsupported_kind(&legacy), Some(Unsupported::LegacyScan));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use engine::collection::{self, KIND_GEOJSON, KIND_STRING, List, Map, MapOrder, Value};
 use engine::{Acks, EditRequest, Expression, Namespace, Origin, RecordEdit, RecordMeta};
-use model::{ParticleType, ResultCode};
+use model::{ParticleType, ResultCode, TtlRequest};
 use tracing::{info, warn};
 use udf::{Limits, Modules, UdfError, UdfRecord, UdfRuntime};
 
@@ -210,6 +210,28 @@ pub enum UdfOutcome {
     Failed(String),
 }
 
+/// A record UDF to call: module, function and arguments, decoded from a message's UDF fields.
+#[derive(Clone, Debug)]
+pub struct UdfCall {
+    pub module: String,
+    pub function: String,
+    pub arguments: Vec<udf::Value>,
+}
+
+impl UdfCall {
+    /// The call a message's UDF_FILENAME, UDF_FUNCTION and UDF_ARGLIST fields name.
+    ///
+    /// # Errors
+    /// PARAMETER for a missing or malformed field.
+    pub fn from_fields(fields: &wire_aerospike::UdfFields<'_>) -> Result<UdfCall, ResultCode> {
+        Ok(UdfCall {
+            module: text(fields.module)?.to_owned(),
+            function: text(fields.function)?.to_owned(),
+            arguments: arguments(fields.arguments)?,
+        })
+    }
+}
+
 /// Runs the record UDF `command` names on its record.
 ///
 /// # Errors
@@ -222,10 +244,7 @@ pub fn apply(
     origin: Origin,
     acks: &mut Acks,
 ) -> Result<(UdfOutcome, RecordMeta), ResultCode> {
-    let call = &command.fields.udf_call;
-    let module = text(call.module)?;
-    let function = text(call.function)?;
-    let arguments = arguments(call.arguments)?;
+    let call = UdfCall::from_fields(&command.fields.udf_call)?;
     let filter = command
         .fields
         .filter_expression
@@ -237,15 +256,37 @@ pub fn apply(
         key: command.fields.key,
         filter: filter.as_ref(),
         deadline: command.deadline,
+        ttl: TtlRequest::from_wire(command.header.record_ttl)?,
     };
+    apply_call(modules, namespace, call, &request, origin, acks)
+}
+
+/// Runs `call` on the record `request` names (a record UDF, or one record of a background UDF
+/// query), under its partition's lock.
+///
+/// # Errors
+/// The record's own errors (TIMEOUT, KEY_MISMATCH, FILTERED_OUT, ...).
+pub fn apply_call(
+    modules: &UdfModules,
+    namespace: &Namespace,
+    call: UdfCall,
+    request: &EditRequest<'_>,
+    origin: Origin,
+    acks: &mut Acks,
+) -> Result<(UdfOutcome, RecordMeta), ResultCode> {
     let limits = Limits {
         time_ms: UDF_TIME_MAX_MS,
         memory_bytes: UDF_MEMORY_MAX_BYTES,
     };
-    namespace.edit(origin, &request, acks, |edit| {
+    let UdfCall {
+        module,
+        function,
+        arguments,
+    } = call;
+    namespace.edit(origin, request, acks, |edit| {
         with_runtime(modules, |runtime| {
             let mut record = EditedRecord { edit };
-            match runtime.apply(module, function, arguments, &mut record, limits) {
+            match runtime.apply(&module, &function, arguments, &mut record, limits) {
                 Ok(returned) => UdfOutcome::Returned(from_udf(returned)),
                 Err(error) => UdfOutcome::Failed(failure(&error)),
             }

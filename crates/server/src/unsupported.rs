@@ -25,11 +25,9 @@ pub enum Unsupported {
     /// An expression (a filter or an op) using what Osprey cannot evaluate yet: a regular
     /// expression or a geo comparison.
     ExpressionOp,
-    /// A UDF: an apply on a record, a batch row, a UDF or aggregation query, or an info command
-    /// that manages UDF modules (`udf-put`, `udf-get`, `udf-list`, `udf-remove`).
+    /// A UDF Osprey cannot run: an aggregation query (UDF_OP 1), or a query asking for a UDF
+    /// other than in the background.
     Udf,
-    /// A background query or scan that writes records (ops without a UDF).
-    BackgroundQuery,
     /// A read that asks to reset the record's TTL (`read-touch-ttl-percent` 1 to 100).
     ReadTouch,
     /// A scan or query outside the partition protocol (clients before 6.0).
@@ -43,10 +41,9 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 6] = [
+    pub const ALL: [Unsupported; 5] = [
         Unsupported::ExpressionOp,
         Unsupported::Udf,
-        Unsupported::BackgroundQuery,
         Unsupported::ReadTouch,
         Unsupported::LegacyScan,
         Unsupported::IndexType,
@@ -57,7 +54,6 @@ impl Unsupported {
         match self {
             Unsupported::ExpressionOp => "unsupported_expression_ops",
             Unsupported::Udf => "unsupported_udf",
-            Unsupported::BackgroundQuery => "unsupported_background_queries",
             Unsupported::ReadTouch => "unsupported_read_touch",
             Unsupported::LegacyScan => "unsupported_legacy_scans",
             Unsupported::IndexType => "unsupported_index_types",
@@ -68,8 +64,7 @@ impl Unsupported {
     pub fn description(self) -> &'static str {
         match self {
             Unsupported::ExpressionOp => "expressions with regular expressions",
-            Unsupported::Udf => "UDFs",
-            Unsupported::BackgroundQuery => "background queries",
+            Unsupported::Udf => "aggregation UDFs",
             Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
             Unsupported::IndexType => "blob, expression and context indexes",

@@ -45,7 +45,7 @@ pub struct UdfFields<'a> {
     pub function: Option<&'a [u8]>,
     /// UDF_ARGLIST: a msgpack array of the arguments.
     pub arguments: Option<&'a [u8]>,
-    /// UDF_OP: 1 record UDF, 2 aggregation, 3 background (one byte).
+    /// UDF_OP: 0 record UDF, 1 aggregation, 2 background (one byte).
     pub op: Option<&'a [u8]>,
 }
 

@@ -139,8 +139,11 @@ pub(crate) fn modify(call: &Call, bin: &mut Option<Value>) -> Result<Value, Resu
         context::settle(top, &path);
         result
     };
-    // A wildcard or infinity may select elements, never be stored.
-    if bin.as_ref().is_some_and(Value::has_special) {
+    // A wildcard or infinity may select elements, never be stored; one can only come from the
+    // op's arguments or context, so the bin is walked for one only when they hold one.
+    let may_store_special = call.args.iter().any(Value::has_special)
+        || call.context.iter().any(|(_, key)| key.has_special());
+    if may_store_special && bin.as_ref().is_some_and(Value::has_special) {
         return Err(ResultCode::Parameter);
     }
     Ok(result)

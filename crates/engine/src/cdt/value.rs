@@ -466,7 +466,13 @@ impl<'a> Reader<'a> {
 
 /// Packs `value` as msgpack.
 pub fn pack(value: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
+    pack_with_capacity(value, 0)
+}
+
+/// Packs `value` as msgpack into a buffer that starts with room for `capacity` bytes (the
+/// size it had before a change, say, so that packing a large value grows it at most once).
+pub fn pack_with_capacity(value: &Value, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
     pack_into(value, &mut out);
     out
 }

@@ -49,6 +49,10 @@ impl Eval<'_> {
             Node::Compare(op, left, right) => self.compare(*op, left, right),
             Node::InList(value, list) => self.in_list(value, list),
             Node::GeoCompare(left, right) => self.geo_compare(left, right),
+            Node::Regex(regex, text) => Ok(match self.node(text)? {
+                Some(Value::Bytes { data, .. }) => Some(Value::Bool(regex.is_match(&data))),
+                _ => None,
+            }),
             Node::Logic(op, args) => self.logic(*op, args),
             Node::Not(arg) => Ok(self.boolean(arg)?.map(|b| Value::Bool(!b))),
             Node::Arith(op, args) => self.arith(*op, args),

@@ -74,7 +74,7 @@ impl Expression {
     ///
     /// # Errors
     /// PARAMETER for a malformed or ill-typed expression; UNSUPPORTED_FEATURE for an op
-    /// Osprey does not evaluate (REGEX, GEO compare, the 8.1 map key/value and builtin ops).
+    /// Osprey does not evaluate (the 8.1 map key/value, result-remove and builtin ops).
     pub fn parse(packed: &[u8]) -> Result<Expression, ResultCode> {
         let (root, result_type, var_count) = parse::compile(packed)?;
         Ok(Expression {

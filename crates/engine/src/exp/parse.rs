@@ -188,6 +188,8 @@ pub(super) enum Node {
     InList(Box<Node>, Box<Node>),
     /// `[8, left, right]`: GeoJSON match, unknown when either side is.
     GeoCompare(Box<Node>, Box<Node>),
+    /// `[7, flags, regex, string]`: whether the regex matches anywhere in the string.
+    Regex(regex::bytes::Regex, Box<Node>),
     Logic(Logic, Vec<Node>),
     Not(Box<Node>),
     Arith(Arith, Vec<Node>),
@@ -205,6 +207,12 @@ pub(super) enum Node {
     Let(usize, Vec<Node>, Box<Node>),
     Call(Box<CallNode>),
 }
+
+/// POSIX `regcomp` flags a REGEX carries (EXTENDED and NOSUB change nothing here).
+const REGEX_ICASE: i64 = 2;
+const REGEX_NEWLINE: i64 = 8;
+/// The most a compiled regex may take: a pattern that needs more is refused (PARAMETER).
+const REGEX_SIZE_MAX_BYTES: usize = 1 << 20;
 
 /// A variable in scope: its name, slot and type (`None` while being defined).
 struct Var {
@@ -402,17 +410,27 @@ impl Compiler {
         Ok((node, Type::Bool))
     }
 
-    /// REGEX `[7, flags, "regex", string_exp]`: checked, then refused (Osprey has no POSIX
-    /// regex engine).
+    /// REGEX `[7, flags, "regex", string_exp]`: POSIX `regcomp` flags (1 EXTENDED, 2 ICASE,
+    /// 4 NOSUB, 8 NEWLINE), compiled by the `regex` crate, whose syntax is that of POSIX
+    /// extended expressions for what clients send (basic-syntax escapes such as `\(` differ).
     fn regex(&mut self, args: &[Value]) -> Result<(Node, Type), ResultCode> {
         arity(args, 3)?;
-        let Value::Int(_) = args[0] else {
+        let Value::Int(flags) = args[0] else {
             return Err(ResultCode::Parameter);
         };
-        raw_string(&args[1])?;
-        let (_, ty) = self.node(&args[2])?;
+        let pattern =
+            String::from_utf8(raw_string(&args[1])?).map_err(|_| ResultCode::Parameter)?;
+        let (node, ty) = self.node(&args[2])?;
         expect(ty, Type::Str)?;
-        Err(ResultCode::UnsupportedFeature)
+        let newline = flags & REGEX_NEWLINE != 0;
+        let compiled = regex::bytes::RegexBuilder::new(&pattern)
+            .case_insensitive(flags & REGEX_ICASE != 0)
+            .multi_line(newline)
+            .dot_matches_new_line(!newline)
+            .size_limit(REGEX_SIZE_MAX_BYTES)
+            .build()
+            .map_err(|_| ResultCode::Parameter)?;
+        Ok((Node::Regex(compiled, Box::new(node)), Type::Bool))
     }
 
     /// GEO compare: two GeoJSON arguments (`geo::compare`: the left one's points within the

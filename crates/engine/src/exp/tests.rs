@@ -711,14 +711,25 @@ fn call_shapes_are_checked() {
     );
 }
 
-// ---- unsupported ops ---------------------------------------------------------------------
+// ---- regular expressions ----------------------------------------------------------------
 
 #[test]
-fn regex_is_unsupported() {
-    let regex = op(7, vec![int(0), raw("h.*o"), bin(3, "s")]);
-    assert_eq!(parse_err(&regex), ResultCode::UnsupportedFeature);
+fn regex_matches_strings_with_posix_flags() {
+    let bad = op(7, vec![int(0), raw("("), bin(3, "s")]);
+    assert_eq!(parse_err(&bad), ResultCode::Parameter);
     let regex_on_int = op(7, vec![int(0), raw("h.*o"), int_bin("a")]);
     assert_eq!(parse_err(&regex_on_int), ResultCode::Parameter);
+    // Bin "s" holds "hello"; the match is unanchored, as POSIX regexec's.
+    let regex = |flags: i64, pattern: &str| op(7, vec![int(flags), raw(pattern), bin(3, "s")]);
+    assert_eq!(eval_bool(&regex(0, "h.*o")), Some(true));
+    assert_eq!(eval_bool(&regex(0, "ell")), Some(true));
+    assert_eq!(eval_bool(&regex(0, "^ell")), Some(false));
+    assert_eq!(eval_bool(&regex(0, "HELLO")), Some(false));
+    assert_eq!(eval_bool(&regex(2, "HELLO")), Some(true));
+    assert_eq!(
+        eval_bool(&op(7, vec![int(0), raw("x"), bin(3, "missing")])),
+        None
+    );
 }
 
 fn geo_literal(json: &str) -> Value {
