@@ -476,7 +476,7 @@ fn background_write(
     message: &Message<'_>,
     body: &[u8],
 ) -> Result<Option<BackgroundWrite>, ResultCode> {
-    if message.header.info2 & info2::WRITE == 0 {
+    if !is_background(message) {
         return Ok(None);
     }
     if message.fields.udf {
@@ -734,11 +734,19 @@ fn bval_of(key: &IndexKey) -> i64 {
 /// UDF_OP of a background UDF query or scan (Aerospike's `AS_UDF_OP_BACKGROUND`).
 const UDF_OP_BACKGROUND: u8 = 2;
 
+/// Whether a scan or query message asks for a background job: info2 WRITE (ops), or a UDF
+/// with UDF_OP background, which the Go client sends without the WRITE flag.
+fn is_background(message: &Message<'_>) -> bool {
+    let fields = &message.fields;
+    message.header.info2 & info2::WRITE != 0
+        || (fields.udf && fields.udf_call.op == Some(&[UDF_OP_BACKGROUND]))
+}
+
 /// What a scan asks for that Osprey does not implement yet, if anything.
 fn unsupported_kind(message: &Message<'_>) -> Option<Unsupported> {
     let fields = &message.fields;
-    let background = message.header.info2 & info2::WRITE != 0;
-    if fields.udf && !(background && fields.udf_call.op == Some(&[UDF_OP_BACKGROUND])) {
+    let background = is_background(message);
+    if fields.udf && fields.udf_call.op != Some(&[UDF_OP_BACKGROUND]) {
         // Aggregations (UDF_OP 1), and anything else asking for a UDF.
         Some(Unsupported::Udf)
     } else if !background && message.header.info3 & info3::PARTITION_DONE == 0 {
@@ -1559,7 +1567,7 @@ mod tests {
     }
 
     #[test]
-    fn only_aggregation_and_non_background_udf_queries_are_refused() {
+    fn only_aggregation_udf_queries_are_refused() {
         let message = |info2: u8, info3: u8, udf_op: Option<&'static [u8]>| {
             let mut message = Message::parse(&[
                 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -1577,8 +1585,9 @@ mod tests {
         assert_eq!(unsupported_kind(&background_ops), None);
         let aggregation = message(0, info3::PARTITION_DONE, Some(&[1]));
         assert_eq!(unsupported_kind(&aggregation), Some(Unsupported::Udf));
+        // The Go client's ExecuteUDF: UDF_OP background without info2 WRITE.
         let udf_without_write = message(0, info3::PARTITION_DONE, Some(&[UDF_OP_BACKGROUND]));
-        assert_eq!(unsupported_kind(&udf_without_write), Some(Unsupported::Udf));
+        assert_eq!(unsupported_kind(&udf_without_write), None);
         let legacy = message(0, 0, None);
         assert_eq!(unsupported_kind(&legacy), Some(Unsupported::LegacyScan));
     }
