@@ -48,7 +48,9 @@ pub(crate) fn facts_of<'r>(
         now_ms: now.unix_ms,
         set_name,
         digest: &digest.0,
-        key: record.user_key(),
+        // A record whose data stays on the device (a replace with the key in hand does not
+        // read it back) has no key in memory to show: reading one there panicked.
+        key: record.has_data().then(|| record.user_key()).flatten(),
         size_bytes: record.data_size_bytes() as u64,
     }
 }
