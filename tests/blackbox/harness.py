@@ -605,3 +605,14 @@ def paginate(client, ns: str, set_name: str | None, page_size: int, *, policy=No
         if between_pages is not None:
             between_pages(i)
     raise AssertionError(f"pagination not done after {max_pages} pages")
+
+
+def client_with_udf(server: "OspreyServer", lua_dir: Path, name: str, source: str):
+    """A client of `server` that registered the Lua module `name` (source `source`): udf_put
+    copies the module into the client's Lua path (`lua_dir`, out of the checkout) before it
+    asks the server."""
+    client = server.client(lua={"user_path": str(lua_dir)})
+    module = lua_dir / name
+    module.write_text(source)
+    client.udf_put(str(module))
+    return client

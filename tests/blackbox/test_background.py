@@ -35,12 +35,7 @@ def osprey(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def aero(osprey, tmp_path_factory):
-    lua_path = tmp_path_factory.mktemp("lua")
-    client = osprey.client(lua={"user_path": str(lua_path)})
-    module = lua_path / "background.lua"
-    module.write_text(MODULE)
-    client.udf_put(str(module))
-    return client
+    return harness.client_with_udf(osprey, tmp_path_factory.mktemp("lua"), "background.lua", MODULE)
 
 
 def fill(client, set_name: str, count: int = 100) -> None:

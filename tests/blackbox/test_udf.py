@@ -69,13 +69,7 @@ def osprey(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def aero(osprey, tmp_path_factory):
-    # udf_put copies the module into the client's Lua path before it asks the server.
-    lua_path = tmp_path_factory.mktemp("lua")
-    client = osprey.client(lua={"user_path": str(lua_path)})
-    module = lua_path / "counters.lua"
-    module.write_text(MODULE)
-    client.udf_put(str(module))
-    return client
+    return harness.client_with_udf(osprey, tmp_path_factory.mktemp("lua"), "counters.lua", MODULE)
 
 
 def test_a_registered_module_is_listed_and_read_back(aero):
