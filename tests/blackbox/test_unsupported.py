@@ -16,7 +16,6 @@ import aerospike
 import pytest
 import redis
 from aerospike import exception as ex
-from aerospike_helpers import cdt_ctx
 from aerospike_helpers import expressions as exp
 from aerospike_helpers.operations import expression_operations as expression_ops
 from aerospike_helpers.operations import operations as ops
@@ -73,7 +72,6 @@ def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aer
         "unsupported_udf": 0,
         "unsupported_read_touch": 0,
         "unsupported_legacy_scans": 0,
-        "unsupported_index_types": 0,
     }
 
 
@@ -130,40 +128,12 @@ def test_an_aggregation_query_answers_16(aero, osprey):
     assert changed == {"unsupported_udf": 1}, changed
 
 
-def test_legacy_scans_and_blob_expression_context_indexes_answer_16(aero, osprey):
+def test_legacy_scans_answer_16_and_are_counted(aero, osprey):
     before = statistics(aero)["unsupported_legacy_scans"]
     with osprey.raw() as s:
         s.sendall(scan_frame("test", "unsupported", info3=0))
         assert ScanStream(s).read_to_end(timeout=5).result_code == UNSUPPORTED_FEATURE
     assert statistics(aero)["unsupported_legacy_scans"] == before + 1
-    refused_once_more(
-        aero,
-        "unsupported_index_types",
-        lambda: aero.index_single_value_create(
-            "test", "unsupported", "blob", aerospike.INDEX_BLOB, "by_blob"
-        ),
-    )
-    refused_once_more(
-        aero,
-        "unsupported_index_types",
-        lambda: aero.index_expr_create(
-            "test", "unsupported", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC,
-            exp.IntBin("a").compile(), "by_expression",
-        ),
-    )
-    refused_once_more(
-        aero,
-        "unsupported_index_types",
-        lambda: aero.index_cdt_create(
-            "test", "unsupported", "list", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC,
-            "by_context", [cdt_ctx.cdt_ctx_list_index(0)],
-        ),
-    )
-    # A geospatial index is built now.
-    before = statistics(aero)
-    aero.index_single_value_create("test", "unsupported", "where", aerospike.INDEX_GEO2DSPHERE, "by_where")
-    aero.index_remove("test", "by_where")
-    assert statistics(aero) == before
 
 
 def test_a_client_repeating_an_unsupported_op_is_logged_once_and_counted_every_time(aero, osprey):

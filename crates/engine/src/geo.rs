@@ -610,6 +610,19 @@ pub(crate) fn geometry_of_value(bytes: &[u8]) -> Result<Geometry, ResultCode> {
     }
 }
 
+/// The cells of a GeoJSON value as [`geometry_of_value`] takes it: a stored particle's own,
+/// or those its JSON text would get; none for bytes that are neither.
+pub(crate) fn cells_of_value(bytes: &[u8]) -> Vec<u64> {
+    match bytes.first() {
+        Some(&flags) if flags == 0 || flags == FLAG_REGION => {
+            cells_of_particle(bytes).unwrap_or_default()
+        }
+        _ => cells_of_json(bytes)
+            .map(|(_, cells)| cells)
+            .unwrap_or_default(),
+    }
+}
+
 /// The coverer of a "points within region" query: coarser than a particle's (levels 1..=20,
 /// as the server's namespace defaults `geo2dsphere-within-*`), since every candidate is
 /// checked exactly anyway.

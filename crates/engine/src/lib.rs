@@ -75,7 +75,7 @@ pub use sets::SetSummary;
 pub use sindex::{
     FilterRef, INDEX_ENTRY_SIZE_BYTES as SINDEX_ENTRY_SIZE_BYTES, IndexCollection, IndexDefinition,
     IndexError, IndexKey, IndexKind, IndexSource, KeyRange, QueryFilter, QueryPieceEnd,
-    SecondaryIndex,
+    SecondaryIndex, canonical as sindex_canonical,
 };
 pub use stats::{NamespaceSummary, Origin};
 pub use transaction::{

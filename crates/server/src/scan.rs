@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use engine::{
     Acks, BinRef, Deadline, EditRequest, Expression, IndexCollection, IndexKey, IndexKind,
-    KeyRange, Namespace, Origin, PartitionRole, QueryFilter, ReplySink, ScanOutcome, ScanScope,
-    ScannedRecord, SecondaryIndex,
+    IndexSource, KeyRange, Namespace, Origin, PartitionRole, QueryFilter, ReplySink, ScanOutcome,
+    ScanScope, ScannedRecord, SecondaryIndex,
 };
 use model::{Digest, OpCode, PARTITION_COUNT, PartitionId, ResultCode, TtlRequest};
 use tokio::sync::mpsc;
@@ -605,8 +605,8 @@ fn scan_thread_count(configured: usize, partitions: usize, indexed_records: Opti
     configured.min(partitions).min(by_size).max(1)
 }
 
-/// The query an INDEX_RANGE asks for, if any: its index (by INDEX_NAME, else by set, bin and
-/// type) and range.
+/// The query an INDEX_RANGE asks for, if any: its index (by INDEX_NAME, else by set, type and
+/// what it reads: the INDEX_EXPRESSION, or the bin with its INDEX_CONTEXT if any) and range.
 ///
 /// # Errors
 /// PARAMETER for a malformed range or INDEX_TYPE, INDEX_NOT_FOUND (201) with no such index
@@ -631,7 +631,10 @@ fn index_query(
         .transpose()?;
     let index = match by_name {
         Some(name) => namespace.index_named(name),
-        None => namespace.index_for(set_name, &filter.bin, filter.kind, collection),
+        None => {
+            let source = query_source(fields, filter.bin)?;
+            namespace.index_for(set_name, &source, filter.kind, collection)
+        }
     }
     .filter(|index| {
         let definition = index.definition();
@@ -647,6 +650,24 @@ fn index_query(
         set_name: (!set_name.is_empty()).then(|| set_name.to_vec()),
         ordered: fields.resume_digests.is_none(),
     }))
+}
+
+/// What the index a query names by its definition reads: the INDEX_EXPRESSION, else the
+/// filter's bin, with the INDEX_CONTEXT if there is one (both compared in canonical form).
+///
+/// # Errors
+/// PARAMETER for a context or expression that is not one msgpack value.
+fn query_source(fields: &ScanFields<'_>, bin: Vec<u8>) -> Result<IndexSource, ResultCode> {
+    let canonical =
+        |packed: &[u8]| engine::sindex_canonical(packed).map_err(|_| ResultCode::Parameter);
+    Ok(match (fields.index_expression, fields.index_context) {
+        (Some(expression), _) => IndexSource::Expression(canonical(expression)?),
+        (None, Some(context)) => IndexSource::BinContext {
+            bin,
+            context: canonical(context)?,
+        },
+        (None, None) => IndexSource::Bin(bin),
+    })
 }
 
 /// An INDEX_RANGE field, decoded.
@@ -695,6 +716,12 @@ fn parse_index_range(field: &[u8]) -> Option<IndexFilter> {
         3 => {
             let range = KeyRange::inclusive(IndexKey::Str(begin.into()), IndexKey::Str(end.into()));
             (IndexKind::String, range)
+        }
+        // A blob: equality with `begin`, as Aerospike reads it.
+        4 => {
+            let range =
+                KeyRange::inclusive(IndexKey::Str(begin.into()), IndexKey::Str(begin.into()));
+            (IndexKind::Blob, range)
         }
         23 => {
             let range = QueryFilter::geo(begin).ok()?;

@@ -7,18 +7,19 @@
 //! drop (`sindex_store`).
 
 use std::fmt::Write as _;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use std::sync::Arc;
 
 use engine::{
     IndexCollection, IndexDefinition, IndexError, IndexKind, IndexSource, Namespace,
     SINDEX_ENTRY_SIZE_BYTES, SecondaryIndex,
 };
-use model::ResultCode;
 use tracing::{info, warn};
 use wire_aerospike::info_param;
 
 use crate::state::ServerState;
-use crate::unsupported::Unsupported;
 
 /// `sindex-create:…`
 pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
@@ -26,16 +27,6 @@ pub fn create(state: &ServerState, params: &[u8], value: &mut String) {
         value.push_str("ERROR:20:namespace not found");
         return;
     };
-    if asks_for_unsupported_index(params) {
-        state.unsupported.refuse(Unsupported::IndexType);
-        let _ = write!(
-            value,
-            "ERROR:{}:sindex-create: blob, expression and context indexes are not \
-             supported yet",
-            ResultCode::UnsupportedFeature.code()
-        );
-        return;
-    }
     let definition = match definition(params) {
         Ok(definition) => definition,
         Err(message) => {
@@ -256,16 +247,20 @@ pub fn describe(namespace_name: &str, index: &SecondaryIndex, value: &mut String
         .map_or_else(|| "null".into(), String::from_utf8_lossy);
     // Osprey's extension, shown only where it applies so that other lines read as Aerospike's.
     let source = match definition.source {
-        IndexSource::Bin(_) => "",
         IndexSource::UserKey => ":source=key",
+        _ => "",
     };
+    let base64_or_null =
+        |bytes: Option<&[u8]>| bytes.map_or_else(|| "null".to_owned(), |b| BASE64.encode(b));
     let _ = write!(
         value,
         "ns={namespace_name}:indexname={}:set={set}:bin={bin}{source}:type={}:\
-         indextype={}:context=null:exp=null:state={}",
+         indextype={}:context={}:exp={}:state={}",
         definition.name,
         definition.kind.name(),
         definition.collection.name(),
+        base64_or_null(definition.source.context()),
+        base64_or_null(definition.source.expression()),
         if index.is_ready() { "RW" } else { "WO" },
     );
 }
@@ -282,57 +277,18 @@ fn index_name_param(params: &[u8]) -> Option<&str> {
 /// `source=` of a user-key index (Osprey's extension: no bin).
 const USER_KEY_SOURCE: &str = "key";
 
-/// Whether `sindex-create` asks for an index Aerospike builds and Osprey cannot yet: on a
-/// blob bin, on an expression, or on an element inside a collection (a context). That is
-/// UNSUPPORTED_FEATURE, not a bad parameter.
-fn asks_for_unsupported_index(params: &[u8]) -> bool {
-    if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
-        return true;
-    }
-    let type_name = info_param(params, b"type").or_else(|| {
-        let data = info_param(params, b"indexdata")?;
-        data.splitn(2, |&byte| byte == b',').nth(1)
-    });
-    type_name.is_some_and(|name| name.eq_ignore_ascii_case(b"blob"))
-}
-
-/// The definition a create names, in either syntax. Osprey's extension: `source=key` (with
-/// `type=`, and no bin) indexes the records' user keys.
+/// The definition a create names, in either syntax: a bin (`indexdata=<bin>,<type>`, or
+/// `bin=` and `type=`), optionally with a `context=` (base64 of a packed CDT context); an
+/// expression (`exp=`, base64 of a packed expression, and `type=`). Osprey's extension:
+/// `source=key` (with `type=`, and no bin) indexes the records' user keys.
 fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
     let name = index_name_param(params).ok_or("missing indexname")?;
-    if info_param(params, b"exp").is_some() || info_param(params, b"context").is_some() {
-        return Err("expression and context indexes are not supported");
-    }
     let index_type = info_param(params, b"indextype").unwrap_or(b"default");
     let collection = IndexCollection::named(index_type)
         .ok_or("bad indextype: default, list, mapkeys or mapvalues")?;
-    let by_key = match info_param(params, b"source") {
-        None | Some(b"bin") => false,
-        Some(source) if source == USER_KEY_SOURCE.as_bytes() => true,
-        Some(_) => return Err("bad source: bin or key"),
-    };
-    let data = info_param(params, b"indexdata");
-    let (source, type_name) = match (data, info_param(params, b"bin"), by_key) {
-        (Some(_), Some(_), _) => return Err("indexdata and bin are mutually exclusive"),
-        (None, None, true) => (
-            IndexSource::UserKey,
-            info_param(params, b"type").ok_or("missing type")?,
-        ),
-        (_, _, true) => return Err("a user-key index names no bin"),
-        (Some(data), None, false) => {
-            let mut parts = data.splitn(2, |&byte| byte == b',');
-            let bin = parts.next().unwrap_or_default();
-            let type_name = parts.next().ok_or("indexdata needs <bin>,<type>")?;
-            (IndexSource::Bin(bin.to_vec()), type_name)
-        }
-        (None, Some(bin), false) => (
-            IndexSource::Bin(bin.to_vec()),
-            info_param(params, b"type").ok_or("missing type")?,
-        ),
-        (None, None, false) => return Err("missing bin"),
-    };
+    let (source, type_name) = source_and_type(params)?;
     let kind = IndexKind::named_with_geo(type_name)
-        .ok_or("bad index type: numeric, string or geo2dsphere")?;
+        .ok_or("bad index type: numeric, string, blob or geo2dsphere")?;
     Ok(IndexDefinition {
         name: name.to_owned(),
         set_name: info_param(params, b"set")
@@ -342,6 +298,69 @@ fn definition(params: &[u8]) -> Result<IndexDefinition, &'static str> {
         kind,
         collection,
     })
+}
+
+/// What a create's index reads, and the type name it gives, with Aerospike's exclusions:
+/// `indexdata` or `type`, `bin` or `exp`, `context` or `exp`.
+fn source_and_type(params: &[u8]) -> Result<(IndexSource, &[u8]), &'static str> {
+    let data = info_param(params, b"indexdata");
+    let bin = info_param(params, b"bin");
+    let type_name = info_param(params, b"type");
+    let expression = info_param(params, b"exp");
+    let context = info_param(params, b"context");
+    let by_key = match info_param(params, b"source") {
+        None | Some(b"bin") => false,
+        Some(source) if source == USER_KEY_SOURCE.as_bytes() => true,
+        Some(_) => return Err("bad source: bin or key"),
+    };
+    if data.is_some() && type_name.is_some() {
+        return Err("indexdata and type are mutually exclusive");
+    }
+    if data.is_some() && bin.is_some() {
+        return Err("indexdata and bin are mutually exclusive");
+    }
+    let names_bin = data.is_some() || bin.is_some();
+    if expression.is_some() && (names_bin || by_key) {
+        return Err("bin and exp are mutually exclusive");
+    }
+    if expression.is_some() && context.is_some() {
+        return Err("context and exp are mutually exclusive");
+    }
+    if by_key && (names_bin || context.is_some()) {
+        return Err("a user-key index names no bin");
+    }
+    if let Some(expression) = expression {
+        let packed = decoded_canonical(expression).ok_or("invalid exp")?;
+        let type_name = type_name.ok_or("missing type")?;
+        return Ok((IndexSource::Expression(packed), type_name));
+    }
+    if by_key {
+        return Ok((IndexSource::UserKey, type_name.ok_or("missing type")?));
+    }
+    let (bin, type_name) = match (data, bin) {
+        (Some(data), _) => {
+            let mut parts = data.splitn(2, |&byte| byte == b',');
+            let bin = parts.next().unwrap_or_default();
+            (bin, parts.next().ok_or("indexdata needs <bin>,<type>")?)
+        }
+        (None, Some(bin)) => (bin, type_name.ok_or("missing type")?),
+        (None, None) => return Err("missing bin"),
+    };
+    let source = match context {
+        None => IndexSource::Bin(bin.to_vec()),
+        Some(context) => IndexSource::BinContext {
+            bin: bin.to_vec(),
+            context: decoded_canonical(context).ok_or("invalid context")?,
+        },
+    };
+    Ok((source, type_name))
+}
+
+/// Base64 text of a packed msgpack value, decoded and made canonical (see
+/// [`engine::sindex_canonical`]).
+fn decoded_canonical(text: &[u8]) -> Option<Vec<u8>> {
+    let packed = BASE64.decode(text).ok()?;
+    engine::sindex_canonical(&packed).ok()
 }
 
 pub(crate) fn build_in_background(namespace: Arc<Namespace>, index: Arc<SecondaryIndex>) {

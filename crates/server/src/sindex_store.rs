@@ -17,6 +17,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use engine::{IndexCollection, IndexDefinition, IndexKind, IndexSource, Namespace};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -44,6 +46,13 @@ struct SavedIndex {
     /// `key` for a user-key index; absent for a bin index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     source: Option<String>,
+    /// The CDT context of a bin index on an element inside the bin (base64 of its packed
+    /// form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context: Option<String>,
+    /// The expression of an expression index (base64 of its packed form); no bin then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exp: Option<String>,
     #[serde(rename = "type")]
     kind: String,
     indextype: String,
@@ -161,6 +170,14 @@ fn saved(definition: &IndexDefinition) -> Option<SavedIndex> {
             None => None,
         },
         source: (definition.source == IndexSource::UserKey).then(|| USER_KEY_SOURCE.to_owned()),
+        context: definition
+            .source
+            .context()
+            .map(|context| BASE64.encode(context)),
+        exp: definition
+            .source
+            .expression()
+            .map(|packed| BASE64.encode(packed)),
         kind: definition.kind.name().to_owned(),
         indextype: definition.collection.name().to_owned(),
     })
@@ -170,9 +187,15 @@ fn saved(definition: &IndexDefinition) -> Option<SavedIndex> {
 const USER_KEY_SOURCE: &str = "key";
 
 fn definition(saved: SavedIndex) -> Option<IndexDefinition> {
-    let source = match (saved.bin, saved.source.as_deref()) {
-        (Some(bin), None) => IndexSource::Bin(bin.into_bytes()),
-        (None, Some(USER_KEY_SOURCE)) => IndexSource::UserKey,
+    let decode = |text: &str| BASE64.decode(text).ok();
+    let source = match (saved.bin, saved.source.as_deref(), saved.context, saved.exp) {
+        (Some(bin), None, None, None) => IndexSource::Bin(bin.into_bytes()),
+        (Some(bin), None, Some(context), None) => IndexSource::BinContext {
+            bin: bin.into_bytes(),
+            context: decode(&context)?,
+        },
+        (None, None, None, Some(exp)) => IndexSource::Expression(decode(&exp)?),
+        (None, Some(USER_KEY_SOURCE), None, None) => IndexSource::UserKey,
         _ => return None,
     };
     Some(IndexDefinition {
@@ -223,7 +246,26 @@ mod tests {
             kind: IndexKind::String,
             collection: IndexCollection::Default,
         };
-        let originals = vec![original, by_key];
+        // A blob index on the first element of a list bin, and a numeric one on an
+        // expression (`[BIN(int) "n"]` packed), keep their context and expression.
+        let by_context = IndexDefinition {
+            name: "by_first".to_owned(),
+            set_name: None,
+            source: IndexSource::BinContext {
+                bin: b"list".to_vec(),
+                context: vec![0x92, 0x10, 0x00],
+            },
+            kind: IndexKind::Blob,
+            collection: IndexCollection::Default,
+        };
+        let by_expression = IndexDefinition {
+            name: "by_n".to_owned(),
+            set_name: None,
+            source: IndexSource::Expression(vec![0x93, 0x51, 0x02, 0xa1, b'n']),
+            kind: IndexKind::Numeric,
+            collection: IndexCollection::Default,
+        };
+        let originals = vec![original, by_key, by_context, by_expression];
         let whole = SavedIndexes {
             index: originals
                 .iter()

@@ -32,8 +32,6 @@ pub enum Unsupported {
     ReadTouch,
     /// A scan or query outside the partition protocol (clients before 6.0).
     LegacyScan,
-    /// A secondary index of a kind Osprey cannot build: blob, expression or CDT-context.
-    IndexType,
 }
 
 /// How many kinds there are: the size of the counter arrays.
@@ -41,12 +39,11 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 5] = [
+    pub const ALL: [Unsupported; 4] = [
         Unsupported::ExpressionOp,
         Unsupported::Udf,
         Unsupported::ReadTouch,
         Unsupported::LegacyScan,
-        Unsupported::IndexType,
     ];
 
     /// The name of this kind's counter in the `statistics` info reply.
@@ -56,7 +53,6 @@ impl Unsupported {
             Unsupported::Udf => "unsupported_udf",
             Unsupported::ReadTouch => "unsupported_read_touch",
             Unsupported::LegacyScan => "unsupported_legacy_scans",
-            Unsupported::IndexType => "unsupported_index_types",
         }
     }
 
@@ -67,7 +63,6 @@ impl Unsupported {
             Unsupported::Udf => "aggregation UDFs",
             Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
-            Unsupported::IndexType => "blob, expression and context indexes",
         }
     }
 

@@ -70,6 +70,10 @@ pub struct ScanFields<'a> {
     pub index_name: Option<&'a [u8]>,
     /// INDEX_TYPE: the collection type of the index to query (0 = a plain bin).
     pub index_type: Option<&'a [u8]>,
+    /// INDEX_CONTEXT: the CDT context (a packed msgpack array) of the index to query.
+    pub index_context: Option<&'a [u8]>,
+    /// INDEX_EXPRESSION: the packed expression of the index to query.
+    pub index_expression: Option<&'a [u8]>,
     /// BVAL_ARRAY: for each DIGEST_ARRAY digest, the index value it was returned with
     /// (i64 little-endian).
     pub resume_values: Option<&'a [u8]>,
@@ -138,6 +142,8 @@ impl<'a> Fields<'a> {
             field_type::INDEX_RANGE => &mut self.scan.index_range,
             field_type::INDEX_NAME => &mut self.scan.index_name,
             field_type::INDEX_TYPE => &mut self.scan.index_type,
+            field_type::INDEX_CONTEXT => &mut self.scan.index_context,
+            field_type::INDEX_EXPRESSION => &mut self.scan.index_expression,
             field_type::BVAL_ARRAY => &mut self.scan.resume_values,
             field_type::QUERY_BINLIST => &mut self.scan.bin_list,
             field_type::UDF_FILENAME => {
@@ -227,11 +233,14 @@ mod tests {
             (field_type::PID_ARRAY, b"\x00\x00"),
             (field_type::MAX_RECORDS, b"\x00"),
             (field_type::INDEX_CONTEXT, b"c"),
+            (field_type::INDEX_EXPRESSION, b"e"),
+            // No field has this type.
+            (200, b"?"),
         ] {
             bytes.extend(field(field_type, data));
         }
         bytes.extend_from_slice(b"rest");
-        let (fields, rest) = Fields::parse(&bytes, 10).unwrap();
+        let (fields, rest) = Fields::parse(&bytes, 12).unwrap();
         let expected = Fields {
             namespace: Some(b"test"),
             set: Some(b""),
@@ -247,6 +256,8 @@ mod tests {
             scan: ScanFields {
                 partition_ids: Some(b"\x00\x00"),
                 max_records: Some(b"\x00"),
+                index_context: Some(b"c"),
+                index_expression: Some(b"e"),
                 ..ScanFields::default()
             },
             other_field_count: 1,

@@ -143,10 +143,12 @@ fn every_field_type_round_trips_into_its_slot() {
             index_range: Some(b"range"),
             index_name: Some(b"idx"),
             index_type: Some(&[1]),
+            index_context: Some(b"\x90"),
+            index_expression: Some(b"\x93"),
             resume_values: Some(&[10; 8]),
             bin_list: Some(&[0]),
         },
-        other_field_count: 5,
+        other_field_count: 3,
     };
     assert_eq!(message.fields, expected);
     assert_eq!(message.header.field_count, 27);

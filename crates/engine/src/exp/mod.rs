@@ -67,6 +67,7 @@ pub struct Expression {
     root: parse::Node,
     result_type: Type,
     var_count: usize,
+    reads_the_clock: bool,
 }
 
 impl Expression {
@@ -76,11 +77,12 @@ impl Expression {
     /// PARAMETER for a malformed or ill-typed expression; UNSUPPORTED_FEATURE for an op
     /// Osprey does not evaluate (the 8.1 map key/value, result-remove and builtin ops).
     pub fn parse(packed: &[u8]) -> Result<Expression, ResultCode> {
-        let (root, result_type, var_count) = parse::compile(packed)?;
+        let compiled = parse::compile(packed)?;
         Ok(Expression {
-            root,
-            result_type,
-            var_count,
+            root: compiled.root,
+            result_type: compiled.ty,
+            var_count: compiled.var_count,
+            reads_the_clock: compiled.reads_the_clock,
         })
     }
 
@@ -96,6 +98,30 @@ impl Expression {
             Type::Bool => Ok(expression),
             _ => Err(ResultCode::Parameter),
         }
+    }
+
+    /// Whether its value can change with no write: it reads the record's TTL, void time or
+    /// time since its last update.
+    pub(crate) fn reads_the_clock(&self) -> bool {
+        self.reads_the_clock
+    }
+
+    /// The particle type of every value it yields (INTEGER, STRING, LIST, MAP, ...); `None`
+    /// for nil.
+    pub(crate) fn result_particle_type(&self) -> Option<u8> {
+        let particle = match self.result_type {
+            Type::Nil | Type::Any => return None,
+            Type::Bool => model::ParticleType::Bool,
+            Type::Int => model::ParticleType::Integer,
+            Type::Str => model::ParticleType::String,
+            Type::List => model::ParticleType::List,
+            Type::Map => model::ParticleType::Map,
+            Type::Blob => model::ParticleType::Blob,
+            Type::Float => model::ParticleType::Float,
+            Type::Geo => model::ParticleType::GeoJson,
+            Type::Hll => model::ParticleType::Hll,
+        };
+        Some(particle as u8)
     }
 
     /// Evaluates the expression on `record`: `Ok(None)` when the result is unknown (a bin

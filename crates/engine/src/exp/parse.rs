@@ -226,6 +226,7 @@ struct Var {
 struct Compiler {
     scope: Vec<Var>,
     slots_max: usize,
+    reads_the_clock: bool,
 }
 
 /// Decodes and compiles a packed expression. Returns the root, its type and the number of
@@ -234,14 +235,29 @@ struct Compiler {
 /// # Errors
 /// PARAMETER for a malformed or ill-typed expression; UNSUPPORTED_FEATURE for an op Osprey
 /// does not evaluate.
-pub(super) fn compile(packed: &[u8]) -> Result<(Node, Type, usize), ResultCode> {
+pub(super) fn compile(packed: &[u8]) -> Result<Compiled, ResultCode> {
     let tree = value::decode(packed)?;
     let mut compiler = Compiler::default();
     let (root, ty) = compiler.node(&tree)?;
     if ty == Type::Any {
         return Err(ResultCode::Parameter);
     }
-    Ok((root, ty, compiler.slots_max))
+    Ok(Compiled {
+        root,
+        ty,
+        var_count: compiler.slots_max,
+        reads_the_clock: compiler.reads_the_clock,
+    })
+}
+
+/// A compiled expression: its root, type, the variable slots evaluation needs, and whether
+/// it reads the clock (TTL, void time or time since update: a value that changes with no
+/// write).
+pub(super) struct Compiled {
+    pub(super) root: Node,
+    pub(super) ty: Type,
+    pub(super) var_count: usize,
+    pub(super) reads_the_clock: bool,
 }
 
 /// An unsigned integer argument.
@@ -594,6 +610,7 @@ impl Compiler {
             73 => (Meta::MemorySize, Type::Int),
             _ => (Meta::RecordSize, Type::Int),
         };
+        self.reads_the_clock |= matches!(meta, Meta::SinceUpdate | Meta::VoidTime | Meta::Ttl);
         Ok((Node::Meta(meta), ty))
     }
 

@@ -321,8 +321,8 @@ fn parse_bound(
     let infinity = match kind {
         IndexKind::Numeric if named(b"-inf") => Some(Side::Min),
         IndexKind::Numeric if named(b"+inf") || named(b"inf") => Some(Side::Max),
-        IndexKind::String if bytes == b"-" => Some(Side::Min),
-        IndexKind::String if bytes == b"+" => Some(Side::Max),
+        IndexKind::String | IndexKind::Blob if bytes == b"-" => Some(Side::Min),
+        IndexKind::String | IndexKind::Blob if bytes == b"+" => Some(Side::Max),
         _ => None,
     };
     if let Some(infinite_side) = infinity {
@@ -330,8 +330,8 @@ fn parse_bound(
     }
     let (exclusive, text) = match (kind, bytes.split_first()) {
         (_, Some((b'(', rest))) => (true, rest),
-        (IndexKind::String, Some((b'[', rest))) => (false, rest),
-        (IndexKind::String, _) => {
+        (IndexKind::String | IndexKind::Blob, Some((b'[', rest))) => (false, rest),
+        (IndexKind::String | IndexKind::Blob, _) => {
             return Err("ERR min or max not valid string range item".to_owned());
         }
         (IndexKind::Numeric | IndexKind::Geo2dSphere, _) => (false, bytes),
@@ -341,7 +341,7 @@ fn parse_bound(
             super::keys::parse_i64(text)
                 .map_err(|()| "ERR min or max is not an integer".to_owned())?,
         ),
-        IndexKind::String => IndexKey::Str(text.into()),
+        IndexKind::String | IndexKind::Blob => IndexKey::Str(text.into()),
     };
     Ok(Some(if exclusive {
         Bound::Excluded(key)

@@ -38,6 +38,10 @@
 //!   item of the index's type; a range query may return such a record once per item in range,
 //!   as Aerospike's does.
 
+mod derived;
+
+pub use derived::canonical;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -71,6 +75,8 @@ pub enum IndexKind {
     Numeric,
     /// String bins (byte order).
     String,
+    /// Blob bins (byte order).
+    Blob,
     /// GeoJSON bins (`GEO2DSPHERE`): each value's S2 cells (a point's leaf cell, a region's
     /// covering, as its particle stores them) are its keys, ordered as `i64`.
     Geo2dSphere,
@@ -82,15 +88,18 @@ impl IndexKind {
         match self {
             IndexKind::Numeric => "numeric",
             IndexKind::String => "string",
+            IndexKind::Blob => "blob",
             IndexKind::Geo2dSphere => "geo2dsphere",
         }
     }
 
     /// The kind an Aerospike `sindex-create` `type` (any case) names: numeric (or integer),
-    /// string or geo2dsphere.
+    /// string, blob or geo2dsphere.
     pub fn named_with_geo(name: &[u8]) -> Option<IndexKind> {
         if name.eq_ignore_ascii_case(b"geo2dsphere") {
             Some(IndexKind::Geo2dSphere)
+        } else if name.eq_ignore_ascii_case(b"blob") {
+            Some(IndexKind::Blob)
         } else {
             IndexKind::named(name)
         }
@@ -111,6 +120,7 @@ impl IndexKind {
         match self {
             IndexKind::Numeric => PARTICLE_INTEGER,
             IndexKind::String => PARTICLE_STRING,
+            IndexKind::Blob => PARTICLE_BLOB,
             IndexKind::Geo2dSphere => PARTICLE_GEOJSON,
         }
     }
@@ -197,7 +207,7 @@ impl IndexKey {
             IndexKind::Numeric => <[u8; 8]>::try_from(value)
                 .ok()
                 .map(|bytes| IndexKey::Int(i64::from_be_bytes(bytes))),
-            IndexKind::String => Some(IndexKey::Str(value.into())),
+            IndexKind::String | IndexKind::Blob => Some(IndexKey::Str(value.into())),
             // A geo value has several keys (see `geo_keys`).
             IndexKind::Geo2dSphere => None,
         }
@@ -208,6 +218,12 @@ impl IndexKey {
         match kind {
             IndexKind::Numeric => crate::msgpack::item_int(item).map(IndexKey::Int),
             IndexKind::String => crate::msgpack::item_string(item).map(|s| IndexKey::Str(s.into())),
+            IndexKind::Blob => match crate::cdt::value::decode(item) {
+                Ok(crate::cdt::value::Value::Bytes { kind, data }) if kind == PARTICLE_BLOB => {
+                    Some(IndexKey::Str(data.as_slice().into()))
+                }
+                _ => None,
+            },
             IndexKind::Geo2dSphere => None,
         }
     }
@@ -365,6 +381,16 @@ impl<'a> From<&'a QueryFilter> for FilterRef<'a> {
 pub enum IndexSource {
     /// The value of the bin of this name (or the items of the collection in it).
     Bin(Vec<u8>),
+    /// The element a CDT context reaches inside the bin's list or map (or the items of the
+    /// collection there).
+    BinContext {
+        /// The bin.
+        bin: Vec<u8>,
+        /// The context: a packed msgpack array `[type, value, ...]`, canonical ([`canonical`]).
+        context: Vec<u8>,
+    },
+    /// The value of an expression over the record (packed, canonical).
+    Expression(Vec<u8>),
     /// The record's stored user key: a set read in key order (records stored without their
     /// key are not in it).
     UserKey,
@@ -374,8 +400,24 @@ impl IndexSource {
     /// The bin it reads, if any.
     pub fn bin(&self) -> Option<&[u8]> {
         match self {
-            IndexSource::Bin(bin) => Some(bin),
-            IndexSource::UserKey => None,
+            IndexSource::Bin(bin) | IndexSource::BinContext { bin, .. } => Some(bin),
+            IndexSource::Expression(_) | IndexSource::UserKey => None,
+        }
+    }
+
+    /// Its context (packed), if it has one.
+    pub fn context(&self) -> Option<&[u8]> {
+        match self {
+            IndexSource::BinContext { context, .. } => Some(context),
+            _ => None,
+        }
+    }
+
+    /// Its expression (packed), if it is one.
+    pub fn expression(&self) -> Option<&[u8]> {
+        match self {
+            IndexSource::Expression(packed) => Some(packed),
+            _ => None,
         }
     }
 }
@@ -401,6 +443,8 @@ pub struct IndexDefinition {
 pub struct SecondaryIndex {
     id: u32,
     definition: IndexDefinition,
+    /// How its value is computed, when it is not a bin's or the user key's.
+    derivation: Option<derived::Derivation>,
     /// Partitions the build has passed.
     built_partitions: AtomicUsize,
     ready: AtomicBool,
@@ -467,14 +511,25 @@ impl SecondaryIndex {
 
     /// The keys `record` has in this index, sorted, each once: none, one, or (for a
     /// collection index) one per distinct matching item.
-    fn keys_of(&self, namespace: &Namespace, record: &Record) -> Vec<IndexKey> {
+    fn keys_of(&self, namespace: &Namespace, digest: &Digest, record: &Record) -> Vec<IndexKey> {
         if !self.covers_set_of(namespace, record) {
             return Vec::new();
         }
-        let bin_name = match &self.definition.source {
-            IndexSource::UserKey => return self.user_key_of(record).into_iter().collect(),
-            IndexSource::Bin(_) if record.native().is_some() => return Vec::new(),
-            IndexSource::Bin(bin_name) => bin_name,
+        if matches!(self.definition.source, IndexSource::UserKey) {
+            return self.user_key_of(record).into_iter().collect();
+        }
+        if record.native().is_some() {
+            return Vec::new();
+        }
+        if let Some(value) = self.derived_value(namespace, digest, record) {
+            return derived::keys_of_value(
+                self.definition.kind,
+                self.definition.collection,
+                &value,
+            );
+        }
+        let IndexSource::Bin(bin_name) = &self.definition.source else {
+            return Vec::new();
         };
         let bins = record.bins();
         let Some(bin) = bins.iter().find(|bin| bin.name == *bin_name) else {
@@ -514,6 +569,7 @@ impl SecondaryIndex {
     fn geo_holds(
         &self,
         namespace: &Namespace,
+        digest: &Digest,
         record: &Record,
         key: &IndexKey,
         query: &crate::geo::Geometry,
@@ -526,6 +582,9 @@ impl SecondaryIndex {
             || !self.covers_set_of(namespace, record)
         {
             return false;
+        }
+        if let Some(value) = self.derived_value(namespace, digest, record) {
+            return derived::geo_holds(self.definition.collection, &value, cell as u64, query);
         }
         let IndexSource::Bin(bin_name) = &self.definition.source else {
             return false;
@@ -625,13 +684,23 @@ impl SecondaryIndex {
     /// Whether `record` has `key` in this index: [`SecondaryIndex::keys_of`] contains it,
     /// decided without building that list where one value is all there is to compare (a query
     /// re-checks every candidate this way).
-    fn holds(&self, namespace: &Namespace, record: &Record, key: &IndexKey) -> bool {
+    fn holds(
+        &self,
+        namespace: &Namespace,
+        digest: &Digest,
+        record: &Record,
+        key: &IndexKey,
+    ) -> bool {
         let single = self.definition.collection == IndexCollection::Default
             && self.definition.kind != IndexKind::Geo2dSphere
+            && self.derivation.is_none()
             && (matches!(self.definition.source, IndexSource::UserKey)
                 || record.native().is_none());
         if !single {
-            return self.keys_of(namespace, record).binary_search(key).is_ok();
+            return self
+                .keys_of(namespace, digest, record)
+                .binary_search(key)
+                .is_ok();
         }
         if !self.covers_set_of(namespace, record) {
             return false;
@@ -649,8 +718,21 @@ impl SecondaryIndex {
                 };
                 return same_value(self.definition.kind, bin.particle_type, bin.value, key);
             }
+            // Derived indexes took the general path above.
+            IndexSource::BinContext { .. } | IndexSource::Expression(_) => return false,
         };
         same_value(self.definition.kind, particle_type, bytes, key)
+    }
+
+    /// The value a derived index (context or expression) computes for `record`; `None` for
+    /// other indexes, and when the record yields none.
+    fn derived_value(
+        &self,
+        namespace: &Namespace,
+        digest: &Digest,
+        record: &Record,
+    ) -> Option<crate::cdt::value::Value> {
+        self.derivation.as_ref()?.value(namespace, digest, record)
     }
 
     /// Whether the index covers `record`'s set (every set, or the one it names).
@@ -745,7 +827,9 @@ enum Order {
 impl Order {
     fn for_source(source: &IndexSource) -> Order {
         match source {
-            IndexSource::Bin(_) => Order::Plain(BTreeSet::new()),
+            IndexSource::Bin(_) | IndexSource::BinContext { .. } | IndexSource::Expression(_) => {
+                Order::Plain(BTreeSet::new())
+            }
             IndexSource::UserKey => Order::Stamped(BTreeMap::new()),
         }
     }
@@ -951,7 +1035,9 @@ impl Namespace {
             return Err(IndexError::Invalid("invalid index name"));
         }
         match &definition.source {
-            IndexSource::Bin(bin) if bin.is_empty() || bin.len() > 15 => {
+            IndexSource::Bin(bin) | IndexSource::BinContext { bin, .. }
+                if bin.is_empty() || bin.len() > 15 =>
+            {
                 return Err(IndexError::Invalid("invalid bin name"));
             }
             IndexSource::UserKey if definition.collection != IndexCollection::Default => {
@@ -959,11 +1045,19 @@ impl Namespace {
                     "a user-key index has indextype default",
                 ));
             }
-            IndexSource::UserKey if definition.kind == IndexKind::Geo2dSphere => {
+            IndexSource::UserKey
+                if matches!(definition.kind, IndexKind::Geo2dSphere | IndexKind::Blob) =>
+            {
                 return Err(IndexError::Invalid("a user-key index is numeric or string"));
             }
             _ => {}
         }
+        let derivation = derived::Derivation::compile(
+            &definition.source,
+            definition.kind,
+            definition.collection,
+        )
+        .map_err(IndexError::Invalid)?;
         let mut list = self.sindexes.list.write();
         if let Some(existing) = list.iter().find(|i| i.definition.name == definition.name) {
             if existing.definition == definition {
@@ -994,6 +1088,7 @@ impl Namespace {
             records_returned: AtomicU64::new(0),
             ordered: parking_lot::RwLock::new(Order::for_source(&definition.source)),
             definition,
+            derivation,
         });
         list.push(index.clone());
         self.sindexes.any.store(true, Ordering::Release);
@@ -1017,7 +1112,7 @@ impl Namespace {
                 .flat_map(|(digest, loaded)| {
                     let stamp = Stamp::of(&loaded);
                     index
-                        .keys_of(self, &loaded)
+                        .keys_of(self, digest, &loaded)
                         .into_iter()
                         .map(move |key| ((key, *digest), stamp))
                 })
@@ -1071,12 +1166,13 @@ impl Namespace {
             .cloned()
     }
 
-    /// The index a query on `bin` of `kind` (and `collection`) in `set_name` (empty = none)
-    /// uses: one on that set, else one on the whole namespace.
+    /// The index a query on `source` (a bin, a bin and context, or an expression, in
+    /// canonical bytes) of `kind` (and `collection`) in `set_name` (empty = none) uses: one
+    /// on that set, else one on the whole namespace.
     pub fn index_for(
         &self,
         set_name: &[u8],
-        bin: &[u8],
+        source: &IndexSource,
         kind: IndexKind,
         collection: IndexCollection,
     ) -> Option<Arc<SecondaryIndex>> {
@@ -1084,7 +1180,7 @@ impl Namespace {
         let on = |set: Option<&[u8]>| {
             list.iter()
                 .find(|i| {
-                    i.definition.source.bin() == Some(bin)
+                    i.definition.source == *source
                         && i.definition.kind == kind
                         && i.definition.collection == collection
                         && i.definition.set_name.as_deref() == set
@@ -1124,7 +1220,7 @@ impl Namespace {
         indexes
             .iter()
             .flat_map(|index| {
-                let keys = index.keys_of(self, &loaded);
+                let keys = index.keys_of(self, digest, &loaded);
                 keys.into_iter().map(|key| (index.id, key))
             })
             .collect()
@@ -1242,7 +1338,7 @@ impl Namespace {
         };
         let stamp = Stamp::of(&loaded);
         for index in indexes.iter().filter(is_stamped) {
-            for key in index.keys_of(self, &loaded) {
+            for key in index.keys_of(self, digest, &loaded) {
                 index.ordered.write().restamp(&(key, *digest), stamp);
             }
         }
@@ -1509,12 +1605,12 @@ impl Namespace {
             return true;
         };
         let takes = match window.filter.geo {
-            Some(query) => index.geo_holds(self, &loaded, key, query),
-            None => index.holds(self, &loaded, key),
+            Some(query) => index.geo_holds(self, digest, &loaded, key, query),
+            None => index.holds(self, digest, &loaded, key),
         } || (window.filter.geo.is_none()
             && index.definition.collection == IndexCollection::Default
             && index
-                .keys_of(self, &loaded)
+                .keys_of(self, digest, &loaded)
                 .first()
                 .is_some_and(|moved| window.takes_moved(moved, digest)));
         if !takes {
