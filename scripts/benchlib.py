@@ -96,6 +96,16 @@ def cpu_list(cpus: list[int]) -> str:
     return ",".join(ranges)
 
 
+def cpus_of(cpu_list_text: str | None) -> list[int]:
+    """The CPUs of a taskset -c list: "1-3,5" -> [1, 2, 3, 5]."""
+    cpus: list[int] = []
+    for part in (cpu_list_text or "").split(","):
+        if part:
+            first, _, last = part.partition("-")
+            cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def plan_pinning(mode: str, server_cpu_count: int = 1) -> Pinning:
     """`split`: the servers on the first `server_cpu_count` CPUs, the client on the others."""
     if mode == "none":
@@ -178,9 +188,15 @@ class ServerProcess:
         return CpuSample(cpu_ns=self.schedstat_cpu_ns(), user_ticks=user_ticks, system_ticks=system_ticks)
 
     def schedstat_cpu_ns(self) -> int:
-        """On-CPU nanoseconds summed over the live threads (first field of each schedstat)."""
+        """On-CPU nanoseconds summed over the live threads (first field of each schedstat);
+        where the kernel keeps no schedstat (some sandboxes), the process's utime and stime,
+        in clock ticks."""
+        tasks = list(Path(f"/proc/{self.pid}/task").iterdir())
+        if tasks and not (tasks[0] / "schedstat").exists():
+            user_ticks, system_ticks = self.stat_cpu_ticks()
+            return (user_ticks + system_ticks) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         total_ns = 0
-        for task in Path(f"/proc/{self.pid}/task").iterdir():
+        for task in tasks:
             with contextlib.suppress(FileNotFoundError, ProcessLookupError):
                 total_ns += int((task / "schedstat").read_text().split()[0])
         return total_ns

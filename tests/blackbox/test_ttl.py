@@ -176,3 +176,28 @@ def test_without_nsup_a_ttl_write_is_forbidden_22_but_never_expire_is_accepted(s
     stats = harness.ns_stats(c, "test")
     assert stats["nsup-period"] == "0"
     assert stats["allow-ttl-without-nsup"] == "false"
+
+
+def test_read_touch_resets_the_ttl_of_the_last_write_and_keeps_the_generation(client, uset):
+    """Aerospike's `read_touch_ttl_percent`: a read touches the record once its remaining TTL is
+    within that percent of the last write's TTL; the TTL starts again and the generation stays.
+    -1 never touches; over 100 is a bad parameter."""
+    k = key(uset, "touched")
+    client.put(k, {"a": 1}, meta={"ttl": 10})
+    time.sleep(1.2)
+    # 9 of 10 seconds left: more than 50% of the TTL, so no touch.
+    assert client.get(k, policy={"read_touch_ttl_percent": 50})[2] == {"a": 1}
+    assert client.exists(k)[1]["ttl"] in (8, 9)
+    client.get(k, policy={"read_touch_ttl_percent": -1})
+    assert client.exists(k)[1]["ttl"] in (8, 9)
+    # Within 100% of the TTL: the read touches, the TTL is 10 again, the generation stays 1.
+    client.get(k, policy={"read_touch_ttl_percent": 100})
+    _, meta = client.exists(k)
+    assert meta["ttl"] in (9, 10) and meta["gen"] == 1, meta
+    with pytest.raises(ex.InvalidRequest):  # PARAMETER (4)
+        client.get(k, policy={"read_touch_ttl_percent": 101})
+    # A record that never expires is never touched.
+    forever = key(uset, "forever")
+    client.put(forever, {"a": 1}, meta={"ttl": -1})
+    client.get(forever, policy={"read_touch_ttl_percent": 100})
+    assert client.exists(forever)[1]["gen"] == 1

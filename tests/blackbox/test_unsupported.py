@@ -70,7 +70,6 @@ def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aer
     assert statistics(aero) == {
         "unsupported_expression_ops": 0,
         "unsupported_udf": 0,
-        "unsupported_read_touch": 0,
         "unsupported_legacy_scans": 0,
     }
 
@@ -95,16 +94,6 @@ def test_an_expression_osprey_cannot_evaluate_answers_16_and_is_counted(aero, os
     changed = {name: after[name] - before[name] for name in after if after[name] != before[name]}
     assert changed == {"unsupported_expression_ops": 1}, changed
     assert aero.get(key)[2] == {"s": "hello", "n": 1}
-
-
-def test_read_touch_answers_16_and_is_counted(aero):
-    key = ("test", "unsupported", "touch")
-    aero.put(key, {"a": 1})
-    refused_once_more(
-        aero,
-        "unsupported_read_touch",
-        lambda: aero.get(key, policy={"read_touch_ttl_percent": 50}),
-    )
 
 
 def test_an_aggregation_query_answers_16(aero, osprey):
@@ -136,18 +125,18 @@ def test_legacy_scans_answer_16_and_are_counted(aero, osprey):
     assert statistics(aero)["unsupported_legacy_scans"] == before + 1
 
 
-def test_a_client_repeating_an_unsupported_op_is_logged_once_and_counted_every_time(aero, osprey):
-    key = ("test", "unsupported", "flood")
-    aero.put(key, {"a": 1})
-    before = statistics(aero)["unsupported_read_touch"]
-    touch = {"read_touch_ttl_percent": 50}
-    for _ in range(200):
-        assert_unsupported(lambda: aero.get(key, policy=touch))
-    assert statistics(aero)["unsupported_read_touch"] == before + 200
-    lines = [line for line in osprey.log_text().splitlines() if "read-touch-ttl-percent" in line]
+def test_a_client_repeating_an_unsupported_request_is_logged_once_and_counted_every_time(aero, osprey):
+    before = statistics(aero)["unsupported_legacy_scans"]
+    with osprey.raw() as s:
+        for _ in range(200):
+            s.sendall(scan_frame("test", "unsupported", info3=0))
+            assert ScanStream(s).read_to_end(timeout=5).result_code == UNSUPPORTED_FEATURE
+    assert statistics(aero)["unsupported_legacy_scans"] == before + 200
+    lines = [line for line in osprey.log_text().splitlines() if "scans without partitions" in line]
     assert len(lines) == 1, lines
     assert "WARN" in lines[0] and "not supported yet" in lines[0], lines[0]
-    assert "unsupported_read_touch" in lines[0], lines[0]
+    assert "unsupported_legacy_scans" in lines[0], lines[0]
+
 
 
 # -- Redis ----------------------------------------------------------------------------------------

@@ -41,19 +41,47 @@ pub struct RecordMeta {
     pub generation: Generation,
     /// Void time after the transaction (0 after a delete).
     pub void_time: VoidTime,
+    /// Last-update time after the transaction, in milliseconds since the Unix epoch (0 after
+    /// a delete).
+    pub last_update_ms: u64,
 }
 
 impl RecordMeta {
     pub(crate) const DELETED: RecordMeta = RecordMeta {
         generation: Generation(0),
         void_time: VoidTime::NEVER,
+        last_update_ms: 0,
     };
 
     pub(crate) fn of(record: &Record) -> RecordMeta {
         RecordMeta {
             generation: record.generation,
             void_time: record.void_time,
+            last_update_ms: record.last_update_ms,
         }
+    }
+
+    /// The TTL of the last write, in seconds (its void time less its last-update time);
+    /// `None` for a record that never expires.
+    pub fn write_ttl_seconds(&self) -> Option<u32> {
+        if self.void_time == VoidTime::NEVER {
+            return None;
+        }
+        let written = Now {
+            unix_ms: self.last_update_ms,
+        }
+        .epoch_seconds();
+        Some(self.void_time.0.saturating_sub(written))
+    }
+
+    /// Aerospike's read-touch rule: a read asking for `percent` (1 to 100) of the last write's
+    /// TTL touches a record once its remaining TTL is within that share of it, resetting the
+    /// TTL to the last write's. Returns that TTL when a touch is due at `now`.
+    pub fn read_touch_due(&self, percent: u32, now: Now) -> Option<u32> {
+        let write_ttl = self.write_ttl_seconds()?;
+        let threshold = u32::try_from(u64::from(write_ttl) * u64::from(percent) / 100).ok()?;
+        let touch_from = self.void_time.0.saturating_sub(threshold);
+        (now.epoch_seconds() >= touch_from).then_some(write_ttl)
     }
 }
 

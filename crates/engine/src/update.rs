@@ -105,6 +105,9 @@ pub enum Decision {
     /// write: the generation and last-update time advance, the expiry is set as said. Nothing
     /// happens if there is no record.
     Touch(Expiry),
+    /// A read-touch: as [`Decision::Touch`], but the generation stays, as in Aerospike (a
+    /// touch a read caused must not fail the generation check of the reader's next write).
+    ReadTouch(Expiry),
 }
 
 /// The new bins of a record, encoded as they are written (the record's own bin layout).
@@ -224,6 +227,29 @@ impl Namespace {
         self.update_with(address, writer, acks, true, decide)
     }
 
+    /// Aerospike's read-touch of the record at `address` (see [`RecordMeta::read_touch_due`]):
+    /// its TTL reset to `write_ttl_seconds` from now and its last-update time advanced, its
+    /// generation kept; nothing when it is gone, never expires, or a write already extended it
+    /// as far. Returns whether it touched.
+    ///
+    /// # Errors
+    /// As [`Namespace::update`].
+    pub fn read_touch(
+        &self,
+        address: &RecordAddress<'_>,
+        write_ttl_seconds: u32,
+        acks: &mut Acks,
+    ) -> Result<bool, ResultCode> {
+        let new_void_time = VoidTime::after(self.clock.now().epoch_seconds(), write_ttl_seconds);
+        self.update(address, &mut BinWriter::default(), acks, |current, _| {
+            let void_time = current.map_or(VoidTime::NEVER, |current| current.get().void_time);
+            if void_time == VoidTime::NEVER || new_void_time.0 <= void_time.0 {
+                return Ok((Decision::Keep, false));
+            }
+            Ok((Decision::ReadTouch(Expiry::At(new_void_time)), true))
+        })
+    }
+
     /// [`Namespace::update`] for a decision that needs only whether the record exists, its
     /// generation and expiry (a plain overwrite): a record whose data is on the device is not
     /// read back.
@@ -280,14 +306,21 @@ impl Namespace {
         let (decision, result) = decide(current, writer)?;
         let expiry = match decision {
             Decision::Keep => return Ok(result),
-            Decision::Touch(expiry) => {
+            decision @ (Decision::Touch(_) | Decision::ReadTouch(_)) => {
+                let (expiry, advances_generation) = match decision {
+                    Decision::Touch(expiry) => (expiry, true),
+                    Decision::ReadTouch(expiry) => (expiry, false),
+                    _ => unreachable!("matched above"),
+                };
                 if let (Some(record), Some(before_bytes)) = (existing, size_before_bytes) {
                     if self.storage.is_some() && !record.has_data() && read_back.is_none() {
                         read_back = Some(self.read_back(&address.digest, record)?);
                     }
                     let set_id = record.set_id;
                     let before = (record.generation, record.last_update_ms, record.void_time);
-                    record.generation = record.generation.next();
+                    if advances_generation {
+                        record.generation = record.generation.next();
+                    }
                     record.last_update_ms = self.last_update_ms_for(set_id, now);
                     record.void_time = expiry.void_time(record.void_time);
                     if let Some(storage) = &self.storage {

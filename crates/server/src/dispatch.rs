@@ -420,21 +420,16 @@ fn run_udf(
     })
 }
 
-/// Why the engine (or [`check_read_touch`]) answered a command UNSUPPORTED_FEATURE: an
-/// expression (filter or op) using what Osprey cannot evaluate yet, else a read-touch. Judged
-/// only after the refusal, so that commands that run pay nothing for it.
+/// Why the engine answered a command UNSUPPORTED_FEATURE: an expression (filter or op) using
+/// what Osprey cannot evaluate yet. Judged only after the refusal, so that commands that run
+/// pay nothing for it.
 fn unsupported_kind(command: &RecordCommand<'_>) -> Option<Unsupported> {
     let has_expression = command.fields.filter_expression.is_some()
         || command
             .ops
             .clone()
             .any(|op| matches!(op.code, OpCode::ExpRead | OpCode::ExpModify));
-    let op_kind = has_expression.then_some(Unsupported::ExpressionOp);
-    let header = &command.header;
-    let is_read = header.info2 & info2::WRITE == 0;
-    let read_touch =
-        is_read && check_read_touch(header.record_ttl) == Err(ResultCode::UnsupportedFeature);
-    op_kind.or_else(|| read_touch.then_some(Unsupported::ReadTouch))
+    has_expression.then_some(Unsupported::ExpressionOp)
 }
 
 /// Whether `body` is a batch parent request (info1 BATCH), judged from its header alone.
@@ -515,7 +510,7 @@ fn run_in_engine(
     if header.info1 & info1::READ == 0 {
         return Err(ResultCode::Parameter);
     }
-    check_read_touch(header.record_ttl)?;
+    let touch_percent = read_touch_percent(header.record_ttl)?;
     let request = ReadRequest {
         digest,
         set_name,
@@ -526,7 +521,37 @@ fn run_in_engine(
         deadline,
         filter,
     };
-    namespace.read_as(origin, &request, ops, sink)
+    let meta = namespace.read_as(origin, &request, ops, sink)?;
+    if let Some(percent) = touch_percent {
+        touch_after_read(namespace, digest, set_name, percent, meta);
+    }
+    Ok(meta)
+}
+
+/// Aerospike's read-touch after a read that asked for it: when the record's remaining TTL has
+/// fallen within `percent` of its last write's TTL, that TTL starts again
+/// ([`RecordMeta::read_touch_due`]). Like Aerospike's, the touch is the server's own write,
+/// done after the read: the reader's reply neither waits for it nor reports it, and a touch
+/// that cannot be made (the record changed, this node does not master the partition) is
+/// dropped, since the next read asks again.
+fn touch_after_read(
+    namespace: &Namespace,
+    digest: Digest,
+    set_name: &[u8],
+    percent: u32,
+    meta: RecordMeta,
+) {
+    let Some(write_ttl_seconds) = meta.read_touch_due(percent, namespace.now()) else {
+        return;
+    };
+    let address = engine::RecordAddress {
+        digest,
+        set_name,
+        key: None,
+    };
+    let mut acks = Acks::default();
+    acks.set_commit_level_master(true);
+    let _ = namespace.read_touch(&address, write_ttl_seconds, &mut acks);
 }
 
 /// The largest reply one command may produce: room for the whole record twice (say a read-all
@@ -601,13 +626,14 @@ fn generation_policy(header: &MessageHeader) -> GenerationPolicy {
     }
 }
 
-/// Reads carry `read-touch-ttl-percent` in the TTL slot: 0 (namespace default, which is off)
-/// and -1 (never) are honoured; 1..=100 asks for read-touch, which Osprey does not implement
-/// yet; anything else is a bad parameter, as in Aerospike's `read_touch.c`.
-fn check_read_touch(record_ttl: u32) -> Result<(), ResultCode> {
+/// Reads carry `read-touch-ttl-percent` in the TTL slot: 1..=100 asks for a read-touch at
+/// that percent; 0 (the namespace default, which is off in Osprey as in Aerospike's default
+/// configuration) and -1 (never) ask for none; anything else is a bad parameter, as in
+/// Aerospike's `read_touch.c`.
+fn read_touch_percent(record_ttl: u32) -> Result<Option<u32>, ResultCode> {
     match record_ttl {
-        0 | u32::MAX => Ok(()),
-        1..=100 => Err(ResultCode::UnsupportedFeature),
+        0 | u32::MAX => Ok(None),
+        1..=100 => Ok(Some(record_ttl)),
         _ => Err(ResultCode::Parameter),
     }
 }

@@ -28,8 +28,6 @@ pub enum Unsupported {
     /// A UDF Osprey cannot run: an aggregation query (UDF_OP 1), or a query asking for a UDF
     /// other than in the background.
     Udf,
-    /// A read that asks to reset the record's TTL (`read-touch-ttl-percent` 1 to 100).
-    ReadTouch,
     /// A scan or query outside the partition protocol (clients before 6.0).
     LegacyScan,
 }
@@ -39,10 +37,9 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 4] = [
+    pub const ALL: [Unsupported; 3] = [
         Unsupported::ExpressionOp,
         Unsupported::Udf,
-        Unsupported::ReadTouch,
         Unsupported::LegacyScan,
     ];
 
@@ -51,7 +48,6 @@ impl Unsupported {
         match self {
             Unsupported::ExpressionOp => "unsupported_expression_ops",
             Unsupported::Udf => "unsupported_udf",
-            Unsupported::ReadTouch => "unsupported_read_touch",
             Unsupported::LegacyScan => "unsupported_legacy_scans",
         }
     }
@@ -61,7 +57,6 @@ impl Unsupported {
         match self {
             Unsupported::ExpressionOp => "expressions with regular expressions",
             Unsupported::Udf => "aggregation UDFs",
-            Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
         }
     }
@@ -158,19 +153,19 @@ mod tests {
     #[test]
     fn refusals_all_count_but_a_kind_logs_once_per_interval() {
         let stats = UnsupportedStats::default();
-        assert!(stats.may_log(Unsupported::ReadTouch));
-        assert!(!stats.may_log(Unsupported::ReadTouch));
+        assert!(stats.may_log(Unsupported::LegacyScan));
+        assert!(!stats.may_log(Unsupported::LegacyScan));
         assert!(stats.may_log(Unsupported::Udf), "kinds are logged apart");
         for _ in 0..1000 {
             assert_eq!(
-                stats.refuse(Unsupported::ReadTouch),
+                stats.refuse(Unsupported::LegacyScan),
                 ResultCode::UnsupportedFeature
             );
         }
-        assert_eq!(stats.count(Unsupported::ReadTouch), 1000);
+        assert_eq!(stats.count(Unsupported::LegacyScan), 1000);
         assert_eq!(stats.count(Unsupported::Udf), 0);
         let mut value = String::new();
         stats.write_statistics(&mut value);
-        assert!(value.contains(";unsupported_read_touch=1000;"));
+        assert!(value.contains(";unsupported_legacy_scans=1000"));
     }
 }
