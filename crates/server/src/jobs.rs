@@ -33,6 +33,8 @@ pub enum JobState {
     AbandonedTimeout = 4,
     /// Stopped at the total timeout its client sent; answered TIMEOUT (9).
     TimedOut = 5,
+    /// Stopped by an error of its own: an aggregation whose stream UDF failed.
+    AbandonedUnknown = 6,
 }
 
 impl JobState {
@@ -43,6 +45,7 @@ impl JobState {
             3 => JobState::AbandonedError,
             4 => JobState::AbandonedTimeout,
             5 => JobState::TimedOut,
+            6 => JobState::AbandonedUnknown,
             _ => JobState::Active,
         }
     }
@@ -55,6 +58,7 @@ impl JobState {
             JobState::AbandonedError => "done(abandoned-response-error)",
             JobState::AbandonedTimeout => "done(abandoned-response-timeout)",
             JobState::TimedOut => "done(timeout)",
+            JobState::AbandonedUnknown => "done(abandoned-unknown)",
         }
     }
 }
@@ -78,7 +82,8 @@ pub struct ScanJob {
     pub records_failed: AtomicU64,
     /// A background job's records its filter expression left out when written.
     pub records_filtered: AtomicU64,
-    /// `query-show`'s `job-type`: `basic`, `background-ops` or `background-udf`.
+    /// `query-show`'s `job-type`: `basic`, `aggregation`, `background-ops` or
+    /// `background-udf`.
     pub job_type: &'static str,
     /// Partitions walked to their end.
     pub partitions_done: AtomicU64,
@@ -90,6 +95,7 @@ pub struct ScanJob {
     pub active_threads: AtomicUsize,
     abort_requested: AtomicBool,
     timed_out: AtomicBool,
+    failed: AtomicBool,
     state: AtomicU8,
     started: Instant,
     finished: Mutex<Option<Instant>>,
@@ -120,6 +126,7 @@ impl ScanJob {
             active_threads: AtomicUsize::new(0),
             abort_requested: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             state: AtomicU8::new(JobState::Active as u8),
             started: Instant::now(),
             finished: Mutex::new(None),
@@ -157,6 +164,17 @@ impl ScanJob {
     /// Whether the scan stopped at its total timeout.
     pub fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::Acquire)
+    }
+
+    /// Stops the scan threads because the job failed (an aggregation's stream UDF did).
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+        self.request_abort();
+    }
+
+    /// Whether the job stopped on a failure of its own.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The job's state.

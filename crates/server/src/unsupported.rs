@@ -25,9 +25,6 @@ pub enum Unsupported {
     /// An expression (a filter or an op) using what Osprey cannot evaluate yet: a regular
     /// expression or a geo comparison.
     ExpressionOp,
-    /// A UDF Osprey cannot run: an aggregation query (UDF_OP 1), or a query asking for a UDF
-    /// other than in the background.
-    Udf,
     /// A read that asks to reset the record's TTL (`read-touch-ttl-percent` 1 to 100).
     ReadTouch,
     /// A scan or query outside the partition protocol (clients before 6.0).
@@ -41,9 +38,8 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 5] = [
+    pub const ALL: [Unsupported; 4] = [
         Unsupported::ExpressionOp,
-        Unsupported::Udf,
         Unsupported::ReadTouch,
         Unsupported::LegacyScan,
         Unsupported::IndexType,
@@ -53,7 +49,6 @@ impl Unsupported {
     pub fn statistic_name(self) -> &'static str {
         match self {
             Unsupported::ExpressionOp => "unsupported_expression_ops",
-            Unsupported::Udf => "unsupported_udf",
             Unsupported::ReadTouch => "unsupported_read_touch",
             Unsupported::LegacyScan => "unsupported_legacy_scans",
             Unsupported::IndexType => "unsupported_index_types",
@@ -64,7 +59,6 @@ impl Unsupported {
     pub fn description(self) -> &'static str {
         match self {
             Unsupported::ExpressionOp => "expressions with regular expressions",
-            Unsupported::Udf => "aggregation UDFs",
             Unsupported::ReadTouch => "reads with read-touch-ttl-percent",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
             Unsupported::IndexType => "blob, expression and context indexes",
@@ -165,7 +159,10 @@ mod tests {
         let stats = UnsupportedStats::default();
         assert!(stats.may_log(Unsupported::ReadTouch));
         assert!(!stats.may_log(Unsupported::ReadTouch));
-        assert!(stats.may_log(Unsupported::Udf), "kinds are logged apart");
+        assert!(
+            stats.may_log(Unsupported::LegacyScan),
+            "kinds are logged apart"
+        );
         for _ in 0..1000 {
             assert_eq!(
                 stats.refuse(Unsupported::ReadTouch),
@@ -173,7 +170,7 @@ mod tests {
             );
         }
         assert_eq!(stats.count(Unsupported::ReadTouch), 1000);
-        assert_eq!(stats.count(Unsupported::Udf), 0);
+        assert_eq!(stats.count(Unsupported::LegacyScan), 0);
         let mut value = String::new();
         stats.write_statistics(&mut value);
         assert!(value.contains(";unsupported_read_touch=1000;"));
