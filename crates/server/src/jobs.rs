@@ -166,10 +166,12 @@ impl ScanJob {
         self.timed_out.load(Ordering::Acquire)
     }
 
-    /// Stops the scan threads because the job failed (an aggregation's stream UDF did).
-    pub fn fail(&self) {
-        self.failed.store(true, Ordering::Release);
+    /// Stops the scan threads because the job failed (an aggregation's stream UDF did);
+    /// returns whether this call was the first to, so that one failure is reported.
+    pub fn fail(&self) -> bool {
+        let first = !self.failed.swap(true, Ordering::AcqRel);
         self.request_abort();
+        first
     }
 
     /// Whether the job stopped on a failure of its own.
@@ -289,6 +291,22 @@ impl ScanJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Several scan threads of one aggregation may fail at once; one FAILURE bin is sent, by
+    /// the first, and every thread is told to stop.
+    #[test]
+    fn a_job_fails_once_and_failing_stops_its_threads() {
+        let job = ScanJob::new(1, "test".into(), String::new(), 4096, 0).with_type("aggregation");
+        assert!(!job.failed());
+        assert!(job.fail(), "the first failure reports");
+        assert!(!job.fail(), "a later one does not");
+        assert!(job.failed() && job.abort_requested());
+        assert!(job.finish(JobState::AbandonedUnknown));
+        let mut line = String::new();
+        job.describe(&mut line);
+        assert!(line.contains(":status=done(abandoned-unknown):"), "{line}");
+        assert!(line.contains(":job-type=aggregation:"), "{line}");
+    }
 
     #[test]
     fn finishing_happens_once_and_old_done_jobs_are_forgotten() {

@@ -130,15 +130,17 @@ impl Worker<'_> {
                 WalkEnd::Next
             }
             Err(error) => {
-                let message = error.stream_failure_message();
-                tracing::debug!(task = shared.job.task_id, %message, "aggregation failed");
-                write_value(
-                    &mut self.chunk.bytes,
-                    FAILURE_BIN,
-                    ParticleType::String as u8,
-                    message.as_bytes(),
-                );
-                shared.job.fail();
+                // Runs failing at once on several threads report the first failure only.
+                if shared.job.fail() {
+                    let message = error.stream_failure_message();
+                    tracing::debug!(task = shared.job.task_id, %message, "aggregation failed");
+                    write_value(
+                        &mut self.chunk.bytes,
+                        FAILURE_BIN,
+                        ParticleType::String as u8,
+                        message.as_bytes(),
+                    );
+                }
                 WalkEnd::Stop
             }
         }
