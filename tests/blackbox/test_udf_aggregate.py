@@ -88,6 +88,10 @@ end
 function writes(s)
   return s : map(function(r) r['n'] = -1; return 1 end) : reduce(add)
 end
+
+function partial_counts(s)
+  return s : aggregate(0, function(n, r) return n + 1 end)
+end
 """
 
 SET = "agg"
@@ -158,6 +162,20 @@ def test_an_aggregate_into_a_map_groups_by_a_bin(aero):
 def test_without_a_reduce_the_client_gets_every_value(aero):
     values = aggregate(aero, SET, "values", ["n"])
     assert sorted(values) == list(range(RECORDS))
+
+
+def test_without_a_reduce_each_partition_with_records_sends_its_own_aggregate(aero):
+    """As Aerospike, the server runs the stream once per partition that has selected records
+    (and only those: an empty partition would send the aggregate's initial value, 0)."""
+    partitions = collections.Counter(
+        pid_of(aerospike.calc_digest("test", SET, i)) for i in range(RECORDS)
+    )
+    counts = aggregate(aero, SET, "partial_counts", [])
+    assert sorted(counts) == sorted(partitions.values())
+
+
+def pid_of(digest: bytes) -> int:
+    return (digest[0] | (digest[1] << 8)) & 0x0FFF
 
 
 def test_the_stream_sees_whole_records_and_their_metadata_whatever_the_selection(aero):

@@ -104,6 +104,11 @@ impl Worker<'_> {
             buffered: VecDeque::new(),
             exhausted: false,
         };
+        if !input.has_records() {
+            // As Aerospike, a partition with no selected record runs no stream: an `aggregate`
+            // would otherwise emit its initial value for it.
+            return self.partition_walked();
+        }
         let (chunk, sink) = (&mut self.chunk, &mut self.sink);
         let mut delivered = true;
         let mut emit = |value: udf::Value| {
@@ -124,11 +129,7 @@ impl Worker<'_> {
             &mut emit,
         );
         match ran {
-            Ok(()) if shared.stopping() => WalkEnd::Stop,
-            Ok(()) => {
-                shared.job.partitions_done.fetch_add(1, Ordering::Relaxed);
-                WalkEnd::Next
-            }
+            Ok(()) => self.partition_walked(),
             Err(error) => {
                 // Runs failing at once on several threads report the first failure only.
                 if shared.job.fail() {
@@ -144,6 +145,17 @@ impl Worker<'_> {
                 WalkEnd::Stop
             }
         }
+    }
+
+    /// The end of a partition's run: the next partition, unless the scan stopped meanwhile
+    /// (then the partition is not done).
+    fn partition_walked(&self) -> WalkEnd {
+        let shared = self.shared;
+        if shared.stopping() {
+            return WalkEnd::Stop;
+        }
+        shared.job.partitions_done.fetch_add(1, Ordering::Relaxed);
+        WalkEnd::Next
     }
 
     /// Waits until the records-per-second throttle lets the records read so far through;
@@ -188,13 +200,23 @@ struct PartitionInput<'s> {
 impl PartitionInput<'_> {
     /// The next selected record, `None` at the partition's end or when the scan stops.
     fn next(&mut self) -> Option<Box<dyn UdfRecord + Send + Sync>> {
+        if !self.has_records() {
+            return None;
+        }
+        let record = self.buffered.pop_front()?;
+        self.shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
+        Some(Box::new(record))
+    }
+
+    /// Whether a selected record is left, reading pieces until one is buffered; false at the
+    /// partition's end or when the scan stops.
+    fn has_records(&mut self) -> bool {
         loop {
-            if let Some(record) = self.buffered.pop_front() {
-                self.shared.job.records_sent.fetch_add(1, Ordering::Relaxed);
-                return Some(Box::new(record));
+            if !self.buffered.is_empty() {
+                return true;
             }
             if self.exhausted || self.shared.stopping() {
-                return None;
+                return false;
             }
             self.read_piece();
         }
