@@ -1,6 +1,6 @@
 //! Aggregations: a scan or query with a stream UDF (UDF_OP 1). As Aerospike's server does,
-//! each partition this node masters is one run of the stream function over the partition's
-//! selected records, and every value a run emits goes to the client in a message with no
+//! each partition this node masters that has selected records is one run of the stream
+//! function over those records, and every value a run emits goes to the client in a message with no
 //! fields and one bin, `SUCCESS`. The client runs the final reduce over the values of every
 //! run and node.
 //!
