@@ -156,6 +156,12 @@ def device_storage(files: list[str | Path], **settings: Any) -> dict[str, Any]:
     return table
 
 
+# The Aerospike C client under the Python one sets up its Lua (the user path where it finds the
+# module an aggregation's final reduce runs in) once per process, from the first client made:
+# every client of these tests shares this one user path, whatever its test asks for.
+LUA_USER_PATH = Path(tempfile.mkdtemp(prefix="osprey-client-lua-"))
+
+
 def client_config(port: int, **extra: Any) -> dict[str, Any]:
     """Client config with no hidden retries, so that a server error shows as the error."""
     policy = {"total_timeout": 5000, "max_retries": 0}
@@ -172,6 +178,7 @@ def client_config(port: int, **extra: Any) -> dict[str, Any]:
         "connect_timeout": 5000,
     }
     cfg.update(extra)
+    cfg["lua"] = {"user_path": str(LUA_USER_PATH)}
     return cfg
 
 
@@ -608,10 +615,11 @@ def paginate(client, ns: str, set_name: str | None, page_size: int, *, policy=No
 
 
 def client_with_udf(server: "OspreyServer", lua_dir: Path, name: str, source: str):
-    """A client of `server` that registered the Lua module `name` (source `source`): udf_put
-    copies the module into the client's Lua path (`lua_dir`, out of the checkout) before it
-    asks the server."""
-    client = server.client(lua={"user_path": str(lua_dir)})
+    """A client of `server` that registered the Lua module `name` (source `source`), written to
+    `lua_dir` (out of the checkout) and to the clients' shared Lua path, where an aggregation's
+    final reduce finds it."""
+    client = server.client()
+    (LUA_USER_PATH / name).write_text(source)
     module = lua_dir / name
     module.write_text(source)
     client.udf_put(str(module))

@@ -22,7 +22,7 @@ from aerospike_helpers.operations import operations as ops
 
 import aswire
 import harness
-from test_scan import ALL_PIDS, FIELD_PID_ARRAY, ScanStream, pid_array, scan_frame
+from test_scan import ScanStream, scan_frame
 
 UNSUPPORTED_FEATURE = 16
 
@@ -69,7 +69,6 @@ def refused_once_more(client, statistic: str, call) -> None:
 def test_statistics_list_every_unsupported_counter_at_zero_on_a_fresh_server(aero):
     assert statistics(aero) == {
         "unsupported_expression_ops": 0,
-        "unsupported_udf": 0,
         "unsupported_legacy_scans": 0,
     }
 
@@ -96,27 +95,6 @@ def test_an_expression_osprey_cannot_evaluate_answers_16_and_is_counted(aero, os
     assert aero.get(key)[2] == {"s": "hello", "n": 1}
 
 
-def test_an_aggregation_query_answers_16(aero, osprey):
-    # Sent raw: the client runs an aggregation's reduce step in a local Lua, which may fail
-    # first, on the missing module, with its own error.
-    before = statistics(aero)
-    with osprey.raw() as s:
-        fields = [
-            aswire.ns_field("test"),
-            aswire.set_field("unsupported"),
-            aswire.field(FIELD_PID_ARRAY, pid_array(ALL_PIDS)),
-            aswire.field(30, b"module"),  # UDF_FILENAME
-            aswire.field(31, b"function"),  # UDF_FUNCTION
-            aswire.field(32, b"\x90"),  # UDF_ARGLIST: no arguments
-            aswire.field(33, b"\x01"),  # UDF_OP: aggregate
-        ]
-        s.sendall(scan_frame("test", raw_fields=fields))
-        assert ScanStream(s).read_to_end(timeout=5).result_code == UNSUPPORTED_FEATURE
-    after = statistics(aero)
-    changed = {name: after[name] - before[name] for name in after if after[name] != before[name]}
-    assert changed == {"unsupported_udf": 1}, changed
-
-
 def test_legacy_scans_answer_16_and_are_counted(aero, osprey):
     before = statistics(aero)["unsupported_legacy_scans"]
     with osprey.raw() as s:
@@ -136,7 +114,6 @@ def test_a_client_repeating_an_unsupported_request_is_logged_once_and_counted_ev
     assert len(lines) == 1, lines
     assert "WARN" in lines[0] and "not supported yet" in lines[0], lines[0]
     assert "unsupported_legacy_scans" in lines[0], lines[0]
-
 
 
 # -- Redis ----------------------------------------------------------------------------------------

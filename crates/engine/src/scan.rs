@@ -84,6 +84,21 @@ impl<'a> ScannedRecord<'a> {
     pub fn bins(&self) -> Bins<'a> {
         self.record.bins()
     }
+
+    /// Its last write, in milliseconds since the Unix epoch.
+    pub fn last_update_ms(&self) -> u64 {
+        self.record.last_update_ms
+    }
+
+    /// The size of its data (key and bins) in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.record.data_size_bytes()
+    }
+
+    /// When the scan looked, in milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
 }
 
 /// How a scan ended, for the namespace's scan statistics.

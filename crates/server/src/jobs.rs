@@ -33,6 +33,8 @@ pub enum JobState {
     AbandonedTimeout = 4,
     /// Stopped at the total timeout its client sent; answered TIMEOUT (9).
     TimedOut = 5,
+    /// Stopped by an error of its own: an aggregation whose stream UDF failed.
+    AbandonedUnknown = 6,
 }
 
 impl JobState {
@@ -43,6 +45,7 @@ impl JobState {
             3 => JobState::AbandonedError,
             4 => JobState::AbandonedTimeout,
             5 => JobState::TimedOut,
+            6 => JobState::AbandonedUnknown,
             _ => JobState::Active,
         }
     }
@@ -55,6 +58,7 @@ impl JobState {
             JobState::AbandonedError => "done(abandoned-response-error)",
             JobState::AbandonedTimeout => "done(abandoned-response-timeout)",
             JobState::TimedOut => "done(timeout)",
+            JobState::AbandonedUnknown => "done(abandoned-unknown)",
         }
     }
 }
@@ -78,7 +82,8 @@ pub struct ScanJob {
     pub records_failed: AtomicU64,
     /// A background job's records its filter expression left out when written.
     pub records_filtered: AtomicU64,
-    /// `query-show`'s `job-type`: `basic`, `background-ops` or `background-udf`.
+    /// `query-show`'s `job-type`: `basic`, `aggregation`, `background-ops` or
+    /// `background-udf`.
     pub job_type: &'static str,
     /// Partitions walked to their end.
     pub partitions_done: AtomicU64,
@@ -90,6 +95,7 @@ pub struct ScanJob {
     pub active_threads: AtomicUsize,
     abort_requested: AtomicBool,
     timed_out: AtomicBool,
+    failed: AtomicBool,
     state: AtomicU8,
     started: Instant,
     finished: Mutex<Option<Instant>>,
@@ -120,6 +126,7 @@ impl ScanJob {
             active_threads: AtomicUsize::new(0),
             abort_requested: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             state: AtomicU8::new(JobState::Active as u8),
             started: Instant::now(),
             finished: Mutex::new(None),
@@ -157,6 +164,19 @@ impl ScanJob {
     /// Whether the scan stopped at its total timeout.
     pub fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::Acquire)
+    }
+
+    /// Stops the scan threads because the job failed (an aggregation's stream UDF did);
+    /// returns whether this call was the first to, so that one failure is reported.
+    pub fn fail(&self) -> bool {
+        let first = !self.failed.swap(true, Ordering::AcqRel);
+        self.request_abort();
+        first
+    }
+
+    /// Whether the job stopped on a failure of its own.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The job's state.
@@ -271,6 +291,22 @@ impl ScanJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Several scan threads of one aggregation may fail at once; one FAILURE bin is sent, by
+    /// the first, and every thread is told to stop.
+    #[test]
+    fn a_job_fails_once_and_failing_stops_its_threads() {
+        let job = ScanJob::new(1, "test".into(), String::new(), 4096, 0).with_type("aggregation");
+        assert!(!job.failed());
+        assert!(job.fail(), "the first failure reports");
+        assert!(!job.fail(), "a later one does not");
+        assert!(job.failed() && job.abort_requested());
+        assert!(job.finish(JobState::AbandonedUnknown));
+        let mut line = String::new();
+        job.describe(&mut line);
+        assert!(line.contains(":status=done(abandoned-unknown):"), "{line}");
+        assert!(line.contains(":job-type=aggregation:"), "{line}");
+    }
 
     #[test]
     fn finishing_happens_once_and_old_done_jobs_are_forgotten() {

@@ -11,6 +11,9 @@
 //! `PIECE_ENTRIES` index entries per partition lock, encoding records straight into ~128 KiB
 //! protos that a bounded channel carries to the connection's task.
 //!
+//! An aggregation (a stream UDF, UDF_OP 1) walks the same partitions, each one a run of the
+//! stream function whose values go out in `SUCCESS` bins (see [`aggregate`]).
+//!
 //! MAX_RECORDS is spread across partitions as Aerospike does: each partition first gives at
 //! most `ceil(max / partitions)` records; partitions cut short are continued afterwards while the
 //! total stays below the maximum. So a scan that returns fewer records than its maximum has
@@ -45,6 +48,10 @@ use crate::jobs::{JobState, ScanJob};
 use crate::state::ServerState;
 use crate::udf::{UdfCall, UdfOutcome};
 use crate::unsupported::Unsupported;
+
+mod aggregate;
+
+use aggregate::{Aggregation, UDF_OP_AGGREGATE, aggregation};
 
 /// Size at which a scan thread hands its proto to the connection (Aerospike's 128 KiB).
 const CHUNK_BYTES: usize = 128 * 1024;
@@ -110,7 +117,15 @@ impl ScanStream {
 
     /// Appends the final LAST message (with the scan's outcome) to `out`.
     pub fn finish(self, out: &mut Vec<u8>) {
-        let (state, code, outcome) = if self.job.timed_out() {
+        let (state, code, outcome) = if self.job.failed() {
+            // Aerospike ends a failed aggregation with result 1; every client reports the
+            // FAILURE bin sent before, and a raw reader of this code learns the UDF failed.
+            (
+                JobState::AbandonedUnknown,
+                ResultCode::UdfBadResponse,
+                ScanOutcome::Failed,
+            )
+        } else if self.job.timed_out() {
             (
                 JobState::TimedOut,
                 ResultCode::Timeout,
@@ -260,6 +275,8 @@ struct ScanShared {
     filter: Option<Expression>,
     /// For a background job: what it writes to each record it selects.
     background: Option<Background>,
+    /// For an aggregation: the stream UDF each partition's records go through.
+    aggregation: Option<Aggregation>,
 }
 
 /// What a background job (a query or scan with write ops, or with a background UDF) writes,
@@ -325,6 +342,7 @@ pub fn start(
         .namespace_arc(namespace_name)
         .ok_or(ResultCode::Namespace)?
         .clone();
+    let udf_op = udf_op(message)?;
     if let Some(kind) = unsupported_kind(message) {
         return Err(state.unsupported.refuse(kind));
     }
@@ -337,14 +355,17 @@ pub fn start(
         .filter_expression
         .map(Expression::parse_filter)
         .transpose()?;
-    let query = index_query(&namespace, scan_fields, set_name)?;
-    let is_background = message.header.info2 & info2::WRITE != 0;
-    let work = if is_background
-        && scan_fields.partition_ids.is_none()
-        && scan_fields.resume_digests.is_none()
-    {
-        // Clients send a background job to every node without partitions: each node covers
-        // the partitions it masters.
+    let aggregation = aggregation(state, message, udf_op)?;
+    let mut query = index_query(&namespace, scan_fields, set_name)?;
+    if let (Some(query), Some(_)) = (&mut query, &aggregation) {
+        // Each partition is one run of the stream UDF, as in Aerospike: no namespace-wide walk.
+        query.ordered = false;
+    }
+    let is_background = is_background(message);
+    let unlisted = scan_fields.partition_ids.is_none() && scan_fields.resume_digests.is_none();
+    let work = if (is_background || aggregation.is_some()) && unlisted {
+        // Clients send a background job (and an aggregation) to every node without
+        // partitions: each node covers the partitions it masters.
         WorkList::Every
     } else {
         partition_work(scan_fields, query.as_ref()).map_err(|code| match code {
@@ -353,11 +374,17 @@ pub fn start(
         })?
     };
     let background = background_write(message, body)?;
-    let bins = match background {
-        Some(_) => BinSelection::NoBins,
-        None => bin_selection(message)?,
+    let bins = match (&background, &aggregation) {
+        (Some(_), _) => BinSelection::NoBins,
+        // A stream UDF sees whole records, whatever the message selects.
+        (None, Some(_)) => BinSelection::All,
+        (None, None) => bin_selection(message)?,
     };
-    let max_records = read_u64(scan_fields.max_records)?.unwrap_or(0);
+    // Aerospike's aggregations read every selected record: MAX_RECORDS does not apply.
+    let max_records = match aggregation {
+        Some(_) => 0,
+        None => read_u64(scan_fields.max_records)?.unwrap_or(0),
+    };
     let records_per_second = read_u32(scan_fields.records_per_second)?.unwrap_or(0);
     let socket_timeout_ms = read_u32(scan_fields.socket_timeout)?
         .filter(|ms| *ms > 0)
@@ -371,10 +398,11 @@ pub fn start(
     };
     let deadline = (total_timeout_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(u64::from(total_timeout_ms)));
-    let job_type = match background {
-        None => "basic",
-        Some(BackgroundWrite::Ops { .. }) => "background-ops",
-        Some(BackgroundWrite::Udf(..)) => "background-udf",
+    let job_type = match (&background, &aggregation) {
+        (None, None) => "basic",
+        (None, Some(_)) => "aggregation",
+        (Some(BackgroundWrite::Ops { .. }), _) => "background-ops",
+        (Some(BackgroundWrite::Udf(..)), _) => "background-udf",
     };
     let job = Arc::new(
         ScanJob::new(
@@ -422,6 +450,7 @@ pub fn start(
             state: state.clone(),
             holds: AtomicUsize::new(1),
         }),
+        aggregation,
     });
     state.scan_jobs.register(job.clone());
     if shared.background.is_some() {
@@ -432,7 +461,8 @@ pub fn start(
         || (1..=INLINE_RECORDS_MAX).contains(&max_records);
     let inline = shared.query.as_ref().is_some_and(|q| q.ordered)
         && matches!(shared.work, WorkList::Every)
-        && short;
+        && short
+        && shared.aggregation.is_none();
     let write_timeout = Duration::from_millis(u64::from(socket_timeout_ms));
     let mut stream = ScanStream {
         chunks: None,
@@ -761,22 +791,41 @@ fn bval_of(key: &IndexKey) -> i64 {
 /// UDF_OP of a background UDF query or scan (Aerospike's `AS_UDF_OP_BACKGROUND`).
 const UDF_OP_BACKGROUND: u8 = 2;
 
-/// Whether a scan or query message asks for a background job: info2 WRITE (ops), or a UDF
-/// with UDF_OP background, which the Go client sends without the WRITE flag.
+/// The UDF_OP of a message with UDF fields: aggregate or background.
+///
+/// # Errors
+/// PARAMETER for UDF fields without a UDF_OP, or with another one (as Aerospike answers).
+fn udf_op(message: &Message<'_>) -> Result<Option<u8>, ResultCode> {
+    let fields = &message.fields;
+    if !fields.udf {
+        return Ok(None);
+    }
+    match fields.udf_call.op {
+        Some(&[op @ (UDF_OP_AGGREGATE | UDF_OP_BACKGROUND)]) => Ok(Some(op)),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// Whether a scan or query message asks for a background job: a UDF with UDF_OP background
+/// (which the Go client sends without the WRITE flag), or info2 WRITE without a UDF (ops).
 fn is_background(message: &Message<'_>) -> bool {
     let fields = &message.fields;
+    if fields.udf {
+        return fields.udf_call.op == Some(&[UDF_OP_BACKGROUND]);
+    }
     message.header.info2 & info2::WRITE != 0
-        || (fields.udf && fields.udf_call.op == Some(&[UDF_OP_BACKGROUND]))
+}
+
+/// Whether a scan or query message asks for an aggregation (UDF_OP aggregate).
+fn is_aggregation(message: &Message<'_>) -> bool {
+    let fields = &message.fields;
+    fields.udf && fields.udf_call.op == Some(&[UDF_OP_AGGREGATE])
 }
 
 /// What a scan asks for that Osprey does not implement yet, if anything.
 fn unsupported_kind(message: &Message<'_>) -> Option<Unsupported> {
-    let fields = &message.fields;
-    let background = is_background(message);
-    if fields.udf && fields.udf_call.op != Some(&[UDF_OP_BACKGROUND]) {
-        // Aggregations (UDF_OP 1), and anything else asking for a UDF.
-        Some(Unsupported::Udf)
-    } else if !background && message.header.info3 & info3::PARTITION_DONE == 0 {
+    let node_wide = is_background(message) || is_aggregation(message);
+    if !node_wide && message.header.info3 & info3::PARTITION_DONE == 0 {
         // Aerospike 8 serves only the partition protocol, whose clients always set this flag.
         Some(Unsupported::LegacyScan)
     } else {
@@ -1072,6 +1121,10 @@ impl<'s> Worker<'s> {
     }
 
     fn run(&mut self) {
+        if let Some(aggregation) = &self.shared.aggregation {
+            self.run_aggregation(aggregation);
+            return;
+        }
         if let Some(query) = self.shared.query.as_ref().filter(|q| q.ordered) {
             self.walk_ordered(query, None, usize::MAX);
             if self.chunk.has_records() {
@@ -1130,16 +1183,7 @@ impl<'s> Worker<'s> {
     }
 
     fn stopping(&self) -> bool {
-        let shared = self.shared;
-        let max_reached =
-            shared.max_records > 0 && shared.claimed.load(Ordering::Relaxed) >= shared.max_records;
-        if shared
-            .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
-        {
-            shared.job.time_out();
-        }
-        max_reached || shared.job.abort_requested()
+        self.shared.stopping()
     }
 
     fn walk(&mut self, mut work: PartitionWork, quota: Option<u64>) -> WalkEnd {
@@ -1312,29 +1356,33 @@ impl<'s> Worker<'s> {
 
     /// Hands the current proto to the connection; false if the connection is gone.
     fn send_chunk(&mut self) -> bool {
-        if !self.chunk.has_records() {
-            return true;
-        }
-        let bytes = self.chunk.take();
-        if let Sink::Discard = self.sink {
-            return true;
-        }
-        self.shared
-            .job
-            .bytes_sent
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        match &mut self.sink {
-            Sink::Channel(sender) => {
-                if sender.blocking_send(bytes).is_err() {
-                    self.shared.job.request_abort();
-                    return false;
-                }
-            }
-            Sink::Inline(ready) => ready.push(bytes),
-            Sink::Discard => {}
-        }
-        true
+        deliver(&mut self.chunk, &mut self.sink, &self.shared.job)
     }
+}
+
+/// Hands `chunk`'s proto to `sink`, leaving a fresh one; false if the connection is gone
+/// (the job is then aborted).
+fn deliver(chunk: &mut Chunk, sink: &mut Sink, job: &ScanJob) -> bool {
+    if !chunk.has_records() {
+        return true;
+    }
+    let bytes = chunk.take();
+    if let Sink::Discard = sink {
+        return true;
+    }
+    job.bytes_sent
+        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    match sink {
+        Sink::Channel(sender) => {
+            if sender.blocking_send(bytes).is_err() {
+                job.request_abort();
+                return false;
+            }
+        }
+        Sink::Inline(ready) => ready.push(bytes),
+        Sink::Discard => {}
+    }
+    true
 }
 
 /// What became of a record offered to a scan's output.
@@ -1356,6 +1404,20 @@ fn throttle_sleep(shared: &ScanShared, until: Instant) {
 }
 
 impl ScanShared {
+    /// Whether the scan is over for every thread: MAX_RECORDS reached, aborted, client gone,
+    /// or past the client's total timeout (which this call notes).
+    fn stopping(&self) -> bool {
+        let max_reached =
+            self.max_records > 0 && self.claimed.load(Ordering::Relaxed) >= self.max_records;
+        if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            self.job.time_out();
+        }
+        max_reached || self.job.abort_requested()
+    }
+
     /// Sends `record` (with `bval` for a query) if the scan wants it and may take it.
     fn offer(
         &self,
@@ -1594,7 +1656,7 @@ mod tests {
     }
 
     #[test]
-    fn only_aggregation_udf_queries_are_refused() {
+    fn udf_queries_name_aggregate_or_background_and_none_is_refused_as_unsupported() {
         let message = |info2: u8, info3: u8, udf_op: Option<&'static [u8]>| {
             let mut message = Message::parse(&[
                 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -1608,13 +1670,30 @@ mod tests {
         };
         let background_udf = message(info2::WRITE, 0, Some(&[UDF_OP_BACKGROUND]));
         assert_eq!(unsupported_kind(&background_udf), None);
+        assert!(is_background(&background_udf));
         let background_ops = message(info2::WRITE, 0, None);
         assert_eq!(unsupported_kind(&background_ops), None);
-        let aggregation = message(0, info3::PARTITION_DONE, Some(&[1]));
-        assert_eq!(unsupported_kind(&aggregation), Some(Unsupported::Udf));
+        assert!(is_background(&background_ops));
+        // Aggregations run, with or without the partition protocol (the C client sends them to
+        // each node without partitions), and are never background jobs, even with WRITE.
+        for info3 in [0, info3::PARTITION_DONE] {
+            let aggregation = message(0, info3, Some(&[UDF_OP_AGGREGATE]));
+            assert_eq!(unsupported_kind(&aggregation), None);
+            assert_eq!(udf_op(&aggregation), Ok(Some(UDF_OP_AGGREGATE)));
+            assert!(is_aggregation(&aggregation));
+        }
+        let written = message(info2::WRITE, 0, Some(&[UDF_OP_AGGREGATE]));
+        assert!(!is_background(&written));
         // The Go client's ExecuteUDF: UDF_OP background without info2 WRITE.
         let udf_without_write = message(0, info3::PARTITION_DONE, Some(&[UDF_OP_BACKGROUND]));
         assert_eq!(unsupported_kind(&udf_without_write), None);
+        assert!(is_background(&udf_without_write));
+        // Another UDF_OP, or none, is malformed: PARAMETER, as Aerospike answers.
+        let unknown = message(0, info3::PARTITION_DONE, Some(&[3]));
+        assert_eq!(udf_op(&unknown), Err(ResultCode::Parameter));
+        let mut missing = message(0, info3::PARTITION_DONE, None);
+        missing.fields.udf = true;
+        assert_eq!(udf_op(&missing), Err(ResultCode::Parameter));
         let legacy = message(0, 0, None);
         assert_eq!(unsupported_kind(&legacy), Some(Unsupported::LegacyScan));
     }

@@ -1,6 +1,7 @@
 //! Lua UDFs: the module store behind `udf-put`, `udf-get`, `udf-list` and `udf-remove`, kept
-//! in `<work-directory>/udf/` so modules survive a restart, and record UDFs (`apply`) run on a
-//! record under its partition's lock through `engine::Namespace::edit`.
+//! in `<work-directory>/udf/` so modules survive a restart, record UDFs (`apply`) run on a
+//! record under its partition's lock through `engine::Namespace::edit`, and stream UDFs
+//! (aggregations) run over a partition's records for `scan::aggregate`.
 //!
 //! Invariants:
 //! - A module is compiled (and its top level run in the sandbox) before it is stored; one that
@@ -299,6 +300,51 @@ fn failure(error: &UdfError) -> String {
     error.failure_message()
 }
 
+/// Runs the stream UDF `call` names over `input` (one partition's records), on this thread's
+/// runtime, within [`UDF_TIME_MAX_MS`] and [`UDF_MEMORY_MAX_BYTES`]; each value it produces
+/// goes to `emit`.
+///
+/// # Errors
+/// The UDF's failure, worded for a `FAILURE` bin by [`UdfError::stream_failure_message`].
+pub fn aggregate(
+    modules: &UdfModules,
+    call: &UdfCall,
+    input: &mut udf::StreamInput<'_>,
+    emit: &mut dyn FnMut(udf::Value),
+) -> Result<(), UdfError> {
+    let limits = Limits {
+        time_ms: UDF_TIME_MAX_MS,
+        memory_bytes: UDF_MEMORY_MAX_BYTES,
+    };
+    with_runtime(modules, |runtime| {
+        runtime.aggregate(
+            &call.module,
+            &call.function,
+            call.arguments.clone(),
+            input,
+            emit,
+            limits,
+        )
+    })
+}
+
+/// A UDF's result as the particle of its `SUCCESS` bin: (particle type, bytes).
+pub fn success_particle(value: udf::Value) -> (u8, Vec<u8>) {
+    collection::to_particle(&from_udf(value))
+}
+
+/// Seconds a record has left to live, as `record.ttl` answers: `u32::MAX` for one that never
+/// expires (Aerospike's -1 as an unsigned 32-bit number).
+pub fn ttl_left_seconds(void_time_epoch_s: u64, now_ms: u64) -> u32 {
+    match void_time_epoch_s {
+        0 => u32::MAX,
+        void_time => {
+            let left = void_time.saturating_sub(now_ms / 1000);
+            u32::try_from(left).unwrap_or(u32::MAX - 1)
+        }
+    }
+}
+
 fn with_runtime<T>(modules: &UdfModules, run: impl FnOnce(&mut UdfRuntime) -> T) -> T {
     RUNTIME.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -355,13 +401,7 @@ impl UdfRecord for EditedRecord<'_> {
 
     fn ttl(&self) -> u32 {
         let facts = self.edit.facts();
-        match facts.void_time_epoch_s {
-            0 => u32::MAX,
-            void_time => {
-                let left = void_time.saturating_sub(facts.now_ms / 1000);
-                u32::try_from(left).unwrap_or(u32::MAX - 1)
-            }
-        }
+        ttl_left_seconds(facts.void_time_epoch_s, facts.now_ms)
     }
 
     fn set_ttl(&mut self, ttl: u32) {
@@ -418,7 +458,7 @@ fn status(result: Result<(), ResultCode>) -> i32 {
 // ---- conversions -------------------------------------------------------------------------
 
 /// A bin's particle as a Lua value.
-fn particle_to_udf(particle_type: u8, bytes: &[u8]) -> udf::Value {
+pub fn particle_to_udf(particle_type: u8, bytes: &[u8]) -> udf::Value {
     if particle_type == ParticleType::GeoJson as u8 {
         return udf::Value::GeoJson(String::from_utf8_lossy(geojson_text(bytes)).into_owned());
     }

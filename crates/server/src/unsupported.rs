@@ -25,9 +25,6 @@ pub enum Unsupported {
     /// An expression (a filter or an op) using what Osprey cannot evaluate yet: a regular
     /// expression or a geo comparison.
     ExpressionOp,
-    /// A UDF Osprey cannot run: an aggregation query (UDF_OP 1), or a query asking for a UDF
-    /// other than in the background.
-    Udf,
     /// A scan or query outside the partition protocol (clients before 6.0).
     LegacyScan,
 }
@@ -37,17 +34,12 @@ const KIND_COUNT: usize = Unsupported::ALL.len();
 
 impl Unsupported {
     /// Every kind, in the order `statistics` lists them.
-    pub const ALL: [Unsupported; 3] = [
-        Unsupported::ExpressionOp,
-        Unsupported::Udf,
-        Unsupported::LegacyScan,
-    ];
+    pub const ALL: [Unsupported; 2] = [Unsupported::ExpressionOp, Unsupported::LegacyScan];
 
     /// The name of this kind's counter in the `statistics` info reply.
     pub fn statistic_name(self) -> &'static str {
         match self {
             Unsupported::ExpressionOp => "unsupported_expression_ops",
-            Unsupported::Udf => "unsupported_udf",
             Unsupported::LegacyScan => "unsupported_legacy_scans",
         }
     }
@@ -56,7 +48,6 @@ impl Unsupported {
     pub fn description(self) -> &'static str {
         match self {
             Unsupported::ExpressionOp => "expressions with regular expressions",
-            Unsupported::Udf => "aggregation UDFs",
             Unsupported::LegacyScan => "scans without partitions (clients before 6.0)",
         }
     }
@@ -155,7 +146,10 @@ mod tests {
         let stats = UnsupportedStats::default();
         assert!(stats.may_log(Unsupported::LegacyScan));
         assert!(!stats.may_log(Unsupported::LegacyScan));
-        assert!(stats.may_log(Unsupported::Udf), "kinds are logged apart");
+        assert!(
+            stats.may_log(Unsupported::ExpressionOp),
+            "kinds are logged apart"
+        );
         for _ in 0..1000 {
             assert_eq!(
                 stats.refuse(Unsupported::LegacyScan),
@@ -163,7 +157,7 @@ mod tests {
             );
         }
         assert_eq!(stats.count(Unsupported::LegacyScan), 1000);
-        assert_eq!(stats.count(Unsupported::Udf), 0);
+        assert_eq!(stats.count(Unsupported::ExpressionOp), 0);
         let mut value = String::new();
         stats.write_statistics(&mut value);
         assert!(value.contains(";unsupported_legacy_scans=1000"));

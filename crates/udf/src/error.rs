@@ -2,6 +2,13 @@
 
 use base64::Engine as _;
 
+/// Lua's status for a runtime error (`LUA_ERRRUN`).
+const LUA_ERRRUN: u8 = 2;
+/// Lua's status for a memory error (`LUA_ERRMEM`).
+const LUA_ERRMEM: u8 = 4;
+/// Aerospike's status when no Lua state could be had for the module.
+const STATE_UNAVAILABLE: u8 = 1;
+
 /// What can go wrong registering a module or running a UDF.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UdfError {
@@ -70,6 +77,23 @@ impl UdfError {
             | UdfError::Timeout { message }
             | UdfError::Memory { message } => message.clone(),
             other => other.to_string(),
+        }
+    }
+
+    /// The text for the `FAILURE` bin that ends a failed stream UDF, as
+    /// Aerospike's server words it: `UDF: Execution Error <rc>`, then
+    /// ` : <Lua message>` when Lua raised one. `rc` is Lua's status: 2 for a
+    /// runtime error (a timeout included), 4 for memory; 1 when the module
+    /// could not be loaded, which carries no message.
+    pub fn stream_failure_message(&self) -> String {
+        match self {
+            UdfError::Lua { message } | UdfError::Timeout { message } => {
+                format!("UDF: Execution Error {LUA_ERRRUN} : {message}")
+            }
+            UdfError::Memory { message } => {
+                format!("UDF: Execution Error {LUA_ERRMEM} : {message}")
+            }
+            _ => format!("UDF: Execution Error {STATE_UNAVAILABLE}"),
         }
     }
 

@@ -3,7 +3,8 @@
 //! The crate knows nothing of Osprey's engine: the server registers modules
 //! in a [`Modules`] store, gives each worker thread a [`UdfRuntime`], and
 //! runs record UDFs through [`UdfRuntime::apply`] against its own
-//! implementation of [`UdfRecord`].
+//! implementation of [`UdfRecord`], and stream UDFs (aggregations) through
+//! [`UdfRuntime::aggregate`] over records it pulls from the host.
 //!
 //! # Design
 //!
@@ -23,6 +24,10 @@
 //!   registered modules. Aerospike's Lua API is provided: `record`,
 //!   `aerospike`, `list`, `map`, `bytes`, `geojson`, logging globals
 //!   (`trace`/`debug`/`info`/`warn`, to `tracing`), and the `as.lua` helpers.
+//! * **Streams.** A stream function gets a `stream` on which it composes
+//!   `filter`, `map`, `aggregate`, `reduce` and `groupby`; the runtime runs
+//!   the operations up to and including the first `reduce` (the server's
+//!   share in Aerospike) over read-only records, and emits each value.
 //! * **Limits.** Each call gets a deadline checked by an instruction-count
 //!   hook and a memory cap (Lua's allocator limit plus a budget for the Rust
 //!   heap behind lists, maps and bytes). An aborted call cannot be swallowed
@@ -47,10 +52,12 @@ mod modules;
 mod record;
 mod runtime;
 mod sandbox;
+mod stream;
 mod value;
 
 pub use error::UdfError;
 pub use modules::{DEFAULT_USER_PATH, MAX_CONTENT_LEN, MAX_NAME_LEN, Module, ModuleInfo, Modules};
 pub use record::UdfRecord;
 pub use runtime::{Limits, RuntimeConfig, UdfRuntime};
+pub use stream::StreamInput;
 pub use value::Value;

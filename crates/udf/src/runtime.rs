@@ -1,5 +1,5 @@
-//! Running record UDFs: per-module cached states, limits, the `record`
-//! object and error mapping.
+//! Running record and stream UDFs: per-module cached states, limits, the
+//! `record` object and error mapping.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,6 +12,7 @@ use crate::guard::{Guard, MEMORY, OOM_MESSAGE, TIMEOUT};
 use crate::item::{Item, LuaBytes};
 use crate::modules::DEFAULT_USER_PATH;
 use crate::sandbox::{Deps, module_file, new_state};
+use crate::stream::{self, StreamInput};
 use crate::{Modules, UdfError, UdfRecord, Value};
 
 /// Instructions between two deadline checks.
@@ -104,6 +105,31 @@ impl UdfRuntime {
     ) -> Result<Value, UdfError> {
         let state = self.state_for(module)?;
         call_record(&state.lua, function, args, record, limits)
+    }
+
+    /// Runs the stream UDF `module.function(stream, args...)` over `input`:
+    /// the operations the function composes on its stream, up to and
+    /// including the first `reduce`, as an Aerospike server runs them on
+    /// one partition. Each value they produce goes to `emit`; the client
+    /// reduces them again with the rest of the stream.
+    ///
+    /// `limits` bound the whole run, reading the input included.
+    ///
+    /// # Errors
+    /// [`UdfError::ModuleNotFound`] and the module's load errors,
+    /// [`UdfError::Lua`] for a missing function or a failing one,
+    /// [`UdfError::Timeout`] and [`UdfError::Memory`] past the limits.
+    pub fn aggregate(
+        &mut self,
+        module: &str,
+        function: &str,
+        args: Vec<Value>,
+        input: &mut StreamInput<'_>,
+        emit: &mut dyn FnMut(Value),
+        limits: Limits,
+    ) -> Result<(), UdfError> {
+        let state = self.state_for(module)?;
+        stream::call_stream(&state.lua, function, args, input, emit, limits)
     }
 
     /// The cached state of a module, (re)built when missing or stale.
@@ -239,7 +265,7 @@ pub(crate) fn disarm(lua: &Lua) {
 }
 
 /// Maps a Lua failure to a [`UdfError`], by the abort reason first.
-fn classify(lua: &Lua, err: &mlua::Error) -> UdfError {
+pub(crate) fn classify(lua: &Lua, err: &mlua::Error) -> UdfError {
     let message = error_message(err);
     let aborted = lua
         .app_data_ref::<Guard>()
@@ -310,21 +336,48 @@ fn register_record(reg: &mut UserDataRegistry<RecordCell<'_, '_>>) {
     reg.add_meta_method(
         MetaMethod::Call,
         |lua, this, (op, rest): (String, MultiValue)| {
-            record_op(lua, &mut this.0.borrow_mut(), &op, rest)
+            record_op(
+                lua,
+                &mut **this.0.borrow_mut(),
+                &op,
+                rest,
+                Access::ReadWrite,
+            )
         },
     );
     reg.add_meta_method(MetaMethod::ToString, |_, _, ()| Ok("Record()"));
 }
 
+/// Whether a record handle may change its record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// A record UDF's record.
+    ReadWrite,
+    /// A record in a stream UDF's input.
+    ReadOnly,
+}
+
+/// The operations that change a record.
+const WRITE_OPS: [&str; 5] = ["set_ttl", "drop_key", "create", "update", "remove"];
+
+/// The error a stream UDF gets for changing one of its records.
+pub(crate) fn read_only(lua: &Lua) -> mlua::Error {
+    located(lua, "records are read-only in a stream UDF")
+}
+
 /// `record.<op>(rec, ...)` and `aerospike:<op>(rec)`.
-fn record_op(
+pub(crate) fn record_op(
     lua: &Lua,
-    rec: &mut &mut dyn UdfRecord,
+    rec: &mut dyn UdfRecord,
     op: &str,
     rest: MultiValue,
+    access: Access,
 ) -> mlua::Result<mlua::Value> {
     use mlua::IntoLua;
     let int = |v: i64| Ok(mlua::Value::Integer(v));
+    if access == Access::ReadOnly && WRITE_OPS.contains(&op) {
+        return Err(read_only(lua));
+    }
     match op {
         "ttl" => int(i64::from(rec.ttl())),
         "gen" => int(i64::from(rec.generation())),
@@ -369,7 +422,7 @@ fn record_op(
 }
 
 /// A runtime error prefixed with the calling Lua position, as `luaL_error`.
-fn located(lua: &Lua, message: &str) -> mlua::Error {
+pub(crate) fn located(lua: &Lua, message: &str) -> mlua::Error {
     let at = lua.inspect_stack(1, |d| {
         let src = d
             .source()

@@ -38,6 +38,7 @@ pub(crate) fn new_state(modules: &Arc<Modules>, user_path: &str, deps: &Deps) ->
         .set_name("=prelude")
         .set_mode(ChunkMode::Text)
         .call::<()>((log, aborted))?;
+    crate::stream::install(&lua)?;
     Ok(lua)
 }
 
