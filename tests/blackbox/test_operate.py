@@ -295,3 +295,24 @@ def test_udf_apply_of_an_unregistered_module_fails_and_the_server_stays_healthy(
     _, meta, bins = client.get(key(uset))
     assert bins == {"a": 1}
     assert meta["gen"] == 1
+
+
+def test_an_increment_of_a_missing_bin_creates_it_whatever_its_type(server, client, uset):
+    """Aerospike turns every modify op on a missing bin into a create (the Go client's "Add
+    must work": AddBins of a string). Sent raw, as the clients check increment operands."""
+    k = key(uset)
+    client.put(k, {"n": 1})
+    digest = aerospike.calc_digest(*k)
+    incr_string = aswire.op(aswire.OP_INCR, "added", b"test", aswire.PT_STRING)
+    with server.raw() as s:
+        reply = aswire.request_msg(
+            s, aswire.as_msg(aswire.record_fields(*k[:2], digest), [incr_string], info2=aswire.INFO2_WRITE)
+        )
+    assert reply.result_code == 0
+    assert client.get(k)[2] == {"n": 1, "added": "test"}
+    # Once it exists, a string does not add up.
+    with server.raw() as s:
+        reply = aswire.request_msg(
+            s, aswire.as_msg(aswire.record_fields(*k[:2], digest), [incr_string], info2=aswire.INFO2_WRITE)
+        )
+    assert reply.result_code == 12

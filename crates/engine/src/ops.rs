@@ -343,6 +343,19 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
             let value = WorkingValue::Borrowed(op.value);
             working.set(op.bin_name, op.particle_type, value);
         }
+        // Aerospike's `as_bin_particle_alloc_modify_from_client`: "all operations become
+        // creates if there's no existing particle", of whatever type the op carries (an
+        // increment by a string creates a string bin).
+        OpCode::Incr | OpCode::Append | OpCode::Prepend
+            if working.get(op.bin_name).is_none()
+                && op.particle_type != ParticleType::Null as u8 =>
+        {
+            let create = Op {
+                code: OpCode::Write,
+                ..op.clone()
+            };
+            apply_modify(working, &create)?;
+        }
         OpCode::Incr => apply_incr(working, op)?,
         OpCode::Append | OpCode::Prepend => apply_concat(working, op)?,
         OpCode::Delete => working.clear(),
@@ -356,7 +369,9 @@ fn apply_incr<'w, 'a: 'w>(working: &mut WorkingRecord<'w>, op: &Op<'a>) -> Resul
         Some(ParticleType::Integer) => integer_from_wire(op.value)
             .ok_or(ResultCode::Parameter)?
             .to_be_bytes(),
-        _ => op.value.try_into().map_err(|_| ResultCode::Parameter)?,
+        Some(ParticleType::Float) => op.value.try_into().map_err(|_| ResultCode::Parameter)?,
+        // Only numbers add up (a missing bin was created above, whatever the type).
+        _ => return Err(ResultCode::IncompatibleType),
     };
     let sum = match (
         ParticleType::from_u8(op.particle_type),
@@ -496,6 +511,43 @@ mod tests {
         apply_modify(&mut working, &incr).unwrap();
         apply_modify(&mut working, &incr).unwrap();
         assert_eq!(working.get(b"n").unwrap().value, 10i64.to_be_bytes());
+    }
+
+    /// The Go client's "Add must work": `AddBins` of a string to a missing bin writes it.
+    #[test]
+    fn incr_append_and_prepend_of_a_missing_bin_create_it_whatever_its_type() {
+        let one = 1i64.to_be_bytes();
+        let mut working = WorkingRecord::default();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Incr, ParticleType::String, b"s", b"test"),
+        )
+        .unwrap();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Append, ParticleType::Integer, b"n", &one),
+        )
+        .unwrap();
+        apply_modify(
+            &mut working,
+            &op(OpCode::Prepend, ParticleType::Blob, b"b", b"\x01"),
+        )
+        .unwrap();
+        let mut bin = |name: &[u8]| {
+            let found = working.get(name).unwrap();
+            (found.particle_type, found.value.to_vec())
+        };
+        assert_eq!(bin(b"s"), (ParticleType::String as u8, b"test".to_vec()));
+        assert_eq!(bin(b"n"), (ParticleType::Integer as u8, one.to_vec()));
+        assert_eq!(bin(b"b"), (ParticleType::Blob as u8, vec![1]));
+        // Once the bin exists, only numbers add up.
+        assert_eq!(
+            apply_modify(
+                &mut working,
+                &op(OpCode::Incr, ParticleType::String, b"s", b"x")
+            ),
+            Err(ResultCode::IncompatibleType)
+        );
     }
 
     #[test]
