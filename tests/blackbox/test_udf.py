@@ -46,6 +46,17 @@ function meta(rec)
   return map{gen = record.gen(rec), set = record.setname(rec), bins = names}
 end
 
+function place(rec, lng, lat)
+  rec["where"] = geojson('{"type": "Point", "coordinates": [' .. lng .. ', ' .. lat .. ']}')
+  if aerospike:exists(rec) then aerospike:update(rec) else aerospike:create(rec) end
+  return 1
+end
+
+function misplace(rec)
+  rec["where"] = geojson('{"type": "Nowhere"}')
+  return aerospike:update(rec)
+end
+
 function lists(rec)
   local l = list{1, 2, 3}
   list.append(l, "four")
@@ -136,6 +147,31 @@ def test_batch_apply_runs_the_udf_per_record(aero):
     assert [aero.get(k)[2] for k in keys] == [{"n": 3}] * 4
 
 
+def test_geojson_a_udf_writes_is_found_by_a_geo_index(aero, uset):
+    """A UDF's GeoJSON is stored with its cells, as a client's is: a geo index finds it; one
+    that is not valid GeoJSON fails the write (`aerospike:update` returns
+    GEO_INVALID_GEOJSON, 160) and the record keeps its point."""
+    name = harness.unique("where")
+    aero.index_geo2dsphere_create("test", uset, "where", name)
+    try:
+        for i, (lng, lat) in enumerate([(-122.0, 37.5), (-121.0, 37.4), (10.0, 50.0)]):
+            aero.apply(("test", uset, i), "counters", "place", [lng, lat])
+        deadline = time.monotonic() + 20
+        while harness.parse_kv(harness.info(aero, f"sindex/test/{name}"))["load_pct"] != "100":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        region = aerospike.GeoJSON({"type": "AeroCircle", "coordinates": [[-121.5, 37.45], 100000]})
+        q = aero.query("test", uset)
+        q.where(aerospike.predicates.geo_within_geojson_region("where", region.dumps()))
+        found = sorted(record[2]["where"].dumps() for record in q.results())
+        assert len(found) == 2 and all('"coordinates": [-12' in point for point in found), found
+        before = aero.get(("test", uset, 0))[2]["where"].dumps()
+        assert aero.apply(("test", uset, 0), "counters", "misplace", []) == 160
+        assert aero.get(("test", uset, 0))[2]["where"].dumps() == before
+    finally:
+        aero.index_remove("test", name)
+
+
 def test_a_module_that_does_not_compile_is_refused_with_its_error(osprey):
     bad = "function broken(rec) return end end\n"
     content = base64.b64encode(bad.encode()).decode()
@@ -176,3 +212,4 @@ def test_modules_survive_a_restart_and_removal_is_kept_too(osprey, tmp_path):
         if entry:
             fields = dict(part.split("=", 1) for part in entry.split(","))
             assert len(fields["hash"]) == 40 and fields["type"] == "LUA"
+

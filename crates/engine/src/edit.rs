@@ -88,8 +88,13 @@ impl RecordEdit {
         self.bins.iter().map(|(name, _, _)| name.as_slice())
     }
 
-    /// Stages a bin write (`None`: removes the bin).
+    /// Stages a bin write (`None`: removes the bin). A GeoJSON value is stored with its cells
+    /// (so geo indexes find it); one that is not valid GeoJSON fails the commit.
     pub fn set_bin(&mut self, name: &[u8], value: Option<(u8, Vec<u8>)>) {
+        let value = value.map(|(particle_type, bytes)| match particle_type {
+            GEOJSON => (GEOJSON, crate::geo::stored_form(&bytes).unwrap_or(bytes)),
+            _ => (particle_type, bytes),
+        });
         let position = self.bins.iter().position(|(bin, _, _)| bin == name);
         match (position, value) {
             (Some(at), None) => {
@@ -176,6 +181,14 @@ impl RecordEdit {
         if self.bins.len() > self.bins_max {
             return Err(ResultCode::Parameter);
         }
+        let geo_valid = self
+            .bins
+            .iter()
+            .filter(|(_, particle_type, _)| *particle_type == GEOJSON)
+            .all(|(_, _, bytes)| crate::geo::geometry_of_particle(bytes).is_ok());
+        if !geo_valid {
+            return Err(ResultCode::GeoInvalidGeojson);
+        }
         let key = self.key.as_ref().map(|(t, k)| (*t, k.as_slice()));
         if record::encoded_size_bytes(key, bin_refs(&self.bins)) > self.record_size_max {
             return Err(ResultCode::RecordTooBig);
@@ -183,6 +196,9 @@ impl RecordEdit {
         Ok(())
     }
 }
+
+/// The GeoJSON particle type.
+const GEOJSON: u8 = model::ParticleType::GeoJson as u8;
 
 fn bin_refs(bins: &[OwnedBin]) -> impl Iterator<Item = BinRef<'_>> + Clone {
     bins.iter().map(|(name, particle_type, value)| BinRef {

@@ -610,6 +610,26 @@ pub(crate) fn geometry_of_value(bytes: &[u8]) -> Result<Geometry, ResultCode> {
     }
 }
 
+/// A GeoJSON value as it is stored (flags, its cells, the JSON text), from either form
+/// [`geometry_of_value`] takes: a particle (its cells computed again) or the JSON text alone.
+/// Writes that do not come as a client's particle (a UDF's, an expression's) store their
+/// GeoJSON this way, so that geo indexes find it.
+///
+/// Errors: [`ResultCode::GeoInvalidGeojson`] when it is not valid GeoJSON.
+pub(crate) fn stored_form(bytes: &[u8]) -> Result<Vec<u8>, ResultCode> {
+    let stored = match bytes.first() {
+        Some(&flags) if flags == 0 || flags == FLAG_REGION => particle_from_wire(bytes),
+        _ => {
+            let mut particle = vec![0, 0, 0];
+            particle.extend_from_slice(bytes);
+            particle_from_wire(&particle)
+        }
+    };
+    stored
+        .map(|(_, stored)| stored)
+        .map_err(|_| ResultCode::GeoInvalidGeojson)
+}
+
 /// The cells of a GeoJSON value as [`geometry_of_value`] takes it: a stored particle's own,
 /// or those its JSON text would get; none for bytes that are neither.
 pub(crate) fn cells_of_value(bytes: &[u8]) -> Vec<u64> {

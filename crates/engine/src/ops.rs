@@ -176,7 +176,10 @@ pub(crate) fn write_expression<'w, 'a: 'w>(
         working.remove(op.bin_name);
         return Ok(());
     }
-    let (particle_type, bytes) = cdt_value::to_particle(&value);
+    let (particle_type, mut bytes) = cdt_value::to_particle(&value);
+    if particle_type == ParticleType::GeoJson as u8 {
+        bytes = crate::geo::stored_form(&bytes)?;
+    }
     let owned = WorkingValue::Owned {
         buffer: bytes,
         start: 0,
