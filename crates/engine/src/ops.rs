@@ -355,7 +355,7 @@ pub(crate) fn apply_modify<'w, 'a: 'w>(
         {
             let create = Op {
                 code: OpCode::Write,
-                ..op.clone()
+                ..*op
             };
             apply_modify(working, &create)?;
         }
