@@ -81,7 +81,7 @@ def test_help_lists_every_info_command_and_each_is_recognized(server):
 def test_features_contains_pscans_and_the_collection_types(client):
     tokens = info(client, "features").split(";")
     assert all(tokens), f"empty token in features: {tokens}"
-    assert {"pscans", "cdt-list", "cdt-map", "blob-bits"} <= set(tokens)
+    assert {"pscans", "cdt-list", "cdt-map", "blob-bits", "geo", "udf"} <= set(tokens)
 
 
 def test_partition_generation_is_an_integer_other_than_minus_one(client):

@@ -26,10 +26,11 @@ pub const BUILD_VERSION: &str = "8.0.0.0";
 pub const EDITION: &str = "Aerospike Community Edition";
 /// Feature tokens. `pscans` is required by the Go and Java clients (they reject the node
 /// without it); `pquery`, `batch-any` and `batch-index` select the modern protocol paths for
-/// scans, queries and batches; `query-show` lets clients poll job status. Features whose info
-/// commands or ops Osprey lacks (CDT, UDF, geo, bit ops) are not advertised.
-pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;float;peers;\
-pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace";
+/// scans, queries and batches; `query-show` lets clients poll job status. Only what Osprey
+/// serves is advertised: collection and bit ops, GeoJSON and geo indexes (`geo`), Lua UDFs
+/// (`udf`).
+pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;float;geo;peers;\
+pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace;udf";
 
 /// The info commands this node answers, as `help` lists them.
 const INFO_COMMANDS: [&str; 52] = [
