@@ -160,6 +160,24 @@ fn run_modify(
     }
 }
 
+/// What the CDT's randomized tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// The seed of randomized test `test`: `OSPREY_CDT_SEED` when set (to replay a failure),
+    /// else from the clock. Printed, so that a failure shows how to replay it.
+    pub(crate) fn seed(test: &str) -> u64 {
+        let seed = std::env::var("OSPREY_CDT_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_else(|| {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+                now.map_or(1, |elapsed| elapsed.as_nanos() as u64) | 1
+            });
+        println!("{test} seed {seed} (replay: OSPREY_CDT_SEED={seed})");
+        seed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

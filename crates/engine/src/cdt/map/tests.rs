@@ -1047,17 +1047,7 @@ fn sorted_if_list(value: Value, bin: &Option<Value>) -> Value {
 
 #[test]
 fn random_ops_match_a_simple_model() {
-    let seed = std::env::var("OSPREY_CDT_SEED")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or_else(|| {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64);
-            nanos | 1
-        });
-    println!("map model seed {seed} (replay: OSPREY_CDT_SEED={seed})");
-    let mut rng = Rng(seed);
+    let mut rng = Rng(crate::cdt::test_support::seed("map model"));
     for order in [1, 0] {
         for _ in 0..20 {
             let mut bin = None;
