@@ -148,6 +148,26 @@ def test_map_write_flags_create_only_and_update_only(client, uset):
     assert client.get(k)[2] == {"m": {"a": 5}}
 
 
+def test_puts_into_stored_maps_of_every_order_keep_every_entry_in_its_place(client, uset):
+    """A put of one key edits a stored map's packed bytes: an existing key's value changes in
+    place, a new key goes where its order says (the header grows from 15 to 16 entries on
+    the way), and reads by index see the order Aerospike keeps."""
+    orders = (aerospike.MAP_UNORDERED, aerospike.MAP_KEY_ORDERED, aerospike.MAP_KEY_VALUE_ORDERED)
+    for order in orders:
+        k = key(uset, f"order-{order}")
+        policy = {"map_order": order}
+        entries = {f"k{j:02}": j for j in range(0, 30, 2)}
+        client.operate(k, [mops.map_put_items("m", entries, policy)])
+        puts = [mops.map_put("m", "k04", -4, policy), mops.map_put("m", "k05", 5, policy)]
+        puts.append(mops.map_put("m", 7, "seven", policy))
+        assert results(client, k, puts) == [15, 16, 17]
+        expected = dict(entries, k04=-4, k05=5)
+        expected[7] = "seven"
+        assert client.get(k)[2]["m"] == expected
+        by_index = mops.map_get_by_index_range("m", 0, 4, aerospike.MAP_RETURN_KEY)
+        assert results(client, k, [by_index]) == [[7, "k00", "k02", "k04"]]
+
+
 def test_map_remove_returns_what_it_removed(client, uset):
     k = key(uset)
     client.put(k, {"m": {"a": 1, "b": 2, "c": 3}})

@@ -285,6 +285,11 @@ fn apply_collection<'w, 'a: 'w>(
     op: &Op<'a>,
 ) -> Result<(u8, Vec<u8>), ResultCode> {
     let call = cdt::Call::parse(op.value)?;
+    if op.code == OpCode::CdtModify
+        && let Some(outcome) = modify_collection_packed(working, op, &call)
+    {
+        return outcome;
+    }
     let stored = working.get(op.bin_name);
     let size_before = stored.map_or(0, |bin| bin.value.len());
     let bin = match stored {
@@ -305,6 +310,25 @@ fn apply_collection<'w, 'a: 'w>(
         working.set(op.bin_name, particle_type, owned);
     }
     Ok(cdt_value::to_particle(&result))
+}
+
+/// Runs a modifying list or map op on the packed bin, where [`cdt::modify_packed`] takes it;
+/// `None`: run it on the decoded bin.
+fn modify_collection_packed<'w, 'a: 'w>(
+    working: &mut WorkingRecord<'w>,
+    op: &Op<'a>,
+    call: &cdt::Call,
+) -> Option<Result<(u8, Vec<u8>), ResultCode>> {
+    let stored = working.get(op.bin_name)?;
+    let written = match cdt::modify_packed(call, stored.particle_type, stored.value)? {
+        Ok(written) => written,
+        Err(code) => return Some(Err(code)),
+    };
+    if let Some(buffer) = written.bytes {
+        let owned = WorkingValue::Owned { buffer, start: 0 };
+        working.set(op.bin_name, ParticleType::Map as u8, owned);
+    }
+    Some(Ok(cdt_value::to_particle(&Value::Int(written.size))))
 }
 
 /// A read-only list or map op on a stored bin (`None`: missing); returns the result as a

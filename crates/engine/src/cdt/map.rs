@@ -389,23 +389,44 @@ fn set_type(args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultC
     Ok(Value::Nil)
 }
 
-/// ADD [key, value, attr?], PUT [key, value, attr?, flags?], REPLACE [key, value]: writes
-/// one entry; returns the map's size.
-fn put_one(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
-    let (control, most) = match code {
-        ADD => (WriteControl::ADD, 3),
-        PUT => (WriteControl::from_flags(int_arg(args, 3, 0)?), 4),
-        _ => (WriteControl::REPLACE, 2),
-    };
-    check_arity(args, 2, most)?;
-    let order = order_arg(args, 2)?;
-    let (key, value) = (required(args, 0)?, required(args, 1)?);
-    if !is_valid_key(key) {
-        return Err(ResultCode::Parameter);
+/// The arguments of an ADD, PUT or REPLACE: what the write may do, the order of a map it
+/// creates, and the entry.
+struct PutOne<'a> {
+    control: WriteControl,
+    order: MapOrder,
+    key: &'a Value,
+    value: &'a Value,
+}
+
+impl PutOne<'_> {
+    /// Parses ADD [key, value, attr?], PUT [key, value, attr?, flags?] or REPLACE [key, value].
+    fn parse(code: u8, args: &[Value]) -> Result<PutOne<'_>, ResultCode> {
+        let (control, most) = match code {
+            ADD => (WriteControl::ADD, 3),
+            PUT => (WriteControl::from_flags(int_arg(args, 3, 0)?), 4),
+            _ => (WriteControl::REPLACE, 2),
+        };
+        check_arity(args, 2, most)?;
+        let order = order_arg(args, 2)?;
+        let (key, value) = (required(args, 0)?, required(args, 1)?);
+        if !is_valid_key(key) {
+            return Err(ResultCode::Parameter);
+        }
+        Ok(PutOne {
+            control,
+            order,
+            key,
+            value,
+        })
     }
-    let map = map_or_create(target, order)?;
-    if control.allows(find_key(map, key).is_ok())? {
-        store(map, key.clone(), value.clone());
+}
+
+/// ADD, PUT or REPLACE (see [`PutOne::parse`]): writes one entry; returns the map's size.
+fn put_one(code: u8, args: &[Value], target: &mut Option<Value>) -> Result<Value, ResultCode> {
+    let put = PutOne::parse(code, args)?;
+    let map = map_or_create(target, put.order)?;
+    if put.control.allows(find_key(map, put.key).is_ok())? {
+        store(map, put.key.clone(), put.value.clone());
     }
     Ok(Value::Int(len_i64(map.entries.len())))
 }
@@ -874,6 +895,8 @@ fn list(items: Vec<Value>) -> Value {
         items,
     })
 }
+
+pub(crate) mod packed;
 
 #[cfg(test)]
 mod tests;

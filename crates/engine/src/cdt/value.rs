@@ -19,6 +19,10 @@
 //!   and a wildcard inside a list or map ends the comparison as equal.
 //! - Packing is canonical (the smallest header that fits, doubles as 8 bytes), so a value
 //!   decoded and packed again may differ in bytes from what a client sent, never in meaning.
+//!   [`canonical_end`] accepts exactly the bytes that decode and pack back to themselves, so
+//!   that a caller may keep them as they are instead.
+//! - Reading in place ([`Scalar`], [`compare_packed`]) orders as [`compare`] orders the
+//!   decoded values.
 
 use std::cmp::Ordering;
 
@@ -149,16 +153,10 @@ impl Value {
         match self {
             Value::Nil => 1,
             Value::Bool(_) => 2,
-            Value::Int(_) => 3,
-            Value::Bytes {
-                kind: KIND_STRING, ..
-            } => 4,
+            Value::Int(_) => RANK_INT,
+            Value::Bytes { kind, .. } => bytes_rank(*kind),
             Value::List(_) => 5,
             Value::Map(_) => 6,
-            Value::Bytes {
-                kind: KIND_GEOJSON, ..
-            } => 11,
-            Value::Bytes { .. } => 9,
             Value::Float(_) => 10,
             Value::Ext { .. } => 12,
             Value::Wildcard => 13,
@@ -186,6 +184,19 @@ impl Value {
                 .any(|(key, value)| key.has_special() || value.has_special()),
             _ => false,
         }
+    }
+}
+
+/// The rank of an integer in Aerospike's order.
+const RANK_INT: u8 = 3;
+
+/// The rank of a str or bin payload of `kind` in Aerospike's order: strings, GeoJSON and
+/// every other kind (blobs) each have their own.
+fn bytes_rank(kind: u8) -> u8 {
+    match kind {
+        KIND_STRING => 4,
+        KIND_GEOJSON => 11,
+        _ => 9,
     }
 }
 
@@ -315,35 +326,18 @@ impl<'a> Reader<'a> {
             return Err(ResultCode::Parameter);
         }
         let marker = self.byte()?;
+        if let Some(number) = self.int_after(marker)? {
+            return Ok(Value::Int(number));
+        }
+        if let Some(size) = self.payload_size_after(marker)? {
+            return self.bytes_value(size);
+        }
         Ok(match marker {
-            0x00..=0x7f => Value::Int(i64::from(marker)),
-            0xe0..=0xff => Value::Int(i64::from(marker as i8)),
             0xc0 => Value::Nil,
             0xc2 => Value::Bool(false),
             0xc3 => Value::Bool(true),
-            0xcc => Value::Int(self.uint(1)? as i64),
-            0xcd => Value::Int(self.uint(2)? as i64),
-            0xce => Value::Int(self.uint(4)? as i64),
-            0xcf => Value::Int(self.uint(8)? as i64),
-            0xd0 => Value::Int(i64::from(self.uint(1)? as u8 as i8)),
-            0xd1 => Value::Int(i64::from(self.uint(2)? as u16 as i16)),
-            0xd2 => Value::Int(i64::from(self.uint(4)? as u32 as i32)),
-            0xd3 => Value::Int(self.uint(8)? as i64),
             0xca => Value::Float(f64::from(f32::from_bits(self.uint(4)? as u32))),
             0xcb => Value::Float(f64::from_bits(self.uint(8)?)),
-            0xa0..=0xbf => self.bytes_value(usize::from(marker & 0x1f))?,
-            0xc4 | 0xd9 => {
-                let size = self.uint(1)? as usize;
-                self.bytes_value(size)?
-            }
-            0xc5 | 0xda => {
-                let size = self.uint(2)? as usize;
-                self.bytes_value(size)?
-            }
-            0xc6 | 0xdb => {
-                let size = self.uint(4)? as usize;
-                self.bytes_value(size)?
-            }
             0x90..=0x9f => {
                 let count = self.check_count(usize::from(marker & 0x0f), 1)?;
                 self.list(count, depth)?
@@ -387,6 +381,35 @@ impl<'a> Reader<'a> {
             // 0xc1 is reserved.
             _ => return Err(ResultCode::Parameter),
         })
+    }
+
+    /// The integer an integer `marker` starts (its payload read), `None` for another marker.
+    fn int_after(&mut self, marker: u8) -> Result<Option<i64>, ResultCode> {
+        Ok(Some(match marker {
+            0x00..=0x7f => i64::from(marker),
+            0xe0..=0xff => i64::from(marker as i8),
+            0xcc => self.uint(1)? as i64,
+            0xcd => self.uint(2)? as i64,
+            0xce => self.uint(4)? as i64,
+            0xcf => self.uint(8)? as i64,
+            0xd0 => i64::from(self.uint(1)? as u8 as i8),
+            0xd1 => i64::from(self.uint(2)? as u16 as i16),
+            0xd2 => i64::from(self.uint(4)? as u32 as i32),
+            0xd3 => self.uint(8)? as i64,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The payload size a str or bin `marker` declares (its size field read), `None` for
+    /// another marker.
+    fn payload_size_after(&mut self, marker: u8) -> Result<Option<usize>, ResultCode> {
+        Ok(Some(match marker {
+            0xa0..=0xbf => usize::from(marker & 0x1f),
+            0xc4 | 0xd9 => self.uint(1)? as usize,
+            0xc5 | 0xda => self.uint(2)? as usize,
+            0xc6 | 0xdb => self.uint(4)? as usize,
+            _ => return Ok(None),
+        }))
     }
 
     /// A str or bin payload: its first byte is the kind; an empty one has none (refused, as
@@ -462,6 +485,275 @@ impl<'a> Reader<'a> {
     }
 }
 
+// ---- packed elements, read in place ------------------------------------------------------
+
+/// An integer or a str/bin payload (what map keys usually are), borrowed from packed bytes or
+/// from a [`Value`], so that it can be compared without decoding it into an owned value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Scalar<'a> {
+    /// An integer.
+    Int(i64),
+    /// A str or bin payload: its kind byte and the bytes after it.
+    Bytes { kind: u8, data: &'a [u8] },
+}
+
+impl<'a> Scalar<'a> {
+    /// The scalar `value` is, if it is one.
+    pub(crate) fn of(value: &'a Value) -> Option<Scalar<'a>> {
+        match value {
+            Value::Int(number) => Some(Scalar::Int(*number)),
+            Value::Bytes { kind, data } => Some(Scalar::Bytes { kind: *kind, data }),
+            _ => None,
+        }
+    }
+
+    /// The scalar `element` (exactly one packed element) holds, if it holds one that
+    /// decodes.
+    pub(crate) fn packed(element: &'a [u8]) -> Option<Scalar<'a>> {
+        let mut reader = Reader {
+            bytes: element,
+            position: 0,
+        };
+        let marker = reader.byte().ok()?;
+        let scalar = if let Some(number) = reader.int_after(marker).ok()? {
+            Scalar::Int(number)
+        } else {
+            let size = reader.payload_size_after(marker).ok()??;
+            let (&kind, data) = reader.take(size).ok()?.split_first()?;
+            Scalar::Bytes { kind, data }
+        };
+        (reader.position == element.len()).then_some(scalar)
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Scalar::Int(_) => RANK_INT,
+            Scalar::Bytes { kind, .. } => bytes_rank(kind),
+        }
+    }
+
+    /// Aerospike's order, as [`compare`] orders the values these are.
+    fn compare(self, other: Scalar<'_>) -> Ordering {
+        match (self, other) {
+            (Scalar::Int(x), Scalar::Int(y)) => x.cmp(&y),
+            (Scalar::Bytes { data: x, .. }, Scalar::Bytes { data: y, .. })
+                if self.rank() == other.rank() =>
+            {
+                x.cmp(y)
+            }
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+/// Aerospike's order between a packed element (exactly one) and a value; scalars are compared
+/// in place, anything else is decoded first.
+///
+/// # Errors
+/// PARAMETER for an element that does not decode.
+pub(crate) fn compare_packed(element: &[u8], value: &Value) -> Result<Ordering, ResultCode> {
+    match (Scalar::packed(element), Scalar::of(value)) {
+        (Some(a), Some(b)) => Ok(a.compare(b)),
+        _ => Ok(compare(&decode(element)?, value)),
+    }
+}
+
+/// Aerospike's order between two packed elements (exactly one each), as [`compare_packed`].
+///
+/// # Errors
+/// PARAMETER for an element that does not decode.
+pub(crate) fn compare_both_packed(a: &[u8], b: &[u8]) -> Result<Ordering, ResultCode> {
+    match (Scalar::packed(a), Scalar::packed(b)) {
+        (Some(x), Some(y)) => Ok(x.compare(y)),
+        _ => Ok(compare(&decode(a)?, &decode(b)?)),
+    }
+}
+
+/// The header of a packed map: its order and where its entries start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MapHeader {
+    /// The map's order.
+    pub(crate) order: MapOrder,
+    /// How many entries it holds (the order header not counted).
+    pub(crate) entry_count: usize,
+    /// Where its first entry starts.
+    pub(crate) entries_at: usize,
+}
+
+/// The header of the map `bytes` start with, if it is canonical (see [`canonical_end`]).
+pub(crate) fn canonical_map_header(bytes: &[u8]) -> Option<MapHeader> {
+    let mut reader = Reader { bytes, position: 0 };
+    let marker = reader.byte().ok()?;
+    let (order, entry_count) = reader.canonical_map_header(marker)?;
+    Some(MapHeader {
+        order,
+        entry_count,
+        entries_at: reader.position,
+    })
+}
+
+/// Where the element at `position` ends, if it is canonical: well-formed, no deeper than
+/// [`decode`] allows (`depth` is its own depth, as `decode` counts it) and packed back to
+/// exactly its bytes once decoded (`pack(decode(element)) == element`).
+pub(crate) fn canonical_end(bytes: &[u8], position: usize, depth: usize) -> Option<usize> {
+    let mut reader = Reader { bytes, position };
+    reader.skip_canonical(depth)?;
+    Some(reader.position)
+}
+
+impl Reader<'_> {
+    /// Steps over one canonical element; `None` for anything else (see [`canonical_end`]).
+    fn skip_canonical(&mut self, depth: usize) -> Option<()> {
+        if depth > DEPTH_MAX {
+            return None;
+        }
+        let marker = self.byte().ok()?;
+        // The commonest elements first: a small integer, nil, a boolean, a short string.
+        match marker {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => return Some(()),
+            0xa1..=0xbf => return self.take(usize::from(marker & 0x1f)).ok().map(drop),
+            _ => {}
+        }
+        if let Some(number) = self.int_after(marker).ok()? {
+            return (int_marker(number) == marker).then_some(());
+        }
+        if let Some(size) = self.payload_size_after(marker).ok()? {
+            // A bin form packs back as a str; an empty payload has no kind and is refused.
+            if str_marker(size) != marker || size == 0 {
+                return None;
+            }
+            return self.take(size).ok().map(drop);
+        }
+        match marker {
+            // A double; a float32 would pack back as one.
+            0xcb => self.take(8).ok().map(drop),
+            0x90..=0x9f | 0xdc | 0xdd => self.skip_canonical_list(marker, depth),
+            0x80..=0x8f | 0xde | 0xdf => {
+                let (_, entry_count) = self.canonical_map_header(marker)?;
+                for _ in 0..entry_count {
+                    self.skip_canonical(depth + 1)?;
+                    self.skip_canonical(depth + 1)?;
+                }
+                Some(())
+            }
+            0xd4..=0xd8 | 0xc7..=0xc9 => {
+                let size = match marker {
+                    0xd4..=0xd8 => 1_usize << (marker - 0xd4),
+                    0xc7 => self.uint(1).ok()? as usize,
+                    0xc8 => self.uint(2).ok()? as usize,
+                    _ => self.uint(4).ok()? as usize,
+                };
+                // The specials are fixext1 too, so one rule covers them.
+                (ext_marker(size) == marker).then_some(())?;
+                self.take(size + 1).ok().map(drop)
+            }
+            _ => None,
+        }
+    }
+
+    fn skip_canonical_list(&mut self, marker: u8, depth: usize) -> Option<()> {
+        let mut count = self.container_count(marker)?;
+        if array_marker(count) != marker {
+            return None;
+        }
+        if count > 0
+            && let Some(flags) = self.order_header()
+        {
+            // Only the ordered flag survives decoding, and an unordered list has no header.
+            (flags == 0x01).then_some(())?;
+            count -= 1;
+        }
+        (0..count).try_for_each(|_| self.skip_canonical(depth + 1))
+    }
+
+    /// After a map `marker`: the order and entry count of a canonical map header, its order
+    /// header (if any) read.
+    fn canonical_map_header(&mut self, marker: u8) -> Option<(MapOrder, usize)> {
+        let mut count = self.container_count(marker)?;
+        if map_marker(count) != marker {
+            return None;
+        }
+        let mut order = MapOrder::Unordered;
+        if count > 0
+            && let Some(flags) = self.order_header()
+        {
+            (self.byte().ok()? == 0xc0).then_some(())?;
+            order = MapOrder::from_flags(flags);
+            // An unordered map has no header; any other flags pack back as the order's own.
+            (order != MapOrder::Unordered && order.flags() == flags).then_some(())?;
+            count -= 1;
+        }
+        Some((order, count))
+    }
+
+    /// The element count an array or map `marker` declares (its count field read).
+    fn container_count(&mut self, marker: u8) -> Option<usize> {
+        Some(match marker {
+            0x90..=0x9f => usize::from(marker & 0x0f),
+            0x80..=0x8f => usize::from(marker & 0x0f),
+            0xdc | 0xde => self.uint(2).ok()? as usize,
+            _ => self.uint(4).ok()? as usize,
+        })
+    }
+}
+
+/// The first byte [`pack_int`] writes for `number`.
+fn int_marker(number: i64) -> u8 {
+    match number {
+        -32..=0x7f => number as u8,
+        0x80..=0xff => 0xcc,
+        0x100..=0xffff => 0xcd,
+        0x1_0000..=0xffff_ffff => 0xce,
+        0x1_0000_0000.. => 0xcf,
+        -128..=-33 => 0xd0,
+        -32768..=-129 => 0xd1,
+        -2_147_483_648..=-32769 => 0xd2,
+        _ => 0xd3,
+    }
+}
+
+/// The first byte a str of `size` payload bytes packs with (see [`pack_sized`]).
+fn str_marker(size: usize) -> u8 {
+    sized_marker(0xa0, 0x1f, [0xd9, 0xda, 0xdb], size)
+}
+
+/// ... an array of `count` elements.
+fn array_marker(count: usize) -> u8 {
+    sized_marker(0x90, 0x0f, [0, 0xdc, 0xdd], count)
+}
+
+/// ... a map of `count` entries (an order header counted).
+fn map_marker(count: usize) -> u8 {
+    sized_marker(0x80, 0x0f, [0, 0xde, 0xdf], count)
+}
+
+/// The first byte [`pack_sized`] writes.
+fn sized_marker(fix: u8, fix_max: u8, wide: [u8; 3], size: usize) -> u8 {
+    if size <= usize::from(fix_max) {
+        fix | size as u8
+    } else if size <= 0xff && wide[0] != 0 {
+        wide[0]
+    } else if size <= 0xffff {
+        wide[1]
+    } else {
+        wide[2]
+    }
+}
+
+/// The first byte [`pack_ext`] writes for a payload of `size` bytes.
+fn ext_marker(size: usize) -> u8 {
+    match size {
+        1 => 0xd4,
+        2 => 0xd5,
+        4 => 0xd6,
+        8 => 0xd7,
+        16 => 0xd8,
+        0..=0xff => 0xc7,
+        0x100..=0xffff => 0xc8,
+        _ => 0xc9,
+    }
+}
+
 // ---- packing -----------------------------------------------------------------------------
 
 /// Packs `value` as msgpack.
@@ -503,11 +795,7 @@ pub(crate) fn pack_into(value: &Value, out: &mut Vec<u8>) {
             }
         }
         Value::Map(map) => {
-            let header = usize::from(map.order != MapOrder::Unordered);
-            pack_sized(0x80, 0x0f, [0, 0xde, 0xdf], map.entries.len() + header, out);
-            if header == 1 {
-                out.extend_from_slice(&[0xc7, 0x00, map.order.flags(), 0xc0]);
-            }
+            pack_map_header(map.order, map.entries.len(), out);
             for (key, value) in &map.entries {
                 pack_into(key, out);
                 pack_into(value, out);
@@ -516,6 +804,16 @@ pub(crate) fn pack_into(value: &Value, out: &mut Vec<u8>) {
         Value::Ext { kind, data } => pack_ext(*kind, data, out),
         Value::Wildcard => pack_ext(EXT_COMPARE, &[COMPARE_WILDCARD], out),
         Value::Infinity => pack_ext(EXT_COMPARE, &[COMPARE_INFINITY], out),
+    }
+}
+
+/// Appends the header of a map of `entry_count` entries in `order`: the count (an order
+/// header counted), then the order header, unless unordered.
+pub(crate) fn pack_map_header(order: MapOrder, entry_count: usize, out: &mut Vec<u8>) {
+    let header = usize::from(order != MapOrder::Unordered);
+    pack_sized(0x80, 0x0f, [0, 0xde, 0xdf], entry_count + header, out);
+    if header == 1 {
+        out.extend_from_slice(&[0xc7, 0x00, order.flags(), 0xc0]);
     }
 }
 
@@ -632,6 +930,9 @@ pub fn to_particle(value: &Value) -> (u8, Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
     use super::*;
 
     fn int(n: i64) -> Value {
@@ -731,6 +1032,187 @@ mod tests {
             let packed = pack(&int(number));
             assert_eq!(packed.len(), size, "{number}");
             assert_eq!(decode(&packed).unwrap().as_int(), Some(number));
+        }
+    }
+
+    /// Random msgpack as a client might send it: each element in its smallest form or not
+    /// (wide integer and size forms, bin instead of str, float32, ext8 for a fixext size,
+    /// order headers with odd flags), sometimes malformed (an empty str, the reserved byte,
+    /// a map order header without its nil).
+    fn random_element(rng: &mut SmallRng, depth: usize, out: &mut Vec<u8>) {
+        let pick = if depth >= 3 {
+            rng.random_range(0..7)
+        } else {
+            rng.random_range(0..9)
+        };
+        match pick {
+            0 => random_int(rng, out),
+            1 | 2 => {
+                let size = [0, 1, 2, 5, 31, 32, 40, 300][rng.random_range(0..8)];
+                random_size_header(rng, [0xa0, 0xd9, 0xda, 0xdb, 0xc4, 0xc5, 0xc6], size, out);
+                out.extend((0..size).map(|_| rng.random_range(2..6_u8)));
+            }
+            3 => match rng.random_range(0..2) {
+                0 => out.extend_from_slice(&[0xca, 0x3f, 0xc0, 0, 0]),
+                _ => {
+                    out.push(0xcb);
+                    out.extend_from_slice(&std::f64::consts::PI.to_be_bytes());
+                }
+            },
+            4 => out.push([0xc0, 0xc2, 0xc3, 0xc1][rng.random_range(0..4)]),
+            5 | 6 => {
+                let size = [0, 1, 2, 3, 4, 8, 16][rng.random_range(0..7)];
+                match (rng.random_range(0..2), size) {
+                    (0, 1 | 2 | 4 | 8 | 16) => out.push(ext_marker(size)),
+                    _ => out.extend_from_slice(&[0xc7, size as u8]),
+                }
+                out.push([0xff, 0x01, 0x07][rng.random_range(0..3)]);
+                out.extend((0..size).map(|_| rng.random_range(0..2_u8)));
+            }
+            7 => {
+                let count = rng.random_range(0..4);
+                let header = rng.random_range(0..3) == 0;
+                random_size_header(
+                    rng,
+                    [0x90, 0, 0xdc, 0xdd, 0, 0, 0],
+                    count + usize::from(header),
+                    out,
+                );
+                if header {
+                    out.extend_from_slice(&[0xc7, 0x00, [0, 1, 3][rng.random_range(0..3)]]);
+                }
+                (0..count).for_each(|_| random_element(rng, depth + 1, out));
+            }
+            _ => {
+                let count = rng.random_range(0..4);
+                let header = rng.random_range(0..3) == 0;
+                random_size_header(
+                    rng,
+                    [0x80, 0, 0xde, 0xdf, 0, 0, 0],
+                    count + usize::from(header),
+                    out,
+                );
+                if header {
+                    out.extend_from_slice(&[0xc7, 0x00, [0, 1, 2, 3, 8][rng.random_range(0..5)]]);
+                    out.push(if rng.random_range(0..8) == 0 {
+                        0x01
+                    } else {
+                        0xc0
+                    });
+                }
+                (0..2 * count).for_each(|_| random_element(rng, depth + 1, out));
+            }
+        }
+    }
+
+    /// An integer near a form's bounds, in a random form that holds it (or, for a positive
+    /// number in a negative form, its bits).
+    fn random_int(rng: &mut SmallRng, out: &mut Vec<u8>) {
+        let bounds = [
+            0,
+            0x7f,
+            0x80,
+            0xff,
+            0x100,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            0x1_0000_0000,
+        ];
+        let magnitude: i64 = bounds[rng.random_range(0..bounds.len())];
+        let number = match rng.random_range(0..3) {
+            0 => -magnitude - 1,
+            1 => i64::MIN + magnitude,
+            _ => magnitude,
+        };
+        let (marker, width) = [
+            (0xcc, 1),
+            (0xcd, 2),
+            (0xce, 4),
+            (0xcf, 8),
+            (0xd0, 1),
+            (0xd1, 2),
+            (0xd2, 4),
+            (0xd3, 8),
+        ][rng.random_range(0..8)];
+        match rng.random_range(0..2) {
+            0 => pack_int(number, out),
+            _ => {
+                out.push(marker);
+                out.extend_from_slice(&number.to_be_bytes()[8 - width..]);
+            }
+        }
+    }
+
+    /// A size header from `forms` (fix, 8-, 16-, 32-bit; then the bin forms, 0 where none):
+    /// any that holds `size`.
+    fn random_size_header(rng: &mut SmallRng, forms: [u8; 7], size: usize, out: &mut Vec<u8>) {
+        loop {
+            let form = rng.random_range(0..7);
+            let marker = forms[form];
+            match form {
+                0 if marker != 0 && size <= if marker == 0xa0 { 31 } else { 15 } => {
+                    out.push(marker | size as u8);
+                }
+                1 | 4 if marker != 0 => out.extend_from_slice(&[marker, size as u8]),
+                2 | 5 if marker != 0 => {
+                    out.push(marker);
+                    out.extend_from_slice(&(size as u16).to_be_bytes());
+                }
+                3 | 6 if marker != 0 => {
+                    out.push(marker);
+                    out.extend_from_slice(&(size as u32).to_be_bytes());
+                }
+                _ => continue,
+            }
+            return;
+        }
+    }
+
+    #[test]
+    fn canonical_end_accepts_exactly_what_packs_back_to_itself() {
+        // The packed map path trusts `canonical_end`: an element it accepts must decode and
+        // pack back to the same bytes, and one that does must be accepted (or the fast path
+        // would be taken too rarely to matter). Random encodings, canonical or not, some
+        // malformed, some cut short, check both directions.
+        let mut rng = SmallRng::seed_from_u64(crate::cdt::test_support::seed("canonical"));
+        let (mut canonical, mut other) = (0, 0);
+        for _ in 0..20_000 {
+            let mut bytes = Vec::new();
+            random_element(&mut rng, 0, &mut bytes);
+            if rng.random_range(0..10) == 0 {
+                bytes.truncate(rng.random_range(0..bytes.len()));
+            }
+            let accepted = canonical_end(&bytes, 0, 0) == Some(bytes.len());
+            let round_trips = decode(&bytes).is_ok_and(|value| pack(&value) == bytes);
+            assert_eq!(accepted, round_trips, "{bytes:02x?}");
+            if accepted { canonical += 1 } else { other += 1 }
+        }
+        assert!(
+            canonical > 2_000 && other > 2_000,
+            "{canonical} canonical, {other} not"
+        );
+        let deep = [vec![0x91; DEPTH_MAX + 1], vec![0x01]].concat();
+        assert_eq!(canonical_end(&deep, 0, 0), None);
+        let fine = [vec![0x91; DEPTH_MAX], vec![0x01]].concat();
+        assert_eq!(canonical_end(&fine, 0, 0), Some(fine.len()));
+    }
+
+    #[test]
+    fn packed_comparisons_order_as_the_decoded_values_do() {
+        // Keys are compared where they lie (integers and strings without decoding); the
+        // order must be `compare`'s on the decoded values, whatever the forms.
+        let mut rng = SmallRng::seed_from_u64(crate::cdt::test_support::seed("packed compare"));
+        for _ in 0..20_000 {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            random_element(&mut rng, 2, &mut a);
+            random_element(&mut rng, 2, &mut b);
+            let (Ok(x), Ok(y)) = (decode(&a), decode(&b)) else {
+                continue;
+            };
+            let want = compare(&x, &y);
+            assert_eq!(compare_packed(&a, &y), Ok(want), "{a:02x?} {b:02x?}");
+            assert_eq!(compare_both_packed(&a, &b), Ok(want), "{a:02x?} {b:02x?}");
         }
     }
 

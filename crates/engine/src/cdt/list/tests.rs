@@ -706,14 +706,7 @@ fn random_step(rng: &mut SmallRng, target: &mut Option<Value>, model: &mut Vec<i
 
 #[test]
 fn random_ops_agree_with_a_plain_vector_model() {
-    let seed = std::env::var("OSPREY_CDT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |elapsed| elapsed.as_nanos() as u64)
-        });
-    println!("list model test seed: {seed} (replay with OSPREY_CDT_SEED={seed})");
+    let seed = crate::cdt::test_support::seed("list model");
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut target = Some(ints(&[]));
     let mut model = Vec::new();
