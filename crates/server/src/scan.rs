@@ -624,6 +624,42 @@ fn spawn_threads(
     Ok(())
 }
 
+/// Walks the next piece of `work`'s partition after where it stopped: the scan's records, or
+/// the query's index entries (each record visited with its index value), at most
+/// `PIECE_ENTRIES` of them; moves `work` on and returns whether the partition is exhausted.
+fn walk_piece(
+    shared: &ScanShared,
+    work: &mut PartitionWork,
+    mut visit: impl FnMut(&ScannedRecord<'_>, Option<&IndexKey>) -> bool,
+) -> bool {
+    match &shared.query {
+        None => {
+            let end = shared.namespace.scan_piece(
+                work.partition,
+                shared.scope,
+                work.after.as_ref(),
+                PIECE_ENTRIES,
+                |record| visit(record, None),
+            );
+            work.after = end.last;
+            end.exhausted
+        }
+        Some(query) => {
+            let after = work.after.zip(work.after_key.clone()).map(|(d, k)| (k, d));
+            let end = shared.namespace.query_piece(
+                work.partition,
+                &query.index,
+                &query.range,
+                after.as_ref(),
+                PIECE_ENTRIES,
+                |record, key| visit(record, Some(key)),
+            );
+            (work.after_key, work.after) = end.last.unzip();
+            end.exhausted
+        }
+    }
+}
+
 /// Threads for one scan: `single-scan-threads`, but no more than the partitions to walk, and
 /// one per `RECORDS_PER_SCAN_THREAD` records when the set index serves a small set. Starting a
 /// thread costs about 50 µs, as much as reaching a few hundred records through the index:
@@ -1222,32 +1258,9 @@ impl<'s> Worker<'s> {
                     Offer::MaxReached => false,
                 }
             };
-            let exhausted = match &shared.query {
-                None => {
-                    let end = shared.namespace.scan_piece(
-                        work.partition,
-                        shared.scope,
-                        work.after.as_ref(),
-                        PIECE_ENTRIES,
-                        |record| take(record, None),
-                    );
-                    work.after = end.last;
-                    end.exhausted
-                }
-                Some(query) => {
-                    let after = work.after.zip(work.after_key.clone()).map(|(d, k)| (k, d));
-                    let end = shared.namespace.query_piece(
-                        work.partition,
-                        &query.index,
-                        &query.range,
-                        after.as_ref(),
-                        PIECE_ENTRIES,
-                        |record, key| take(record, Some(bval_of(key))),
-                    );
-                    (work.after_key, work.after) = end.last.unzip();
-                    end.exhausted
-                }
-            };
+            let exhausted = walk_piece(shared, &mut work, |record, key| {
+                take(record, key.map(bval_of))
+            });
             self.write_pending();
             if (self.chunk.is_full() || throttled_until.is_some()) && !self.send_chunk() {
                 return WalkEnd::Stop;

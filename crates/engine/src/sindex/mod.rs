@@ -35,8 +35,8 @@
 //! - Records holding a native (Redis) value are not in bin indexes (their bins are Redis
 //!   structures), but are in user-key indexes: Redis keys are stored string keys.
 //! - A collection index (list elements, map keys or map values) has one entry per distinct
-//!   item of the index's type; a range query may return such a record once per item in range,
-//!   as Aerospike's does.
+//!   item of the index's type; a range query may return such a record once per item in range
+//!   (Aerospike returns it once: not de-duplicated yet).
 
 mod derived;
 

@@ -24,7 +24,7 @@ use udf::UdfRecord;
 use wire_aerospike::{Message, MessageHeader, info1};
 
 use super::{
-    PIECE_ENTRIES, PartitionWork, ScanShared, WalkEnd, WorkList, Worker, deliver, throttle_sleep,
+    PartitionWork, ScanShared, WalkEnd, WorkList, Worker, deliver, throttle_sleep,
     write_partition_unavailable,
 };
 use crate::state::ServerState;
@@ -232,33 +232,7 @@ impl PartitionInput<'_> {
             }
             true
         };
-        let work = &mut self.work;
-        self.exhausted = match &shared.query {
-            None => {
-                let end = shared.namespace.scan_piece(
-                    work.partition,
-                    shared.scope,
-                    work.after.as_ref(),
-                    PIECE_ENTRIES,
-                    &mut keep,
-                );
-                work.after = end.last;
-                end.exhausted
-            }
-            Some(query) => {
-                let after = work.after.zip(work.after_key.clone()).map(|(d, k)| (k, d));
-                let end = shared.namespace.query_piece(
-                    work.partition,
-                    &query.index,
-                    &query.range,
-                    after.as_ref(),
-                    PIECE_ENTRIES,
-                    |record, _| keep(record),
-                );
-                (work.after_key, work.after) = end.last.unzip();
-                end.exhausted
-            }
-        };
+        self.exhausted = super::walk_piece(shared, &mut self.work, |record, _| keep(record));
     }
 }
 
