@@ -401,6 +401,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     let go_client = build_go_program(&root, "cluster_client")?;
     let linearizability_checker = build_go_program(&root, "linearizability")?;
     let java_client = build_java_cluster_client(&root)?;
+    let target = cargo_target_dir(&root);
     let pytest = |selection: &[&str]| {
         let mut command = Command::new(&python);
         command
@@ -409,9 +410,9 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
             .arg("--durations=15")
             .args(selection)
             .current_dir(&root)
-            .env("OSPREY_BIN", root.join("target/debug/osprey"))
-            .env("OSPREY_RELEASE_BIN", root.join("target/release/osprey"))
-            .env("OSPREY_BENCH_BIN", root.join("target/debug/osprey-bench"))
+            .env("OSPREY_BIN", target.join("debug/osprey"))
+            .env("OSPREY_RELEASE_BIN", target.join("release/osprey"))
+            .env("OSPREY_BENCH_BIN", target.join("debug/osprey-bench"))
             .env("OSPREY_GO_CLUSTER_CLIENT", &go_client)
             .env("OSPREY_LINEARIZABILITY_CHECKER", &linearizability_checker)
             .env("OSPREY_JAVA_CLUSTER_CLIENT", &java_client);
@@ -424,7 +425,7 @@ fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     }
     // The waiting files run in a pytest of their own beside the rest (see
     // `BLACKBOX_WAITING_FILES`); their output follows the rest's.
-    let log_path = cargo_target_dir(&root).join("blackbox-waiting.log");
+    let log_path = target.join("blackbox-waiting.log");
     let log = std::fs::File::create(&log_path)
         .map_err(|error| format!("cannot create {}: {error}", log_path.display()))?;
     let err_log = log
