@@ -35,8 +35,10 @@
 //! - Records holding a native (Redis) value are not in bin indexes (their bins are Redis
 //!   structures), but are in user-key indexes: Redis keys are stored string keys.
 //! - A collection index (list elements, map keys or map values) has one entry per distinct
-//!   item of the index's type; a range query may return such a record once per item in range
-//!   (Aerospike returns it once: not de-duplicated yet).
+//!   item of the index's type; a query returns such a record once, as Aerospike does: at the
+//!   first of its entries (in the walk's (value, digest) order) that matches the query
+//!   ([`SecondaryIndex::first_match`]), which needs no memory of what the walk returned, so it
+//!   holds across pieces, threads and pages.
 
 mod derived;
 
@@ -733,6 +735,29 @@ impl SecondaryIndex {
         record: &Record,
     ) -> Option<crate::cdt::value::Value> {
         self.derivation.as_ref()?.value(namespace, digest, record)
+    }
+
+    /// Whether `key` is the first of `record`'s values in this index, in index order, that
+    /// matches `filter` (lies in one of its ranges and, for a geo query, belongs to a GeoJSON
+    /// value that matches its geometry): where a query returns a record the index holds under
+    /// several matching values.
+    fn first_match(
+        &self,
+        namespace: &Namespace,
+        digest: &Digest,
+        record: &Record,
+        key: &IndexKey,
+        filter: &FilterRef<'_>,
+    ) -> bool {
+        let first = self
+            .keys_of(namespace, digest, record)
+            .into_iter()
+            .filter(|candidate| filter.ranges.iter().any(|range| range.contains(candidate)))
+            .find(|candidate| match filter.geo {
+                Some(query) => self.geo_holds(namespace, digest, record, candidate, query),
+                None => true,
+            });
+        first.as_ref() == Some(key)
     }
 
     /// Whether the index covers `record`'s set (every set, or the one it names).
@@ -1613,7 +1638,11 @@ impl Namespace {
                 .keys_of(self, digest, &loaded)
                 .first()
                 .is_some_and(|moved| window.takes_moved(moved, digest)));
-        if !takes {
+        // A record an index holds under several matching values goes out at the first.
+        if !takes
+            || (index.definition.collection != IndexCollection::Default
+                && !index.first_match(self, digest, &loaded, key, &window.filter))
+        {
             return true;
         }
         let set_name = self.sets.name_of(loaded.set_id);
