@@ -682,3 +682,37 @@ fn check_generation(policy: GenerationPolicy, record: &Record) -> Result<(), Res
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::CITRUSLEAF_EPOCH_UNIX_SECONDS;
+
+    /// Aerospike's example: a write with a TTL of 10 hours and a read asking for 80% touches
+    /// from 2 hours after the write (8 hours before its end), not before.
+    #[test]
+    fn a_read_touch_is_due_once_the_remaining_ttl_is_within_the_percent() {
+        const HOUR_S: u64 = 3600;
+        let written = Now {
+            unix_ms: (CITRUSLEAF_EPOCH_UNIX_SECONDS + 1_000_000) * 1000,
+        };
+        let meta = RecordMeta {
+            generation: Generation(1),
+            void_time: VoidTime(written.epoch_seconds() + 10 * 3600),
+            last_update_ms: written.unix_ms,
+        };
+        let at = |after_s: u64| Now {
+            unix_ms: written.unix_ms + after_s * 1000,
+        };
+        assert_eq!(meta.write_ttl_seconds(), Some(36_000));
+        assert_eq!(meta.read_touch_due(80, at(2 * HOUR_S - 1)), None);
+        assert_eq!(meta.read_touch_due(80, at(2 * HOUR_S)), Some(36_000));
+        assert_eq!(meta.read_touch_due(100, at(0)), Some(36_000));
+        assert_eq!(meta.read_touch_due(1, at(9 * HOUR_S)), None);
+        let forever = RecordMeta {
+            void_time: VoidTime::NEVER,
+            ..meta
+        };
+        assert_eq!(forever.read_touch_due(100, at(HOUR_S)), None);
+    }
+}
