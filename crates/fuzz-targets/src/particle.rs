@@ -116,6 +116,16 @@ pub(crate) fn apply_checked(bins: Vec<OwnedBin>, op: &Op<'_>) -> Result<Vec<Owne
             widen(op.value).expect("checked").to_vec()
         }
         OpCode::Write => op.value.to_vec(),
+        // Aerospike: every modify op on a missing bin creates it, whatever the op's type.
+        OpCode::Incr | OpCode::Append | OpCode::Prepend
+            if existing.is_none() && op.particle_type != ParticleType::Null as u8 =>
+        {
+            let create = Op {
+                code: OpCode::Write,
+                ..*op
+            };
+            return apply_checked(after, &create);
+        }
         OpCode::Incr => increment(existing.map(|position| &after[position]), op)?,
         OpCode::Append | OpCode::Prepend => {
             concatenate(existing.map(|position| &after[position]), op)?
@@ -172,13 +182,16 @@ fn widen(value: &[u8]) -> Option<[u8; 8]> {
 }
 
 fn increment(current: Option<&OwnedBin>, op: &Op<'_>) -> Result<Vec<u8>, ResultCode> {
-    let operand = if op.particle_type == ParticleType::Integer as u8 {
-        widen(op.value).expect("checked")
-    } else {
-        <[u8; 8]>::try_from(op.value).map_err(|_| ResultCode::Parameter)?
-    };
     let integer = ParticleType::Integer as u8;
     let float = ParticleType::Float as u8;
+    // Only numbers add up.
+    let operand = if op.particle_type == integer {
+        widen(op.value).expect("checked")
+    } else if op.particle_type == float {
+        <[u8; 8]>::try_from(op.value).map_err(|_| ResultCode::Parameter)?
+    } else {
+        return Err(ResultCode::IncompatibleType);
+    };
     match current {
         None if op.particle_type == integer || op.particle_type == float => Ok(operand.to_vec()),
         Some((_, current_type, value)) if *current_type == op.particle_type => {
