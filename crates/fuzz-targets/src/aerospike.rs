@@ -223,6 +223,8 @@ fn named_fields<'a>(fields: &Fields<'a>) -> Vec<(u8, &'a [u8])> {
         (field_type::INDEX_RANGE, scan.index_range),
         (field_type::INDEX_NAME, scan.index_name),
         (field_type::INDEX_TYPE, scan.index_type),
+        (field_type::INDEX_CONTEXT, scan.index_context),
+        (field_type::INDEX_EXPRESSION, scan.index_expression),
         (field_type::BVAL_ARRAY, scan.resume_values),
         (field_type::QUERY_BINLIST, scan.bin_list),
         (field_type::UDF_FILENAME, fields.udf_call.module),
