@@ -319,6 +319,37 @@ def test_a_secondary_index_made_on_one_node_serves_queries_from_every_node(loade
     assert every_node_answers(cluster, exists, "false") == ["false"] * NODES
 
 
+def test_context_and_expression_indexes_made_on_one_node_serve_queries_from_every_node(cluster, client):
+    """The cluster metadata carries an index's context and expression: each node builds the same
+    index over its own partitions, and a query through the cluster returns each record once."""
+    from aerospike import predicates as p
+    from aerospike_helpers import cdt_ctx
+    from aerospike_helpers import expressions as exp
+
+    for i in range(200):
+        client.put(("test", "clx", i), {"i": i, "l": [i % 10, 1000 + i], "a": i % 7, "b": i % 4})
+    first = [cdt_ctx.cdt_ctx_list_index(0)]
+    client.index_cdt_create("test", "clx", "l", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC, "clx_first", first)
+    a_plus_b = exp.Add(exp.IntBin("a"), exp.IntBin("b")).compile()
+    client.index_expr_create("test", "clx", aerospike.INDEX_TYPE_DEFAULT, aerospike.INDEX_NUMERIC, a_plus_b, "clx_sum")
+    for name in ("clx_first", "clx_sum"):
+        exists = f"sindex-exists:ns=test;indexname={name}"
+        assert every_node_answers(cluster, exists, "true") == ["true"] * NODES
+    for server in cluster:
+        entries = info_value(server.host, server.port, "sindex-list:ns=test").split(";")
+        entry = next(e for e in entries if "indexname=clx_sum:" in e)
+        assert ":bin=null:" in entry and ":exp=null:" not in entry, entry
+    time.sleep(1)  # the builds run in the background
+    query = client.query("test", "clx")
+    query.where(p.equals("l", 3), first)
+    assert sorted(record[2]["i"] for record in query.results()) == [i for i in range(200) if i % 10 == 3]
+    query = client.query("test", "clx")
+    query.where_with_expr(a_plus_b, p.between(None, 8, 9))
+    assert sorted(record[2]["i"] for record in query.results()) == [i for i in range(200) if i % 7 + i % 4 >= 8]
+    client.index_remove("test", "clx_first")
+    client.index_remove("test", "clx_sum")
+
+
 def test_a_batch_sent_to_one_node_answers_rows_of_every_master(loaded, cluster):
     """A client with a stale map sends a whole batch to one node: rows of partitions other
     nodes master are forwarded one by one, and every row comes back in its place."""
