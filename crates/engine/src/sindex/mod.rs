@@ -1629,20 +1629,22 @@ impl Namespace {
         let Ok(loaded) = self.load(digest, record) else {
             return true;
         };
-        let takes = match window.filter.geo {
-            Some(query) => index.geo_holds(self, digest, &loaded, key, query),
-            None => index.holds(self, digest, &loaded, key),
-        } || (window.filter.geo.is_none()
-            && index.definition.collection == IndexCollection::Default
-            && index
-                .keys_of(self, digest, &loaded)
-                .first()
-                .is_some_and(|moved| window.takes_moved(moved, digest)));
-        // A record an index holds under several matching values goes out at the first.
-        if !takes
-            || (index.definition.collection != IndexCollection::Default
-                && !index.first_match(self, digest, &loaded, key, &window.filter))
-        {
+        let takes = if index.definition.collection != IndexCollection::Default {
+            // A record an index holds under several matching values goes out once, at the
+            // first: this check covers `holds` too, from one computation of its keys.
+            index.first_match(self, digest, &loaded, key, &window.filter)
+        } else {
+            let held = match window.filter.geo {
+                Some(query) => index.geo_holds(self, digest, &loaded, key, query),
+                None => index.holds(self, digest, &loaded, key),
+            };
+            held || (window.filter.geo.is_none()
+                && index
+                    .keys_of(self, digest, &loaded)
+                    .first()
+                    .is_some_and(|moved| window.takes_moved(moved, digest)))
+        };
+        if !takes {
             return true;
         }
         let set_name = self.sets.name_of(loaded.set_id);
