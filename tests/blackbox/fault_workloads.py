@@ -38,12 +38,18 @@ def info_value(server: netns.NamespacedServer, command: str) -> str:
         return dict(aswire.request_info(sock, [command]))[command]
 
 
-def mastered_by(server: netns.NamespacedServer) -> set[int]:
-    """The partitions `server` claims as master."""
+def claimed_by(server: netns.NamespacedServer, column: int) -> set[int]:
+    """The partitions `server` claims in `column` of its `replicas` answer: 0 master, 1 first
+    replica."""
     text = info_value(server, "replicas")
     entry = next(part for part in text.split(";") if part.startswith(f"{NAMESPACE}:"))
-    master_column = base64.b64decode(entry.split(",")[2])
-    return {pid for pid in range(4096) if master_column[pid >> 3] & (0x80 >> (pid & 7))}
+    bitmap = base64.b64decode(entry.split(",")[2 + column])
+    return {pid for pid in range(4096) if bitmap[pid >> 3] & (0x80 >> (pid & 7))}
+
+
+def mastered_by(server: netns.NamespacedServer) -> set[int]:
+    """The partitions `server` claims as master."""
+    return claimed_by(server, 0)
 
 
 # -- workloads ---------------------------------------------------------------------------------

@@ -58,8 +58,8 @@ import pytest
 
 import aswire
 import netns
-from fault_workloads import (CHECKER_TIMEOUT_S, NAMESPACE, Workloads, counter_problems, info_value,
-                             mastered_by, register_problems, replica_problems, set_problems)
+from fault_workloads import (CHECKER_TIMEOUT_S, NAMESPACE, Workloads, claimed_by, counter_problems,
+                             info_value, mastered_by, register_problems, replica_problems, set_problems)
 from harness import REPO_ROOT, device_storage, namespace, wait_until
 
 FAULT_ROUNDS = int(os.environ.get("OSPREY_FAULT_ROUNDS", "1"))
@@ -71,6 +71,9 @@ PROBE_SET = "probe"
 PROBE_COUNT = 24
 PROBE_INTERVAL_S = 0.125
 HEARTBEAT_TIMEOUT_S = 1.5
+# A one-way drop: the receiver stops hearing the sender after the heartbeat timeout, the leader
+# waits as long again before it removes one of them, then the map changes.
+ONE_WAY_WRITES_WITHIN_S = 4 * HEARTBEAT_TIMEOUT_S + 4
 TBF_RATE = os.environ.get("OSPREY_FAULT_TBF_RATE", "32mbit")
 TBF_LATENCY = os.environ.get("OSPREY_FAULT_TBF_LATENCY", "400ms")
 
@@ -469,11 +472,36 @@ def pause_a_node(fault_round: Round) -> None:
 
 
 def drop_one_way(fault_round: Round) -> None:
+    """What one node sends another is dropped. Neither is silent to the third, so neither is
+    declared dead; but a master cannot have its replica's acknowledgements, so the group must
+    remove one of the two (the cluster is the nodes that all hear each other), and the
+    partitions they shared must take writes again while the drop lasts."""
     source, destination = fault_round.rng.sample(fault_round.servers, 2)
-    fault_round.note(f"{source.node.ip} -> {destination.node.ip} dropped")
+    third = next(s for s in fault_round.servers if s not in (source, destination))
+    shared = shared_partitions(source, destination)
+    digests = [digest_in(pid, "oneway") for pid in sorted(shared)[:: max(1, len(shared) // 8)][:8]]
+    duration_s = fault_round.fault_duration_s()
+    started = time.monotonic()
+    fault_round.note(f"{source.node.ip} -> {destination.node.ip} dropped; "
+                     f"{len(shared)} partitions held by both")
     netns.drop_one_way(source.node, destination.node)
-    time.sleep(fault_round.fault_duration_s())
-    fault_round.cluster.network.heal()
+    try:
+        for digest in digests:
+            taken = wait_until(lambda: raw_write(third, "oneway", digest) == 0, ONE_WAY_WRITES_WITHIN_S, 0.1)
+            if not taken:
+                fault_round.problems.append(
+                    f"a partition {source.node} and {destination.node} both held took no write within "
+                    f"{ONE_WAY_WRITES_WITHIN_S} s of a one-way drop between them")
+                break
+        fault_round.note(f"their partitions took writes {time.monotonic() - started:.1f} s into the drop")
+        time.sleep(max(0.0, duration_s - (time.monotonic() - started)))
+    finally:
+        fault_round.cluster.network.heal()
+
+
+def shared_partitions(a: netns.NamespacedServer, b: netns.NamespacedServer) -> set[int]:
+    """The partitions one of the two masters and the other holds the replica of."""
+    return ((mastered_by(a) & claimed_by(b, 1)) | (mastered_by(b) & claimed_by(a, 1)))
 
 
 def kill_and_restart(fault_round: Round) -> None:
@@ -545,7 +573,7 @@ def test_a_minority_refuses_writes_and_the_majority_fails_over(clusters, lineari
 
 
 @pytest.mark.timeout_s(ROUNDS_TIMEOUT_S)
-def test_a_one_way_drop_loses_nothing(clusters, linearizability_checker, tmp_path):
+def test_a_one_way_drop_loses_nothing_and_the_partitions_it_stalled_take_writes_again(clusters, linearizability_checker, tmp_path):
     run_rounds("one-way", clusters, linearizability_checker, tmp_path, drop_one_way)
 
 

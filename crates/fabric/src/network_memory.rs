@@ -1,5 +1,5 @@
 //! [`MemoryNetwork`]: a [`Network`] inside one process, for tests, with the faults a real
-//! network has: partitions between two addresses, and a fixed one-way delay.
+//! network has: partitions between two addresses, one-way drops, and a fixed one-way delay.
 //!
 //! A stream is two bounded `tokio::io::duplex` pipes, one per end, joined by a link task
 //! that relays bytes both ways (holding each chunk until its delay has passed). Cutting a
@@ -9,6 +9,10 @@
 //! Invariants:
 //! - A dial between two partitioned addresses is refused, and starting a partition cuts every
 //!   live stream between them; healing only allows new dials.
+//! - A one-way drop from `a` to `b` holds every byte `a` sends `b` on live streams (as TCP
+//!   does when its segments are lost: the sender's buffers fill, nothing arrives) while bytes
+//!   from `b` to `a` flow; a dial between them is refused (a handshake needs both ways).
+//!   Healing it lets the held bytes through.
 //! - Memory per stream is bounded: two duplex buffers of [`STREAM_BUFFER_BYTES`] per end,
 //!   and at most [`LINK_CHUNKS_IN_FLIGHT_MAX`] chunks of [`LINK_CHUNK_BYTES_MAX`] bytes held
 //!   by each direction of the link.
@@ -24,7 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::network::{BoxedStream, Network, NetworkFuture, NetworkListener};
@@ -64,6 +68,8 @@ struct Registry {
     listeners: HashMap<String, mpsc::Sender<(BoxedStream, String)>>,
     /// Partitioned address pairs, the smaller address first.
     partitions: HashSet<(String, String)>,
+    /// One-way drops: (from, to).
+    drops: HashSet<(String, String)>,
     links: Vec<Link>,
     delay: Duration,
 }
@@ -71,7 +77,27 @@ struct Registry {
 /// A live stream between `ends`; dropping `cut` ends its link task.
 struct Link {
     ends: (String, String),
+    /// The dialer's address, then the listener's.
+    dialer_to_listener: (String, String),
     cut: oneshot::Sender<()>,
+    /// Whether bytes from the dialer to the listener, and the other way, are held.
+    held: [watch::Sender<bool>; 2],
+}
+
+impl Link {
+    /// Holds (or lets through) the bytes this link carries from `from` to `to`, if it joins
+    /// them.
+    fn hold(&self, from: &str, to: &str, held: bool) {
+        let (dialer, listener) = &self.dialer_to_listener;
+        let direction = if (dialer.as_str(), listener.as_str()) == (from, to) {
+            0
+        } else if (listener.as_str(), dialer.as_str()) == (from, to) {
+            1
+        } else {
+            return;
+        };
+        self.held[direction].send_replace(held);
+    }
 }
 
 impl MemoryNetwork {
@@ -104,6 +130,25 @@ impl MemoryNetwork {
         self.registry.lock().partitions.remove(&ordered_pair(a, b));
     }
 
+    /// Drops what `from` sends `to` (what `to` sends `from` still arrives), until
+    /// [`MemoryNetwork::heal_one_way`].
+    pub fn drop_one_way(&self, from: &str, to: &str) {
+        let mut registry = self.registry.lock();
+        registry.drops.insert((from.to_owned(), to.to_owned()));
+        for link in &registry.links {
+            link.hold(from, to, true);
+        }
+    }
+
+    /// Ends a one-way drop: the bytes held meanwhile arrive, and the two may dial again.
+    pub fn heal_one_way(&self, from: &str, to: &str) {
+        let mut registry = self.registry.lock();
+        registry.drops.remove(&(from.to_owned(), to.to_owned()));
+        for link in &registry.links {
+            link.hold(from, to, false);
+        }
+    }
+
     /// Delays every byte of streams dialed from now on by `delay_ms` in each direction, and
     /// each dial by as much.
     pub fn set_delay_ms(&self, delay_ms: u64) {
@@ -128,6 +173,13 @@ impl MemoryNetwork {
                 "the network is partitioned between the two addresses",
             ));
         }
+        let dropped =
+            |from: &str, to: &str| registry.drops.contains(&(from.to_owned(), to.to_owned()));
+        if dropped(&dialer_address, address) || dropped(address, &dialer_address) {
+            return Err(refused(
+                "packets between the two addresses are dropped one way",
+            ));
+        }
         let Some(incoming) = registry.listeners.get(address) else {
             return Err(refused("nobody listens on this address"));
         };
@@ -135,17 +187,24 @@ impl MemoryNetwork {
         let (listener_end, listener_link_end) = tokio::io::duplex(STREAM_BUFFER_BYTES);
         let listener_stream: BoxedStream = Box::new(listener_end);
         if incoming
-            .try_send((listener_stream, dialer_address))
+            .try_send((listener_stream, dialer_address.clone()))
             .is_err()
         {
             return Err(refused("the listener is gone or its backlog is full"));
         }
         let (cut, cut_signal) = oneshot::channel();
-        registry.links.push(Link { ends, cut });
+        let (to_listener_held, to_listener_gate) = watch::channel(false);
+        let (to_dialer_held, to_dialer_gate) = watch::channel(false);
+        registry.links.push(Link {
+            ends,
+            dialer_to_listener: (dialer_address, address.to_owned()),
+            cut,
+            held: [to_listener_held, to_dialer_held],
+        });
         let delay = registry.delay;
         tokio::spawn(run_link(
-            dialer_link_end,
-            listener_link_end,
+            (dialer_link_end, to_listener_gate),
+            (listener_link_end, to_dialer_gate),
             delay,
             cut_signal,
         ));
@@ -211,10 +270,10 @@ impl NetworkListener for MemoryListener {
 }
 
 /// Relays both directions between the two link ends until both are done or the stream is
-/// cut.
+/// cut. Each end comes with the gate of the bytes it sends (held while it reads `true`).
 async fn run_link(
-    dialer_link_end: DuplexStream,
-    listener_link_end: DuplexStream,
+    (dialer_link_end, to_listener_gate): (DuplexStream, watch::Receiver<bool>),
+    (listener_link_end, to_dialer_gate): (DuplexStream, watch::Receiver<bool>),
     delay: Duration,
     cut_signal: oneshot::Receiver<()>,
 ) {
@@ -222,8 +281,8 @@ async fn run_link(
     let (listener_read, listener_write) = tokio::io::split(listener_link_end);
     let both_ways = async {
         tokio::join!(
-            relay(dialer_read, listener_write, delay),
-            relay(listener_read, dialer_write, delay),
+            relay(dialer_read, listener_write, delay, to_listener_gate),
+            relay(listener_read, dialer_write, delay, to_dialer_gate),
         )
     };
     tokio::select! {
@@ -232,8 +291,14 @@ async fn run_link(
     }
 }
 
-/// Moves bytes from `from` to `to`, each chunk no earlier than `delay` after it was read.
-async fn relay(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, delay: Duration) {
+/// Moves bytes from `from` to `to`, each chunk no earlier than `delay` after it was read and
+/// only while `gate` is open (`false`).
+async fn relay(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    delay: Duration,
+    mut gate: watch::Receiver<bool>,
+) {
     let (chunks_sender, mut chunks) = mpsc::channel::<(Instant, Bytes)>(LINK_CHUNKS_IN_FLIGHT_MAX);
     let read_side = async move {
         let mut buffer = vec![0_u8; LINK_CHUNK_BYTES_MAX];
@@ -251,6 +316,11 @@ async fn relay(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin
     let write_side = async move {
         while let Some((deliver_at, chunk)) = chunks.recv().await {
             sleep_until(deliver_at).await;
+            // The sender is in the link's entry: while the link lives, the wait ends only
+            // when the gate opens.
+            if gate.wait_for(|held| !held).await.is_err() {
+                return;
+            }
             if to.write_all(&chunk).await.is_err() {
                 return;
             }

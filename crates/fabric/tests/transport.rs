@@ -219,6 +219,35 @@ async fn partitioned_peer_becomes_suspect_after_the_timeout_and_recovers_after_h
     b.shutdown().await;
 }
 
+/// A one-way drop from a to b: b stops hearing a after the timeout while a still hears b
+/// (b's heartbeats travel on streams whose a-to-b half is held); healed, the held bytes
+/// arrive and b hears a again.
+#[tokio::test(start_paused = true)]
+async fn a_one_way_drop_makes_only_the_receiving_side_suspect() {
+    let network = MemoryNetwork::new();
+    let ((a, _), (b, _)) = connected_pair(&network).await;
+    network.drop_one_way("a", "b");
+    let timeout_ms = HEARTBEAT_INTERVAL_MS * u64::from(HEARTBEAT_TIMEOUT_COUNT);
+    sleep(Duration::from_millis(2 * timeout_ms)).await;
+    assert!(
+        suspects(&b, 1),
+        "b still hears a through a one-way drop from a"
+    );
+    assert!(
+        !suspects(&a, 2),
+        "a stopped hearing b, whose bytes still arrive"
+    );
+    assert!(
+        network.endpoint("a").dial("b").await.is_err(),
+        "a dial across a one-way drop connected"
+    );
+    network.heal_one_way("a", "b");
+    wait_until("b hears a again", || !suspects(&b, 1)).await;
+    assert!(!suspects(&a, 2));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 /// A raw peer sends bytes that are not a frame, first instead of a `Hello` and then after a
 /// good handshake: each time its connection is closed, and node 1's connection to node 2
 /// goes on serving requests.

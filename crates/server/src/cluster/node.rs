@@ -19,7 +19,8 @@
 //!   It takes none until the roster shows its current boot id (a restart may have lost what
 //!   it held), and its replication sink learns each table before the roles change.
 //! - Only the metadata group's leader changes membership or tables; it declares a node dead
-//!   only when neither it nor any node it hears has heard that node for the heartbeat timeout.
+//!   only when neither it nor any node it hears has heard that node for the heartbeat timeout,
+//!   and removes one of two members it hears that stopped hearing each other (`links.rs`).
 //! - A node hearing fewer than a majority of the group's voters takes no client writes; nor
 //!   does one whose map stays older than a peer's (cut off and healed, it may not know yet
 //!   that it was removed and its partitions failed over: its answers would be stale).
@@ -55,6 +56,7 @@ use super::view::{ClusterSummary, ClusterView, Route};
 use crate::state::ServerState;
 
 mod failover;
+mod links;
 mod migrating;
 
 /// Most voters of the metadata group; further nodes are learners.
@@ -109,6 +111,8 @@ pub struct ClusterNode {
     /// Per peer, what its last heartbeat reported: the metadata version it applied, and the
     /// nodes it hears.
     heard: Mutex<HashMap<u64, Heard>>,
+    /// On the leader, the pairs of members it saw linked, by (lower id, higher id).
+    links: Mutex<HashMap<(u64, u64), links::Link>>,
     /// Per namespace (in the order of `namespaces`), its replication sink.
     sinks: Vec<Arc<ReplicationSink>>,
     /// Fills and streams.
@@ -232,6 +236,7 @@ impl ClusterNode {
             peers_generation: AtomicU64::new(1),
             rebalance_generation: AtomicU64::new(0),
             heard: Mutex::default(),
+            links: Mutex::default(),
             sinks,
             migrations,
             leaving: AtomicBool::new(false),
@@ -754,6 +759,8 @@ impl ClusterNode {
                 self.rejoin().await;
             } else if self.meta.current_leader() == Some(self.me.0) {
                 self.manage().await;
+            } else {
+                self.watch_links(&state);
             }
             tokio::select! {
                 () = tokio::time::sleep(FORMATION_PERIOD) => {}
@@ -764,6 +771,9 @@ impl ClusterNode {
 
     /// One attempt to become a member: bootstrap, or ask a member to add this node.
     async fn join(&self, seeds_answered_at: &mut Option<Instant>) {
+        if self.cut_from_a_peer() {
+            return;
+        }
         let add_me = MetaCommand::AddNode {
             id: self.me.0,
             info: self.info.clone(),

@@ -70,6 +70,8 @@ struct Sim {
     rng: SmallRng,
     started: Instant,
     log: Vec<String>,
+    /// What went wrong while a fault was on (the checkers after it see only the outcome).
+    problems: Vec<String>,
 }
 
 /// One node's slot: its address and id stay across restarts, its metadata disk survives
@@ -128,15 +130,24 @@ enum Fault {
     JoinCrashSource,
     /// A node joins, the cluster settles, then a node leaves gracefully.
     JoinThenLeave,
+    /// What one node sends another is dropped (the other way still arrives) for longer than
+    /// the group needs to remove one of the two, then healed.
+    OneWayDrop,
 }
 
-const FAULTS: [Fault; 5] = [
+const FAULTS: [Fault; 6] = [
     Fault::CrashRestart,
     Fault::Isolate,
     Fault::JoinCrashTarget,
     Fault::JoinCrashSource,
     Fault::JoinThenLeave,
+    Fault::OneWayDrop,
 ];
+
+/// How long a one-way drop lasts: past the heartbeat timeout twice (the receiver stops
+/// hearing the sender, then the leader waits as long again before it removes one), with time
+/// for the commit.
+const ONE_WAY_DROP_MS: std::ops::Range<u64> = 4_500..7_000;
 
 fn digest_of(key: u64) -> Digest {
     Digest::compute(b"sim", &UserKey::Integer(key as i64))
@@ -164,6 +175,7 @@ impl Sim {
             rng,
             started: Instant::now(),
             log: Vec::new(),
+            problems: Vec::new(),
         }
     }
 
@@ -327,8 +339,46 @@ impl Sim {
                 self.settle().await;
                 self.leave(running).await;
             }
+            Fault::OneWayDrop => self.drop_one_way().await,
         }
         self.settle().await;
+    }
+
+    /// Drops what one node sends another for [`ONE_WAY_DROP_MS`], then checks that the group
+    /// removed one of the two meanwhile: with both members, the writes of the partitions they
+    /// share would wait for acknowledgements that cannot come for as long as the drop lasts.
+    async fn drop_one_way(&mut self) {
+        let from = self.pick_running();
+        let to = loop {
+            let to = self.pick_running();
+            if to != from {
+                break to;
+            }
+        };
+        let (from_address, to_address) = (
+            self.nodes[from].address.clone(),
+            self.nodes[to].address.clone(),
+        );
+        self.network.drop_one_way(&from_address, &to_address);
+        self.note(format!("what node {from} sends node {to} is dropped"));
+        let drop_for = self.pause(ONE_WAY_DROP_MS.start, ONE_WAY_DROP_MS.end);
+        sleep(drop_for).await;
+        let (from_id, to_id) = (self.nodes[from].id.0, self.nodes[to].id.0);
+        let third = self
+            .running_indexes()
+            .into_iter()
+            .find(|i| ![from, to].contains(i));
+        if let Some(node) = third.and_then(|i| self.nodes[i].running.clone()) {
+            let state = node.meta().state();
+            if state.nodes.contains_key(&from_id) && state.nodes.contains_key(&to_id) {
+                self.problems.push(format!(
+                    "after {drop_for:?} of a one-way drop from node {from} to node {to}, both \
+                     are still in the roster: their shared partitions take no writes"
+                ));
+            }
+        }
+        self.network.heal_one_way(&from_address, &to_address);
+        self.note(format!("the drop from node {from} to node {to} healed"));
     }
 
     /// Starts the spare node if it is not running; returns its index.
@@ -686,8 +736,9 @@ async fn run_seed(seed: u64) -> Result<String, String> {
     let client = tokio::spawn(run_client(seed, running.clone(), history.clone(), stopped));
     let warm_up = sim.pause(200, 1000);
     sleep(warm_up).await;
+    let faults = faults_drawn();
     for _ in 0..2 {
-        let fault = FAULTS[sim.rng.random_range(0..FAULTS.len())];
+        let fault = faults[sim.rng.random_range(0..faults.len())];
         sim.inject(fault, &running).await;
     }
     let _ = stop.send(true);
@@ -706,7 +757,9 @@ async fn run_seed(seed: u64) -> Result<String, String> {
             history.keys.len(),
             sim.started.elapsed()
         );
-        (check(&nodes, &history), summary)
+        let mut problems = std::mem::take(&mut sim.problems);
+        problems.extend(check(&nodes, &history));
+        (problems, summary)
     };
     for node in &nodes {
         node.shutdown().await;
@@ -758,6 +811,27 @@ fn simulate(seed: u64) -> Result<String, String> {
                 "seed {seed} still ran after {SEED_REAL_TIME_MAX:?} of real time"
             ))
         })
+}
+
+/// The faults seeds draw from: [`FAULTS`], or those `OSPREY_SIM_FAULTS` names (comma
+/// separated, as `Fault`'s variants are spelled), to look at one kind of fault.
+fn faults_drawn() -> Vec<Fault> {
+    let Ok(names) = std::env::var("OSPREY_SIM_FAULTS") else {
+        return FAULTS.to_vec();
+    };
+    let faults: Vec<Fault> = FAULTS
+        .into_iter()
+        .filter(|fault| {
+            names
+                .split(',')
+                .any(|name| name.trim() == format!("{fault:?}"))
+        })
+        .collect();
+    assert!(
+        !faults.is_empty(),
+        "OSPREY_SIM_FAULTS={names} names none of {FAULTS:?}"
+    );
+    faults
 }
 
 /// `OSPREY_SIM_SEED=S` alone: seed S; with `OSPREY_SIM_SEEDS=N`: N seeds from S; N alone:

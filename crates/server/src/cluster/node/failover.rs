@@ -33,6 +33,9 @@ impl ClusterNode {
     /// Asks a member to add this node again: removed from the roster and the group while cut
     /// off, it learns nothing the group commits since, its removal included.
     pub(super) async fn rejoin(&self) {
+        if self.cut_from_a_peer() {
+            return;
+        }
         warn!(node = %self.me, "left behind by the metadata group: asking to join again");
         // Once per `LEFT_BEHIND_AFTER`, not every formation period: each ask is a commit.
         if let Some((_, since)) = self.behind_since.lock().as_mut() {
@@ -162,7 +165,7 @@ impl ClusterNode {
 
     /// How long client writes are allowed after each decision that they may be: the heartbeat
     /// timeout, after which the majority may declare this node dead.
-    fn write_lease_ms(&self) -> u64 {
+    pub(super) fn write_lease_ms(&self) -> u64 {
         self.config.heartbeat_interval_ms * u64::from(self.config.heartbeat_timeout_count)
     }
 
@@ -176,7 +179,7 @@ impl ClusterNode {
             dead || (state.leaving.contains(id) && holds_nothing(state, *id))
         });
         let Some(id) = departed else {
-            return false;
+            return self.remove_cut_off(state).await;
         };
         let dead = id != self.me.0 && self.is_dead(id);
         if !dead && self.leave_the_group(state, id).await {
@@ -194,6 +197,25 @@ impl ClusterNode {
                 "a node left the cluster"
             ),
             Err(error) => warn!(node = id, %error, "could not remove a node"),
+        }
+        true
+    }
+
+    /// Removes a member cut off from another member while this leader hears both
+    /// ([`ClusterNode::cut_off_member`]), as a dead one is: its partitions fail over to
+    /// their other copies. Returns whether it removed one.
+    async fn remove_cut_off(&self, state: &ClusterState) -> bool {
+        let Some(id) = self.cut_off_member(state) else {
+            return false;
+        };
+        match self.meta.propose(MetaCommand::RemoveNode { id }).await {
+            Ok(applied) => warn!(
+                node = id,
+                version = applied.version,
+                "removed a node that another member has not heard for the heartbeat timeout \
+                 (a one-way or partial cut); its partitions fail over to their replicas"
+            ),
+            Err(error) => warn!(node = id, %error, "could not remove a cut-off node"),
         }
         true
     }
