@@ -16,7 +16,7 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
+    After, Session, bitmaps, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
     transactions, zsets,
 };
 
@@ -48,6 +48,7 @@ const TABLES: &[&[Command]] = &[
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
+    bitmaps::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,
@@ -368,6 +369,7 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" => (1, -1, 1),
         "sintercard" => (2, -1, 1),
+        "bitop" => (2, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" => (1, 2, 1),
         _ => (1, 1, 1),
