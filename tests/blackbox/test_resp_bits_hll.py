@@ -288,4 +288,168 @@ def test_random_bit_commands_answer_as_redis_server_does(resp_server, real_redis
         got = outcome(osprey, *command)
         assert got == expected, f"seed {seed}, step {step}: {command}"
     for key in keys:
-        assert osprey.get(key) == real_redis.get(key), f"seed {seed}: {key}"
+        assert outcome(osprey, "GET", key) == outcome(real_redis, "GET", key), f"seed {seed}: {key}"
+
+
+# ---------------------------------------------------------------------------------------------
+# HyperLogLog.
+
+
+def hll_header(encoding: int) -> bytes:
+    return b"HYLL" + bytes([encoding, 0, 0, 0]) + bytes(7) + b"\x80"
+
+
+def test_pfadd_pfcount_pfmerge(rb, key):
+    a, b, destination = key + "a", key + "b", key + "d"
+    assert rb.pfadd(a, "x", "y", "z") == 1
+    assert rb.pfadd(a, "x") == 0
+    assert rb.pfcount(a) == 3
+    assert rb.pfadd(b, "z", "w") == 1
+    assert rb.pfcount(a, b) == 4
+    assert rb.pfcount(a, b, harness.unique("missing")) == 4
+    assert rb.pfcount(harness.unique("missing")) == 0
+    assert rb.pfadd(destination) == 1  # creates an empty value
+    assert rb.pfcount(destination) == 0
+    assert rb.pfmerge(destination, a, b)
+    assert rb.pfcount(destination) == 4
+    # PFMERGE counts the destination itself as a source, and creates it when missing.
+    fresh = harness.unique("fresh")
+    assert rb.pfmerge(fresh)
+    assert rb.get(fresh) == hll_header(1) + b"\x7f\xff"  # empty, the cache stale
+    assert rb.pfcount(fresh) == 0
+    assert rb.get(fresh) == hll_header(1)[:15] + b"\x00\x7f\xff"  # the cache valid
+
+
+def test_large_counts_are_within_the_hll_error(rb, key):
+    for start in range(0, 50_000, 5_000):
+        rb.pfadd(key, *[f"element:{n}" for n in range(start, start + 5_000)])
+    estimate = rb.pfcount(key)
+    assert abs(estimate - 50_000) / 50_000 < 0.02, estimate
+    assert len(rb.get(key)) == 12304  # dense
+
+
+def test_hll_commands_on_other_values_get_redis_errors(rb, key):
+    rb.set(key, "not a hyperloglog at all")
+    for command in (("PFADD", key, "x"), ("PFCOUNT", key), ("PFCOUNT", key, key + "x"), ("PFMERGE", key),
+                    ("PFMERGE", key + "d", key)):
+        with pytest.raises(redis.ResponseError, match=NOT_HLL):
+            rb.execute_command(*command)
+    rb.set(key, 12345678)
+    rb.incr(key)  # an INTEGER value
+    with pytest.raises(redis.ResponseError, match=NOT_HLL):
+        rb.pfcount(key)
+    rb.delete(key)
+    rb.rpush(key, "a")
+    for command in (("PFADD", key, "x"), ("PFCOUNT", key), ("PFMERGE", key + "d", key)):
+        with pytest.raises(redis.ResponseError, match=WRONGTYPE):
+            rb.execute_command(*command)
+    assert rb.exists(key + "d") == 0
+
+
+HOSTILE_HLLS = {
+    "dense one byte short": hll_header(0) + bytes(12287),
+    "unknown encoding": hll_header(2) + b"\x7f\xff",
+    "header only": hll_header(1),
+    "too few registers": hll_header(1) + b"\x7f\xfe",
+    "too many registers": hll_header(1) + b"\x7f\xff\x00",
+    "val past the end": hll_header(1) + b"\x7f\xfd\x83",
+    "half an xzero": hll_header(1) + b"\x7f",
+    "short magic": b"HYL",
+    "wrong magic": b"HYLX" + hll_header(1)[4:] + b"\x7f\xff",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_HLLS))
+def test_hostile_hll_values_answer_as_redis_server_does(resp_server, real_redis, name):
+    # The same bytes in both servers; every command answers the same (errors included), and
+    # the stored value ends the same.
+    value = HOSTILE_HLLS[name]
+    osprey = resp_server.redis(protocol=2)
+    key = harness.unique("hostile")
+    for command in (("PFCOUNT", key), ("PFCOUNT", key, key + "missing"), ("PFADD", key, "a", "b"),
+                    ("PFMERGE", key + "d", key), ("PFMERGE", key)):
+        osprey.set(key, value)
+        real_redis.set(key, value)
+        expected = outcome(real_redis, *command)
+        assert outcome(osprey, *command) == expected, command
+        assert osprey.get(key) == real_redis.get(key), command
+        real_redis.delete(key, key + "d")
+
+
+def test_random_garbage_after_an_hll_header_never_breaks_the_server(rb, key):
+    seed = int(os.environ.get("BITS_HLL_SEED", random.randrange(2**32)))
+    print(f"hll garbage seed: {seed} (replay with BITS_HLL_SEED={seed})")
+    rng = random.Random(seed)
+    allowed = {("error", "INVALIDOBJ Corrupted HLL object detected"),
+               ("error", "WRONGTYPE Key is not a valid HyperLogLog string value.")}
+    for _ in range(300):
+        value = hll_header(rng.choice([0, 1, 1, 1])) + rng.randbytes(rng.randint(0, 60))
+        rb.set(key, value)
+        for command in (("PFCOUNT", key), ("PFADD", key, rng.randbytes(4)), ("PFCOUNT", key, key),
+                        ("PFMERGE", key + "d", key)):
+            answer = outcome(rb, *command)
+            assert answer in allowed or isinstance(answer, (int, bool)), (seed, value, command, answer)
+    assert rb.ping()
+
+
+def added_in_both(osprey, real_redis, key, elements, batch=500):
+    for start in range(0, len(elements), batch):
+        assert osprey.pfadd(key, *elements[start:start + batch]) == real_redis.pfadd(key, *elements[start:start + batch])
+
+
+@pytest.mark.parametrize("size", [3, 300, 2000, 20_000])
+def test_hll_values_are_redis_bytes_and_move_both_ways(resp_server, real_redis, size):
+    # The same PFADDs give the same bytes (sparse below about 1500 elements, dense above), before
+    # and after PFCOUNT caches the estimate; then each server counts the other's value.
+    osprey = resp_server.redis(protocol=2)
+    key = harness.unique("hll")
+    elements = [f"user:{n}" for n in range(size)]
+    added_in_both(osprey, real_redis, key, elements)
+    assert osprey.get(key) == real_redis.get(key)
+    assert osprey.pfcount(key) == real_redis.pfcount(key)
+    assert osprey.get(key) == real_redis.get(key)
+    # Redis's value into Osprey, more elements added in both: still the same bytes.
+    osprey.set(key, real_redis.get(key))
+    more = [f"more:{n}" for n in range(size // 2 + 1)]
+    added_in_both(osprey, real_redis, key, more)
+    assert osprey.get(key) == real_redis.get(key)
+    # Osprey's value into Redis.
+    other = key + ":from-osprey"
+    real_redis.set(other, osprey.get(key))
+    assert real_redis.pfcount(other) == osprey.pfcount(key)
+    real_redis.delete(key, other)
+
+
+def test_random_hll_commands_answer_as_redis_server_does(resp_server, real_redis):
+    seed = int(os.environ.get("BITS_HLL_SEED", random.randrange(2**32)))
+    print(f"hll differential seed: {seed} (replay with BITS_HLL_SEED={seed})")
+    rng = random.Random(seed)
+    prefix = harness.unique("hdiff")
+    keys = [f"{prefix}:{n}" for n in range(4)]
+    osprey = resp_server.redis(protocol=2)
+    for step in range(300):
+        key = rng.choice(keys)
+        command = rng.choice([
+            lambda: ["PFADD", key, *[f"e{rng.randint(0, 5000)}" for _ in range(rng.randint(0, 40))]],
+            lambda: ["PFADD", key, *[f"e{rng.randint(0, 5000)}" for _ in range(rng.randint(100, 400))]],
+            lambda: ["PFCOUNT", key],
+            lambda: ["PFCOUNT", *rng.sample(keys, rng.randint(1, 4))],
+            lambda: ["PFMERGE", key, *rng.sample(keys, rng.randint(0, 3))],
+            lambda: ["GET", key],
+            lambda: ["SET", key, "plain"] if rng.random() < 0.2 else ["DEL", key],
+        ])()
+        assert outcome(osprey, *command) == outcome(real_redis, *command), f"seed {seed}, step {step}: {command[:3]}"
+    for key in keys:
+        assert outcome(osprey, "GET", key) == outcome(real_redis, "GET", key), f"seed {seed}: {key}"
+    real_redis.delete(*keys)
+
+
+def test_pfcount_caches_its_estimate_in_the_value(rb, key):
+    rb.pfadd(key, "a", "b", "c")
+    assert rb.get(key)[15] & 0x80  # stale
+    assert rb.pfcount(key) == 3
+    value = rb.get(key)
+    assert value[8:16] == (3).to_bytes(8, "little")
+    # A cached estimate is answered as it is, as Redis does.
+    rb.set(key, value[:8] + (42).to_bytes(8, "little") + value[16:])
+    assert rb.pfcount(key) == 42

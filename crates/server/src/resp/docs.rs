@@ -150,6 +150,14 @@ const GROUPS: &[(&str, &[Doc])] = &[
         ("setbit", "2.2.0", "Sets or clears the bit at offset in the string value stored at key",
             "key offset:integer value:integer"),
     ]),
+    ("hyperloglog", &[
+        ("pfadd", "2.8.9", "Adds the specified elements to the specified HyperLogLog.",
+            "key [element [element ...]]"),
+        ("pfcount", "2.8.9", "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+            "key [key ...]"),
+        ("pfmerge", "2.8.9", "Merge N different HyperLogLogs into a single one.",
+            "destkey:key [sourcekey:key [sourcekey:key ...]]"),
+    ]),
     ("hash", &[
         ("hdel", "2.0.0", "Delete one or more hash fields", "key field [field ...]"),
         ("hexists", "2.0.0", "Determine if a hash field exists", "key field"),

@@ -19,6 +19,7 @@ mod cost;
 mod docs;
 mod glob;
 mod hashes;
+mod hyperloglog;
 mod indexes;
 mod keys;
 mod keyspace;
