@@ -17,7 +17,8 @@ import pytest
 import harness
 
 # "search": Osprey's SINDEX.* commands (Redis 8 files its FT.* search commands there).
-GROUPS = {"connection", "server", "transactions", "generic", "string", "hash", "list", "set", "sorted-set",
+GROUPS = {"connection", "server", "transactions", "generic", "string", "bitmap", "hyperloglog", "hash", "list",
+          "set", "sorted-set",
           "search"}
 
 

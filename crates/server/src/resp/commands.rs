@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
-    transactions, zsets,
+    After, Session, bitmaps, hashes, hyperloglog, indexes, keys, keyspace, lists, server_info,
+    sets, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -48,6 +48,8 @@ const TABLES: &[&[Command]] = &[
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
+    bitmaps::COMMANDS,
+    hyperloglog::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,
@@ -366,8 +368,11 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" => (0, 0, 0),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
-        | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" => (1, -1, 1),
+        | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
+            (1, -1, 1)
+        }
         "sintercard" => (2, -1, 1),
+        "bitop" => (2, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" => (1, 2, 1),
         _ => (1, 1, 1),

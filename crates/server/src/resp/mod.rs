@@ -11,6 +11,7 @@
 //! - A command that may visit many elements asks to run on the long-request pool
 //!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
+mod bitmaps;
 mod collection;
 mod commands;
 mod connection;
@@ -18,6 +19,7 @@ mod cost;
 mod docs;
 mod glob;
 mod hashes;
+mod hyperloglog;
 mod indexes;
 mod keys;
 mod keyspace;
