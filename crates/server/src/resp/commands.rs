@@ -16,7 +16,7 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
+    After, Session, geo, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
     transactions, zsets,
 };
 
@@ -52,6 +52,7 @@ const TABLES: &[&[Command]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    geo::COMMANDS,
     transactions::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,

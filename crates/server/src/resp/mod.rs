@@ -16,6 +16,8 @@ mod commands;
 mod connection;
 mod cost;
 mod docs;
+mod geo;
+mod geohash;
 mod glob;
 mod hashes;
 mod indexes;
