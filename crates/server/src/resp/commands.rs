@@ -16,7 +16,7 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, geo, hashes, indexes, keys, keyspace, lists, server_info, sets, strings,
+    After, Session, geo, hashes, indexes, keys, keyspace, lists, server_info, sets, sort, strings,
     transactions, zsets,
 };
 
@@ -53,6 +53,7 @@ const TABLES: &[&[Command]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     geo::COMMANDS,
+    sort::COMMANDS,
     transactions::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,

@@ -29,6 +29,7 @@ mod reply;
 mod routing;
 mod server_info;
 mod sets;
+mod sort;
 mod strings;
 mod transactions;
 mod zsets;
