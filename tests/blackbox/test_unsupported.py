@@ -127,7 +127,6 @@ NOT_YET = [
     ("XADD", "stream", "*", "field", "value"),
     ("SETBIT", "bits", "7", "1"),
     ("PFADD", "visitors", "ada"),
-    ("GEOADD", "places", "13.4", "52.5", "berlin"),
     ("AUTH", "secret"),
     ("ACL", "WHOAMI"),
 ]
