@@ -294,6 +294,43 @@ def test_redis_keys_on_several_masters_get_crossslot(cluster, client):
         r.mset({first: 1, second: 2})
 
 
+def keys_on_two_masters(cluster: list[OspreyServer], prefix: str) -> tuple[str, str]:
+    masters = {}
+    for i in range(200):
+        key = f"{prefix}{i}"
+        masters.setdefault(master_of(cluster, aerospike.calc_digest("test", "redis", key)).port, key)
+        if len(masters) == 2:
+            return tuple(masters.values())
+    raise AssertionError("no two keys with different masters")
+
+
+def test_redis_commands_with_keys_among_their_options_are_routed_by_every_key(cluster):
+    """GEOSEARCHSTORE's source, BITOP's and PFMERGE's sources, and a STORE key of SORT or
+    GEORADIUS count as keys: on several masters they get CROSSSLOT, never a read of the wrong
+    node's copy; and SORT's BY and GET patterns, whose keys may be anywhere, are refused with
+    Redis Cluster's words."""
+    r = redis.Redis(port=cluster[0].resp_port, socket_timeout=5)
+    first, second = keys_on_two_masters(cluster, "routed")
+    r.geoadd(first, (13.4, 52.5, "berlin"))
+    crossing = [
+        ("GEOSEARCHSTORE", second, first, "FROMLONLAT", "13.4", "52.5", "BYRADIUS", "10", "km"),
+        ("GEORADIUS", first, "13.4", "52.5", "10", "km", "STORE", second),
+        ("BITOP", "OR", first, second),
+        ("PFMERGE", first, second),
+        ("PFCOUNT", first, second),
+        ("SORT", first, "STORE", second),
+    ]
+    for command in crossing:
+        with pytest.raises(redis.ResponseError, match="hash to the same slot"):
+            r.execute_command(*command)
+    with pytest.raises(redis.ResponseError, match="BY option of SORT denied in Cluster mode"):
+        r.execute_command("SORT", first, "BY", "weight_*")
+    with pytest.raises(redis.ResponseError, match="GET option of SORT denied in Cluster mode"):
+        r.execute_command("SORT", first, "GET", "data_*")
+    assert r.execute_command("GEOSEARCHSTORE", first, first, "FROMLONLAT", "13.4", "52.5",
+                             "BYRADIUS", "10", "km") == 1
+
+
 def every_node_answers(cluster: list[OspreyServer], command: str, expected: str) -> list[str]:
     """What each node answers `command`, once all answer `expected` (or after 10 s)."""
     deadline = time.monotonic() + 10

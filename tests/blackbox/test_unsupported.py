@@ -126,7 +126,6 @@ NOT_YET = [
     ("BLPOP", "list", "1"),
     ("XADD", "stream", "*", "field", "value"),
     ("PFDEBUG", "GETREG", "visitors"),
-    ("GEOADD", "places", "13.4", "52.5", "berlin"),
     ("AUTH", "secret"),
     ("ACL", "WHOAMI"),
 ]

@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, hashes, hyperloglog, indexes, keys, keyspace, lists, server_info,
-    sets, strings, transactions, zsets,
+    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, server_info,
+    sets, sort, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -54,6 +54,8 @@ const TABLES: &[&[Command]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    geo::COMMANDS,
+    sort::COMMANDS,
     transactions::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,
@@ -374,7 +376,7 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "sintercard" => (2, -1, 1),
         "bitop" => (2, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
-        "copy" | "rename" | "renamenx" | "smove" => (1, 2, 1),
+        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),
         _ => (1, 1, 1),
     }
 }

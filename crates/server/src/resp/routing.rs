@@ -56,6 +56,11 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     if is(b"scan") {
         return scan_route(view, keys::namespace_of(state).name(), args);
     }
+    if (is(b"sort") || is(b"sort_ro"))
+        && let Some(refusal) = sort_pattern_refusal(args)
+    {
+        return Routing::Refused(refusal);
+    }
     if is(b"watch") {
         // A watch lives in this connection's session, on this node's records: a key another
         // node masters changes there, unseen here.
@@ -90,6 +95,42 @@ pub fn route_transaction(state: &ServerState, queued: &[Args], watching: bool) -
 
 /// WATCH's error for a key another node masters.
 pub const WATCH_ELSEWHERE: &str = "ERR WATCH on a cluster takes keys the connected node masters; this key's master is another node";
+
+/// Redis Cluster's refusals of SORT patterns, whose keys may be mastered anywhere (Osprey has
+/// no hash tags to pin them to the sorted key's partition).
+const SORT_BY_ELSEWHERE: &str = "ERR BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
+const SORT_GET_ELSEWHERE: &str = "ERR GET option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
+
+/// Why a SORT is refused on a cluster, as Redis Cluster refuses it: a BY pattern with a `*`
+/// (one without sorts nothing and reads no key), or a GET pattern other than `#`.
+fn sort_pattern_refusal(args: &Args) -> Option<&'static str> {
+    let mut index = 2;
+    while index + 1 < args.len() {
+        let (option, value) = (args.get(index), args.get(index + 1));
+        if option.eq_ignore_ascii_case(b"by") && value.contains(&b'*') {
+            return Some(SORT_BY_ELSEWHERE);
+        }
+        if option.eq_ignore_ascii_case(b"get") && value != b"#" {
+            return Some(SORT_GET_ELSEWHERE);
+        }
+        index += 1;
+    }
+    None
+}
+
+/// The key a STORE (or STOREDIST) option names, for the commands that take one after their
+/// other arguments: SORT, GEORADIUS, GEORADIUSBYMEMBER.
+fn store_key<'a>(name: &[u8], args: &'a Args) -> Option<&'a [u8]> {
+    if !matches!(name, b"sort" | b"georadius" | b"georadiusbymember") {
+        return None;
+    }
+    (2..args.len().saturating_sub(1))
+        .find(|index| {
+            let option = args.get(*index);
+            option.eq_ignore_ascii_case(b"store") || option.eq_ignore_ascii_case(b"storedist")
+        })
+        .map(|index| args.get(index + 1))
+}
 
 /// Where the keys of `args` are mastered: here, on one other node, on several (CROSSSLOT), or
 /// nowhere now; `None` when the command names no key.
@@ -245,7 +286,9 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
         | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" => (1, count, 1),
         b"mset" | b"msetnx" => (1, count, 2),
-        b"rename" | b"renamenx" | b"smove" | b"copy" => (1, count.min(3), 1),
+        b"rename" | b"renamenx" | b"smove" | b"copy" | b"geosearchstore" => (1, count.min(3), 1),
+        b"pfcount" | b"pfmerge" => (1, count, 1),
+        b"bitop" => (2, count, 1),
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -255,9 +298,11 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         }
         _ => (1, count.min(2), 1),
     };
+    let store = store_key(&name, args);
     (first..end.max(first))
         .step_by(step)
         .map(|index| args.get(index))
+        .chain(store)
 }
 
 /// Runs commands forwarded by another node: `payload` is the client's RESP version (one

@@ -119,6 +119,18 @@ trait Key {
     fn position(&self) -> (f64, Edge<'_>);
 }
 
+impl Entry {
+    /// The member's score.
+    pub fn score(&self) -> f64 {
+        self.score
+    }
+
+    /// The member.
+    pub fn member(&self) -> &[u8] {
+        &self.member
+    }
+}
+
 impl Key for Entry {
     fn position(&self) -> (f64, Edge<'_>) {
         (self.score, Edge::Member(&self.member))
@@ -536,6 +548,16 @@ pub struct ScoreRange {
 }
 
 impl ScoreRange {
+    /// The scores from `min` (included) to `max` (excluded).
+    pub fn half_open(min: f64, max: f64) -> ScoreRange {
+        ScoreRange {
+            min,
+            min_exclusive: false,
+            max,
+            max_exclusive: true,
+        }
+    }
+
     /// Parses `min` and `max`.
     ///
     /// # Errors
@@ -574,7 +596,7 @@ fn range_double(bytes: &[u8]) -> Option<f64> {
 
 /// A score or increment as Redis reads one (`string2d`): no spaces, no NaN, no value that
 /// overflows to an infinity or underflows to 0.
-fn parse_score(bytes: &[u8]) -> Option<f64> {
+pub(super) fn parse_score(bytes: &[u8]) -> Option<f64> {
     let value = parse_double(bytes)?;
     let lower = bytes.to_ascii_lowercase();
     let unsigned = lower
