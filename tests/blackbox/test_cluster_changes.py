@@ -298,9 +298,10 @@ def test_a_node_cut_off_from_the_quorum_refuses_writes_until_it_is_back(nodes):
 
 
 def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
-    """A node that joins builds its secondary index from the records streamed to it: after
-    it takes partitions over and an original node leaves, a range query through the cluster
-    still finds every record."""
+    """A node that joins builds its secondary index and its set index from the records
+    streamed to it: after it takes partitions over and an original node leaves, a range query
+    and a scan of the set (which walks the set index) through the cluster still find every
+    record."""
     from aerospike import predicates as p
 
     cluster = start_three(nodes)
@@ -309,6 +310,7 @@ def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
     client = aerospike.client(config).connect()
     try:
         client.index_integer_create("test", "moved", "v", "moved_v")
+        assert info_value(cluster[1], "set-config:context=namespace;id=test;set=moved;enable-index=true") == "ok"
         for i in range(600):
             client.put(("test", "moved", f"m{i}"), {"v": i})
         nodes[3].start()
@@ -317,6 +319,7 @@ def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
         staying = cluster[1:] + [nodes[3]]
         wait_settled(staying)
         assert info_value(nodes[3], "sindex-exists:ns=test;indexname=moved_v") == "true"
+        assert "enable-index=true" in info_value(nodes[3], "sets/test/moved")
         assert int(statistics(nodes[3])["migrate_records_received"]) > 0
     finally:
         client.close()
@@ -328,6 +331,8 @@ def test_a_new_owner_answers_index_queries_from_what_it_received(nodes):
         found = []
         query.foreach(lambda record: found.append(record[2]["v"]))
         assert sorted(found) == list(range(100, 500))
+        scanned = [record[2]["v"] for record in client.scan("test", "moved").results()]
+        assert sorted(scanned) == list(range(600))
     finally:
         client.close()
 

@@ -48,8 +48,11 @@ const INSTALL_SNAPSHOT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 const SNAPSHOT_AFTER_LOGS_DEFAULT: u64 = 500;
 /// Entries kept behind a snapshot, so a briefly lagging follower catches up without one.
 const LOGS_KEPT_AFTER_SNAPSHOT_DEFAULT: u64 = 100;
-/// Entries per append message; small because one entry may hold a whole partition table.
-const ENTRIES_PER_MESSAGE_MAX: u64 = 32;
+/// Entries per append message; few, because one entry may hold a whole partition table
+/// (about 290 KB) and a change of rows up to about 50 KB, and openraft gives every append
+/// message the heartbeat interval (150 ms) to be answered: 32 such entries are over a
+/// megabyte, too much for a link of tens of Mbit/s (docs/reliability.md, the bandwidth cap).
+const ENTRIES_PER_MESSAGE_MAX: u64 = 4;
 
 const _: () = assert!(3 * HEARTBEAT_INTERVAL_MS_DEFAULT < ELECTION_TIMEOUT_MIN_MS_DEFAULT);
 const _: () = assert!(ELECTION_TIMEOUT_MIN_MS_DEFAULT < ELECTION_TIMEOUT_MAX_MS_DEFAULT);
