@@ -173,7 +173,15 @@ enum Step {
     Close,
     /// The last command's reply passed the connection's limit.
     OverLimit,
+    /// On a cluster, the last command's keys are mastered here by this node's map, but not
+    /// yet by its partitions' roles (a change is half applied here); it has not run. It runs
+    /// again once the map moves past version `0`, or after [`MAP_CATCH_UP`].
+    Unready(u64),
 }
+
+/// How long a command whose partitions' roles lag this node's map (or whose map has no master
+/// for a key) waits for them; then it runs, or is refused, and that is its answer.
+const MAP_CATCH_UP: Duration = routing::MAP_CATCH_UP;
 
 /// Whether a wait reads what the client sends (not once the connection is closing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,6 +205,8 @@ struct Connection {
     memory: Arc<ClientMemory>,
     /// The last command's reply was cut because all clients' memory could not take it.
     over_budget: bool,
+    /// Since when the command waiting in `args` has waited for its partitions' roles.
+    unready_since: Option<Instant>,
 }
 
 /// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
@@ -224,6 +234,7 @@ pub async fn serve(
         idle_timeout: (resp.timeout > 0).then(|| Duration::from_secs(resp.timeout)),
         memory: Arc::clone(&state.client_memory),
         over_budget: false,
+        unready_since: None,
     };
     let reason = connection.run(shutdown).await;
     let unsent_bytes = connection.output.unsent_bytes();
@@ -302,6 +313,10 @@ impl Connection {
                     self.run_forwarded_transaction(owner).await;
                     continue;
                 }
+                Step::Unready(seen) => {
+                    self.wait_for_map(seen).await;
+                    continue;
+                }
                 Step::Gather => {
                     if let Err(close) = self.run_gathered().await {
                         // The cut reply must not reach the client.
@@ -346,6 +361,13 @@ impl Connection {
                         continue;
                     }
                     step = self.answer(&args, filling_len_max, true);
+                    if let Step::Unready(_) = step {
+                        // Not run: decoded and answered again once the map has moved.
+                        self.args = Some(args);
+                        self.input.advance(consumed - size_bytes);
+                        return step;
+                    }
+                    self.unready_since = None;
                     if step != Step::Drained {
                         if matches!(
                             step,
@@ -414,8 +436,20 @@ impl Connection {
             }
         }
         if session.state.is_clustered() && session.transaction.is_none() {
+            let seen = session
+                .state
+                .cluster_node()
+                .map_or(0, |node| node.layout_version());
+            let may_wait = self
+                .unready_since
+                .is_none_or(|since| since.elapsed() < MAP_CATCH_UP);
             match routing::route(&session.state, args) {
-                Routing::Local => {}
+                Routing::Local => {
+                    if may_wait && !routing::masters_here(&session.state, args) {
+                        return Step::Unready(seen);
+                    }
+                }
+                Routing::Unavailable if may_wait => return Step::Unready(seen),
                 Routing::Forward(owner) => return Step::Forward(owner),
                 Routing::Gather => return Step::Gather,
                 Routing::CrossSlot => {
@@ -432,10 +466,26 @@ impl Connection {
                 }
             }
         }
+        let seen = session
+            .state
+            .cluster_node()
+            .map_or(0, |node| node.layout_version());
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
         self.over_budget = reply.over_budget();
+        let retry = reply.was_unavailable()
+            && session.transaction.is_none()
+            && routing::runs_again_safely(args)
+            && self
+                .unready_since
+                .is_none_or(|since| since.elapsed() < MAP_CATCH_UP);
         drop(reply);
+        if retry {
+            // Refused before it changed anything: held back and run again, as an Aerospike
+            // request is, rather than answered with the refusal.
+            self.output.filling.truncate(filling_before);
+            return Step::Unready(seen);
+        }
         match after {
             _ if overflowed => Step::OverLimit,
             After::Offload => {
@@ -549,6 +599,16 @@ impl Connection {
             }
         }
         Close::Done
+    }
+
+    /// Waits until this node's map moves past version `seen`, or until the command waiting in
+    /// `args` has waited [`MAP_CATCH_UP`] in all.
+    async fn wait_for_map(&mut self, seen: u64) {
+        let since = *self.unready_since.get_or_insert_with(Instant::now);
+        let state = Arc::clone(&self.session().state);
+        if let Some(node) = state.cluster_node() {
+            node.wait_layout_after(seen, since + MAP_CATCH_UP).await;
+        }
     }
 
     /// Sends the command waiting in `args` to `owner`, the master of its keys, and queues the

@@ -151,6 +151,12 @@ pub fn engine_error(reply: &mut Reply<'_>, code: ResultCode) {
         ResultCode::OutOfSpace => reply
             .error("OOM command not allowed when the namespace's storage is full (stop-writes)"),
         ResultCode::DeviceOverload => reply.error("BUSY the storage device is overloaded, retry"),
+        // On a cluster: this node is cut off from the metadata group's quorum, or its map is
+        // changing (Redis Cluster's words for a node that cannot serve the slot).
+        ResultCode::Unavailable => {
+            reply.mark_unavailable();
+            reply.error("CLUSTERDOWN The cluster is down");
+        }
         other => reply.error(&format!("ERR storage error {}", other.code())),
     }
 }

@@ -26,6 +26,8 @@ pub struct Reply<'o> {
     start_len: usize,
     charged_bytes: usize,
     check_at: usize,
+    /// Whether the engine refused the command's partition as not served here now.
+    unavailable: bool,
 }
 
 impl<'o> Reply<'o> {
@@ -47,6 +49,7 @@ impl<'o> Reply<'o> {
             start_len,
             charged_bytes: 0,
             check_at: len_max,
+            unavailable: false,
         }
     }
 
@@ -64,6 +67,18 @@ impl<'o> Reply<'o> {
     /// Bytes in the buffer written to (replies before this one's included).
     pub fn buffer_len(&self) -> usize {
         self.out.len()
+    }
+
+    /// Notes that the engine refused the command with UNAVAILABLE: on a cluster, this node did
+    /// not serve the key's partition at that instant (its map changing, or its write lease
+    /// lapsed), so the connection may hold the command back and run it again.
+    pub fn mark_unavailable(&mut self) {
+        self.unavailable = true;
+    }
+
+    /// Whether [`Reply::mark_unavailable`] was called.
+    pub fn was_unavailable(&self) -> bool {
+        self.unavailable
     }
 
     /// Whether the reply was cut because all clients' memory could not take its growth.

@@ -132,6 +132,53 @@ fn store_key<'a>(name: &[u8], args: &'a Args) -> Option<&'a [u8]> {
         .map(|index| args.get(index + 1))
 }
 
+/// Whether this node's engine masters the partition of every key of `args`: its map may say
+/// so before the roles are applied (a change in progress), and a command run then would be
+/// refused.
+pub fn masters_here(state: &ServerState, args: &Args) -> bool {
+    let namespace = keys::namespace_of(state);
+    let set = state.config.resp.set.as_bytes();
+    key_arguments(args).all(|key| {
+        namespace.partition_role(partition_of(set, key)).0 == engine::PartitionRole::Master
+    })
+}
+
+/// Whether a command the engine refused with UNAVAILABLE may run again: one that names at most
+/// one key was refused before it changed anything (the refusal comes when it enters the
+/// partition); one over several keys may have changed some.
+pub fn runs_again_safely(args: &Args) -> bool {
+    key_arguments(args).nth(1).is_none()
+}
+
+/// How long a command whose partitions' roles here lag the map waits for them, as an
+/// Aerospike request does (`dispatch::handle_when_ready`).
+pub const MAP_CATCH_UP: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// [`execute_off_the_runtime_if_long`] of a command another node forwarded here by a map
+/// newer than this node's roles, or refused for an instant (UNAVAILABLE): held back, at most
+/// [`MAP_CATCH_UP`] in all, until this node masters every key's partition
+/// ([`masters_here`]) and the command is not refused, as the client's own node would hold it.
+async fn execute_when_ready(session: Session, args: &Args) -> Option<(Session, Vec<u8>)> {
+    let state = Arc::clone(&session.state);
+    let Some(node) = state.cluster_node() else {
+        return execute_off_the_runtime_if_long(session, args).await;
+    };
+    let deadline = tokio::time::Instant::now() + MAP_CATCH_UP;
+    let mut session = session;
+    loop {
+        let seen = node.layout_version();
+        if !masters_here(&state, args) && node.wait_layout_after(seen, deadline).await {
+            continue;
+        }
+        let (ran, out, unavailable) = execute_off_the_runtime_if_long_noting(session, args).await?;
+        session = ran;
+        let again = unavailable && runs_again_safely(args);
+        if !again || !node.wait_layout_after(seen, deadline).await {
+            return Some((session, out));
+        }
+    }
+}
+
 /// Where the keys of `args` are mastered: here, on one other node, on several (CROSSSLOT), or
 /// nowhere now; `None` when the command names no key.
 fn keys_route(state: &ServerState, args: &Args) -> Option<Routing> {
@@ -321,7 +368,7 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
                 commands_left = &commands_left[size_bytes..];
                 // Only the last reply goes back: a transaction's +OK and +QUEUED were answered
                 // by the node the client is connected to.
-                let ran = execute_off_the_runtime_if_long(session, &args).await;
+                let ran = execute_when_ready(session, &args).await;
                 (session, out) = match ran {
                     Some(ran) => ran,
                     None => {
@@ -351,23 +398,39 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
 /// the command may take long (a KEYS over many keys), so that it never holds a runtime worker;
 /// `None` if the pool's job failed.
 pub async fn execute_off_the_runtime_if_long(
-    mut session: Session,
+    session: Session,
     args: &Args,
 ) -> Option<(Session, Vec<u8>)> {
+    let (session, out, _) = execute_off_the_runtime_if_long_noting(session, args).await?;
+    Some((session, out))
+}
+
+/// [`execute_off_the_runtime_if_long`], also telling whether the engine refused the command
+/// with UNAVAILABLE ([`Reply::was_unavailable`]).
+async fn execute_off_the_runtime_if_long_noting(
+    mut session: Session,
+    args: &Args,
+) -> Option<(Session, Vec<u8>, bool)> {
     let protocol = session.protocol;
     let mut out = Vec::new();
     session.may_offload = true;
-    let after = commands::execute(&mut session, args, &mut Reply::new(&mut out, protocol));
+    let mut reply = Reply::new(&mut out, protocol);
+    let after = commands::execute(&mut session, args, &mut reply);
+    let unavailable = reply.was_unavailable();
+    drop(reply);
     session.may_offload = false;
     if after != After::Offload {
-        return Some((session, out));
+        return Some((session, out, unavailable));
     }
     let state = Arc::clone(&session.state);
     let args = args.clone();
     let job = move || {
         let mut out = Vec::new();
-        commands::execute(&mut session, &args, &mut Reply::new(&mut out, protocol));
-        (session, out)
+        let mut reply = Reply::new(&mut out, protocol);
+        commands::execute(&mut session, &args, &mut reply);
+        let unavailable = reply.was_unavailable();
+        drop(reply);
+        (session, out, unavailable)
     };
     state.long_requests.run(job).await.ok()
 }
