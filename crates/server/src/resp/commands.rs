@@ -381,7 +381,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
     match name {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
-        | "reset" | "scan" | "select" | "time" | "unwatch" => (0, 0, 0),
+        | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" => (0, 0, 0),
+        "ssubscribe" => (1, -1, 1),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)

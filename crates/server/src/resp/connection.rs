@@ -16,6 +16,9 @@
 //!   connection closes (`Reply` drops everything past the limit).
 //! - A command that asks to run on the long-request pool (`After::Offload`) runs there with
 //!   the session, arguments and output, which come back before the next request is read.
+//! - Messages published to a subscriber wait in its bounded mailbox (`pubsub/hub.rs`) until
+//!   the connection moves them to its output, before it answers what it reads next; while
+//!   it subscribes, the `pubsub` class of `client-output-buffer-limit` bounds its output.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
 
@@ -727,17 +730,19 @@ impl Connection {
         let soft_deadline = self.over_soft_since.map(|since| {
             since + Duration::from_secs(self.limit.soft_seconds) + Duration::from_millis(1)
         });
+        let mailbox = self
+            .session
+            .as_ref()
+            .and_then(|session| session.pubsub.mailbox().cloned());
+        // As in Redis, `timeout` does not close a subscriber, which may only listen.
         let idle_deadline = self
             .idle_timeout
+            .filter(|_| mailbox.is_none())
             .map(|timeout| self.last_activity + timeout);
         if reading {
             self.input.reserve(READ_CHUNK_BYTES);
         }
         let may_be_told = self.account.may_be_told();
-        let mailbox = self
-            .session
-            .as_ref()
-            .and_then(|session| session.pubsub.mailbox().cloned());
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
