@@ -87,6 +87,9 @@ pub struct RespConfig {
     /// Redis's `client-output-buffer-limit`: per class, a hard limit, a soft limit and its
     /// seconds, as Redis writes them (`normal 0 0 0 ...`). Only `normal` applies today.
     pub client_output_buffer_limit: String,
+    /// Redis's `notify-keyspace-events` at start-up (`KEA`, `Kx`, ...; empty: none); CONFIG
+    /// SET changes it while the server runs.
+    pub notify_keyspace_events: String,
 }
 
 impl Default for RespConfig {
@@ -101,6 +104,7 @@ impl Default for RespConfig {
             connections_max_per_address: 0,
             timeout: 0,
             client_output_buffer_limit: crate::limits::OUTPUT_BUFFER_LIMITS_DEFAULT.to_owned(),
+            notify_keyspace_events: String::new(),
         }
     }
 }
@@ -597,6 +601,14 @@ impl Config {
         self.resp
             .output_buffer_limits()
             .map_err(|reason| invalid(format!("resp.client-output-buffer-limit: {reason}")))?;
+        if crate::resp::pubsub::notify::parse_flags(resp.notify_keyspace_events.as_bytes())
+            .is_none()
+        {
+            return Err(invalid(format!(
+                "resp.notify-keyspace-events: {}",
+                crate::resp::pubsub::notify::INVALID_CLASS
+            )));
+        }
         if self.admin.connections_max == 0 {
             return Err(invalid("admin.connections-max must be positive".to_owned()));
         }

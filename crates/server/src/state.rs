@@ -63,6 +63,8 @@ pub struct ServerState {
     pub cluster_stats: ClusterStats,
     /// The registered UDF modules.
     pub udf: UdfModules,
+    /// Redis pub/sub: subscriptions, and the keyspace notifications asked for.
+    pub pubsub: Arc<crate::resp::pubsub::hub::Hub>,
 }
 
 /// Client connection counters for `statistics`.
@@ -122,6 +124,9 @@ impl ServerState {
             cluster_node: None,
             cluster_stats: ClusterStats::default(),
             udf: UdfModules::load(&config.service.work_directory),
+            pubsub: Arc::new(crate::resp::pubsub::hub::Hub::with_notify_flags(
+                &config.resp.notify_keyspace_events,
+            )),
             node_id,
             config,
         })

@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, server_info,
-    sets, sort, strings, transactions, zsets,
+    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, pubsub,
+    server_info, sets, sort, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -59,6 +59,7 @@ const TABLES: &[&[Command]] = &[
     transactions::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// Every command by lower-case name.
@@ -89,10 +90,18 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
             return After::Continue;
         }
     };
+    if let Some(refusal) = pubsub::refusal(session, name) {
+        reply.error(&refusal);
+        return After::Continue;
+    }
     if session.may_offload && session.should_offload(cost::estimate(session, name, reads, args)) {
         return After::Offload;
     }
+    let notifying = pubsub::notify::before(session, name, args);
     let after = handler(session, args, reply);
+    if let Some(pending) = notifying.filter(|_| after != After::Offload) {
+        pubsub::notify::after(session, args, pending);
+    }
     // A handler that sends itself to the pool (a long range, KEYS) is counted when it runs.
     if after != After::Offload {
         session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
@@ -166,7 +175,10 @@ fn printable(bytes: &[u8]) -> String {
     String::from_utf8_lossy(shown).replace(['\r', '\n'], " ")
 }
 
-fn ping(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+fn ping(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if pubsub::ping_when_subscribed(session, args, reply) {
+        return After::Continue;
+    }
     match args.len() {
         1 => reply.simple("PONG"),
         2 => reply.bulk(args.get(1)),
@@ -199,6 +211,7 @@ fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.name = None;
     session.transaction = None;
     session.watched.clear();
+    session.pubsub.clear();
     reply.set_protocol(2);
     reply.simple("RESET");
     After::Continue
@@ -368,7 +381,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
     match name {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
-        | "reset" | "scan" | "select" | "time" | "unwatch" => (0, 0, 0),
+        | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" => (0, 0, 0),
+        "ssubscribe" => (1, -1, 1),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)

@@ -16,6 +16,9 @@
 //!   connection closes (`Reply` drops everything past the limit).
 //! - A command that asks to run on the long-request pool (`After::Offload`) runs there with
 //!   the session, arguments and output, which come back before the next request is read.
+//! - Messages published to a subscriber wait in its bounded mailbox (`pubsub/hub.rs`) until
+//!   the connection moves them to its output, before it answers what it reads next; while
+//!   it subscribes, the `pubsub` class of `client-output-buffer-limit` bounds its output.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
 
@@ -38,7 +41,7 @@ use super::routing::{self, Routing};
 use super::{After, Session, commands};
 use crate::client_memory::{Account, ClientMemory, Evicted};
 use crate::connection::{BUFFER_KEEP_BYTES, OUTPUT_FLUSH_BYTES};
-use crate::limits::OutputBufferLimit;
+use crate::limits::{OutputBufferLimit, OutputBufferLimits};
 use crate::state::ServerState;
 
 /// Redis's `client-query-buffer-limit`: a client whose unparsed input grows past this is closed.
@@ -198,6 +201,8 @@ struct Connection {
     output: Output,
     account: Account,
     limit: OutputBufferLimit,
+    /// Every class's limits: `limit` is the `pubsub` class's while the client subscribes.
+    limits: OutputBufferLimits,
     over_soft_since: Option<Instant>,
     last_activity: Instant,
     idle_timeout: Option<Duration>,
@@ -229,6 +234,7 @@ pub async fn serve(
         output: Output::default(),
         account,
         limit: resp.output_buffer_limits().unwrap_or_default().normal,
+        limits: resp.output_buffer_limits().unwrap_or_default(),
         over_soft_since: None,
         last_activity: Instant::now(),
         idle_timeout: (resp.timeout > 0).then(|| Duration::from_secs(resp.timeout)),
@@ -286,6 +292,9 @@ impl Connection {
         // When the current run of steps without a wait began; read only for deep pipelines.
         let mut slice_started: Option<Instant> = None;
         loop {
+            if let Err(close) = self.deliver_messages() {
+                return close;
+            }
             let step = self.answer_step();
             if step == Step::OverLimit {
                 // The cut reply must not reach the client: close without writing it.
@@ -398,6 +407,24 @@ impl Connection {
         self.args = Some(args);
         self.input.advance(consumed);
         step
+    }
+
+    /// Moves the messages published to this client into its output, ahead of the replies to
+    /// what it sends next; while it subscribes, its limits are the `pubsub` class's.
+    fn deliver_messages(&mut self) -> Result<(), Close> {
+        let subscribed = self
+            .session
+            .as_ref()
+            .is_some_and(|session| session.pubsub.is_subscribed());
+        self.limit = if subscribed {
+            self.limits.pubsub
+        } else {
+            self.limits.normal
+        };
+        let len_max = self.filling_len_max();
+        let session = self.session.as_ref().expect("the session is home");
+        super::pubsub::deliver(session, &mut self.output.filling, len_max)
+            .map_err(|_| Close::OutputLimit)
     }
 
     /// Runs one command into the output.
@@ -763,8 +790,14 @@ impl Connection {
         let soft_deadline = self.over_soft_since.map(|since| {
             since + Duration::from_secs(self.limit.soft_seconds) + Duration::from_millis(1)
         });
+        let mailbox = self
+            .session
+            .as_ref()
+            .and_then(|session| session.pubsub.mailbox().cloned());
+        // As in Redis, `timeout` does not close a subscriber, which may only listen.
         let idle_deadline = self
             .idle_timeout
+            .filter(|_| mailbox.is_none())
             .map(|timeout| self.last_activity + timeout);
         if reading {
             self.input.reserve(READ_CHUNK_BYTES);
@@ -773,7 +806,11 @@ impl Connection {
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
-        let watched = unsent || may_be_told || soft_deadline.is_some() || idle_deadline.is_some();
+        let watched = unsent
+            || may_be_told
+            || soft_deadline.is_some()
+            || idle_deadline.is_some()
+            || mailbox.is_some();
         if reading && !watched {
             // The usual wait of an ordinary client: its next request, or shutdown.
             let read = tokio::select! {
@@ -790,6 +827,7 @@ impl Connection {
                 return ready.map_err(|_| Close::Done);
             }
             () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+            () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => return Ok(()),
             () = sleep_until_or_never(soft_deadline) => return Err(Close::OutputLimit),
             () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),
             _ = shutdown.changed() => return Err(Close::Shutdown),
@@ -812,6 +850,13 @@ impl Connection {
         if self.idle_timeout.is_some() {
             self.last_activity = Instant::now();
         }
+    }
+}
+
+async fn message_arrived(mailbox: Option<&super::pubsub::hub::Mailbox>) {
+    match mailbox {
+        Some(mailbox) => mailbox.arrived().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -27,6 +27,7 @@ mod keys;
 mod keyspace;
 mod lists;
 mod msgpack;
+pub mod pubsub;
 mod reply;
 mod routing;
 mod server_info;
@@ -62,6 +63,8 @@ pub struct Session {
     /// Whether a command may ask to run on the long-request pool (`After::Offload`): not while
     /// it already runs there, nor inside EXEC.
     may_offload: bool,
+    /// The channels and patterns this connection listens to.
+    pubsub: pubsub::Subscriptions,
 }
 
 /// What the connection does after a command.
@@ -90,6 +93,7 @@ impl Session {
             transaction: None,
             watched: Vec::new(),
             may_offload: false,
+            pubsub: pubsub::Subscriptions::default(),
         }
     }
 
@@ -127,6 +131,7 @@ pub async fn serve(
         transaction: None,
         watched: Vec::new(),
         may_offload: true,
+        pubsub: pubsub::Subscriptions::default(),
     };
     connection::serve(stream, session, shutdown, account).await;
 }

@@ -215,6 +215,11 @@ impl<'o> Reply<'o> {
         self.write(|out, _| encode::array_header(out, length));
     }
 
+    /// The header of an out-of-band push of `length` elements (RESP2: an array).
+    pub fn push(&mut self, length: usize) {
+        self.write(|out, version| encode::push_header(out, version, length));
+    }
+
     /// The header of a map of `length` pairs (RESP2: an array of 2 × `length`).
     pub fn map(&mut self, length: usize) {
         self.write(|out, version| encode::map_header(out, version, length));

@@ -61,6 +61,15 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     {
         return Routing::Refused(refusal);
     }
+    if is(b"ssubscribe") {
+        // A shard channel's messages are published on its partition's master (SPUBLISH is
+        // routed there), as Redis Cluster's are on its slot's shard.
+        return match keys_route(state, args) {
+            None | Some(Routing::Local) => Routing::Local,
+            Some(Routing::Forward(_)) => Routing::Refused(SSUBSCRIBE_ELSEWHERE),
+            Some(other) => other,
+        };
+    }
     if is(b"watch") {
         // A watch lives in this connection's session, on this node's records: a key another
         // node masters changes there, unseen here.
@@ -95,6 +104,9 @@ pub fn route_transaction(state: &ServerState, queued: &[Args], watching: bool) -
 
 /// WATCH's error for a key another node masters.
 pub const WATCH_ELSEWHERE: &str = "ERR WATCH on a cluster takes keys the connected node masters; this key's master is another node";
+
+/// SSUBSCRIBE's error for a shard channel another node masters.
+pub const SSUBSCRIBE_ELSEWHERE: &str = "ERR SSUBSCRIBE on a cluster takes shard channels the connected node masters; this channel's master is another node";
 
 /// Redis Cluster's refusals of SORT patterns, whose keys may be mastered anywhere (Osprey has
 /// no hash tags to pin them to the sorted key's partition).
@@ -329,9 +341,14 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"client" | b"command" | b"echo" | b"hello" | b"ping" | b"quit" | b"reset" | b"select"
         | b"time" | b"dbsize" | b"flushall" | b"flushdb" | b"keys" | b"randomkey" | b"scan"
         | b"multi" | b"exec" | b"discard" | b"unwatch" | b"info" | b"config" | b"sindex.create"
-        | b"sindex.drop" | b"sindex.list" | b"sindex.query" => (1, 1, 1),
+        | b"sindex.drop" | b"sindex.list" | b"sindex.query" | b"publish" | b"pubsub"
+        | b"subscribe" | b"psubscribe" | b"unsubscribe" | b"punsubscribe" | b"sunsubscribe" => {
+            (1, 1, 1)
+        }
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
-        | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" => (1, count, 1),
+        | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" | b"ssubscribe" => {
+            (1, count, 1)
+        }
         b"mset" | b"msetnx" => (1, count, 2),
         b"rename" | b"renamenx" | b"smove" | b"copy" | b"geosearchstore" => (1, count.min(3), 1),
         b"pfcount" | b"pfmerge" => (1, count, 1),

@@ -9,6 +9,7 @@ use wire_resp::Args;
 
 use super::commands::{Command, REDIS_VERSION};
 use super::glob::Glob;
+use super::pubsub::notify;
 use super::reply::Reply;
 use super::{After, Session};
 use crate::state::ServerState;
@@ -194,6 +195,10 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
             state.client_memory.limit_bytes().to_string(),
         ),
         ("maxmemory-policy", "noeviction".to_owned()),
+        (
+            "notify-keyspace-events",
+            notify::flags_text(state.pubsub.notify_flags.load(Ordering::Relaxed)),
+        ),
         ("port", resp.port.to_string()),
         (
             "proto-max-bulk-len",
@@ -249,6 +254,21 @@ fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
     for position in (2..args.len()).step_by(2) {
         let name = args.get(position).to_ascii_lowercase();
         let printable = String::from_utf8_lossy(&name).into_owned();
+        if name == b"notify-keyspace-events" {
+            let Some(flags) = notify::parse_flags(args.get(position + 1)) else {
+                reply.error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{printable}') - {}",
+                    notify::INVALID_CLASS
+                ));
+                return;
+            };
+            session
+                .state
+                .pubsub
+                .notify_flags
+                .store(flags, Ordering::Relaxed);
+            continue;
+        }
         match parameters
             .iter()
             .find(|(known, _)| known.as_bytes() == name)
