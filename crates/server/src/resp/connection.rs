@@ -18,6 +18,9 @@
 //!   the session, arguments and output, which come back before the next request is read.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
+//! - A blocked command (`After::Block`) holds back the requests after it: the connection
+//!   waits for a wake-up, its deadline, CLIENT UNBLOCK, or the client leaving (its input is
+//!   still read, within the same limit), and answers it before the next request.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,6 +36,7 @@ use tracing::{debug, warn};
 
 use wire_fabric::ForwardProtocol;
 
+use super::blocking::{self, Unblock};
 use super::reply::Reply;
 use super::routing::{self, Routing};
 use super::{After, Session, commands};
@@ -169,6 +173,8 @@ enum Step {
     /// The last command is an EXEC whose queued commands' keys this other node masters; the
     /// transaction has not run here.
     ForwardTransaction(model::NodeId),
+    /// The last command blocks until its keys get a value (BLPOP...); it has answered nothing.
+    Block,
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
     /// The last command's reply passed the connection's limit.
@@ -298,6 +304,12 @@ impl Connection {
                     self.run_forwarded(owner).await;
                     continue;
                 }
+                Step::Block => {
+                    if let Err(close) = self.run_blocked(&mut shutdown).await {
+                        return close;
+                    }
+                    continue;
+                }
                 Step::ForwardTransaction(owner) => {
                     self.run_forwarded_transaction(owner).await;
                     continue;
@@ -350,6 +362,7 @@ impl Connection {
                         if matches!(
                             step,
                             Step::Offload
+                                | Step::Block
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)
@@ -442,6 +455,7 @@ impl Connection {
                 self.output.filling.truncate(filling_before);
                 Step::Offload
             }
+            After::Block => Step::Block,
             After::Close => Step::Close,
             After::Continue => Step::Drained,
         }
@@ -684,7 +698,104 @@ impl Connection {
                 self.write_and_check()?;
                 Err(Close::Done)
             }
-            After::Continue | After::Offload => Ok(()),
+            After::Continue | After::Offload | After::Block => Ok(()),
+        }
+    }
+
+    /// Waits for the blocked command in `args` to find a value (running it again on each
+    /// wake-up), for its deadline, CLIENT UNBLOCK, the client leaving, or shutdown, and
+    /// queues its reply.
+    ///
+    /// # Errors
+    /// Why the connection closes instead.
+    async fn run_blocked(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Close> {
+        let session = self.session();
+        let request = session
+            .blocking
+            .request
+            .take()
+            .expect("a blocked command says why");
+        let (state, protocol) = (Arc::clone(&session.state), session.protocol);
+        let namespace = super::keys::namespace_of(&state);
+        let registration = state
+            .blocked_clients
+            .register(namespace, session.client_id, &request);
+        let deadline = request
+            .timeout
+            .and_then(|timeout| Instant::now().checked_add(timeout));
+        loop {
+            let waiter = registration.waiter();
+            if !self.wait_blocked(waiter, deadline, shutdown).await? {
+                Reply::new(&mut self.output.filling, protocol).null_array();
+                return Ok(());
+            }
+            match waiter.unblocked() {
+                Some(Unblock::Error) => {
+                    Reply::new(&mut self.output.filling, protocol).error(blocking::UNBLOCKED);
+                    return Ok(());
+                }
+                Some(Unblock::Timeout) => {
+                    Reply::new(&mut self.output.filling, protocol).null_array();
+                    return Ok(());
+                }
+                None if self.retry_blocked()? => return Ok(()),
+                None => {}
+            }
+        }
+    }
+
+    /// Runs the blocked command in `args` again; whether it answered.
+    fn retry_blocked(&mut self) -> Result<bool, Close> {
+        let filling_len_max = self.filling_len_max();
+        let args = self.args.take().expect("the arguments are home");
+        let session = self.session.as_mut().expect("the session is home");
+        let mut reply =
+            Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
+                .charged_to(&self.memory);
+        let after = blocking::retry(session, &args, &mut reply);
+        let overflowed = reply.overflowed();
+        self.over_budget = reply.over_budget();
+        drop(reply);
+        self.args = Some(args);
+        if overflowed {
+            return Err(self.over_limit());
+        }
+        Ok(after != After::Block)
+    }
+
+    /// Waits, blocked, for a wake-up (true) or the deadline (false), reading what the client
+    /// sends (so that its leaving is seen) and writing what it takes meanwhile.
+    ///
+    /// # Errors
+    /// Why the connection closes instead.
+    async fn wait_blocked(
+        &mut self,
+        waiter: &blocking::Waiter,
+        deadline: Option<Instant>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, Close> {
+        loop {
+            if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+                return Err(Close::QueryBufferLimit);
+            }
+            self.input.reserve(READ_CHUNK_BYTES);
+            let unsent = self.output.unsent_bytes() > 0;
+            let may_be_told = self.account.may_be_told();
+            let (mut reader, writer) = self.stream.split();
+            let read = tokio::select! {
+                biased;
+                _ = shutdown.changed() => return Err(Close::Shutdown),
+                () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+                () = waiter.woken() => return Ok(true),
+                () = sleep_until_or_never(deadline) => return Ok(false),
+                read = reader.read_buf(&mut self.input) => read,
+                ready = writer.as_ref().writable(), if unsent => {
+                    ready.map_err(|_| Close::Done)?;
+                    self.write_and_check()?;
+                    continue;
+                }
+            };
+            self.after_read(read)?;
         }
     }
 

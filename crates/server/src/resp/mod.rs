@@ -12,6 +12,7 @@
 //!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
 mod bitmaps;
+mod blocking;
 mod collection;
 mod commands;
 mod connection;
@@ -27,6 +28,7 @@ mod keys;
 mod keyspace;
 mod lists;
 mod msgpack;
+mod pops;
 mod reply;
 mod routing;
 mod server_info;
@@ -62,6 +64,8 @@ pub struct Session {
     /// Whether a command may ask to run on the long-request pool (`After::Offload`): not while
     /// it already runs there, nor inside EXEC.
     may_offload: bool,
+    /// Whether a blocking command (BLPOP...) may block here, and what it waits for.
+    blocking: blocking::Blocking,
 }
 
 /// What the connection does after a command.
@@ -74,8 +78,12 @@ pub enum After {
     /// The command did nothing and wrote nothing: it may take long, so it asks to run again,
     /// whole, on the long-request pool. Only when `Session::may_offload` allows it.
     Offload,
+    /// A blocking command found nothing and wrote nothing: the connection waits for its keys
+    /// (`blocking.rs`), then runs it again. Only a client's own command outside EXEC.
+    Block,
 }
 
+pub use blocking::BlockedClients;
 pub use routing::serve_forwarded;
 
 impl Session {
@@ -90,6 +98,7 @@ impl Session {
             transaction: None,
             watched: Vec::new(),
             may_offload: false,
+            blocking: blocking::Blocking::default(),
         }
     }
 
@@ -127,6 +136,7 @@ pub async fn serve(
         transaction: None,
         watched: Vec::new(),
         may_offload: true,
+        blocking: blocking::Blocking::allowed(),
     };
     connection::serve(stream, session, shutdown, account).await;
 }
