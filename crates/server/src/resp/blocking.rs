@@ -23,6 +23,14 @@
 //! another client may take an element between the write and the woken client's retry; the
 //! woken client then finds nothing and waits again, still first.
 //!
+//! On a cluster, a blocking command whose keys another node masters is forwarded there in
+//! slices: the client's node sends it with its timeout cut to what is left, at most
+//! [`FORWARDED_WAIT_MAX`]; the master blocks it for that long at most (its own cap, whatever
+//! it is sent), so a forwarded request never holds a fabric request past its timeout; a null
+//! answer before the client's deadline is sent again. Between slices the client's node sees
+//! whether the client left. A forwarded waiter is queued at the master like any other, but
+//! each new slice queues it again at the back.
+//!
 //! Invariants:
 //! - A waiter is in the queue of each of its keys (of its kind) exactly while its
 //!   [`Registration`] lives; a key with no waiter has no entry and no watch.
@@ -40,6 +48,7 @@ use engine::{Namespace, Watch};
 use model::Digest;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
 use wire_resp::Args;
 
 use super::collection::Failure;
@@ -61,6 +70,13 @@ pub const COMMANDS: &[Command] = &[
     ("bzpopmax", -3, |s, a, r| bzpop(s, a, r, true)),
     ("bzpopmin", -3, |s, a, r| bzpop(s, a, r, false)),
 ];
+
+/// The longest a master blocks a command another node forwarded: well under the fabric's
+/// request timeout, so the forwarding node gets an answer (a null, then it sends again) before
+/// its request times out.
+pub const FORWARDED_WAIT_MAX: Duration = Duration::from_secs(1);
+const _: () =
+    assert!(FORWARDED_WAIT_MAX.as_millis() * 2 <= fabric::REQUEST_TIMEOUT_MS_DEFAULT as u128);
 
 /// Redis's replies to a timeout it cannot take (`getTimeoutFromObjectOrReply`).
 const TIMEOUT_NOT_A_FLOAT: &str = "ERR timeout is not a float or out of range";
@@ -95,8 +111,8 @@ pub struct Request {
 /// A session's blocking state.
 #[derive(Debug, Default)]
 pub struct Blocking {
-    /// Whether a blocking command may block: a client's own connection (not a command another
-    /// node forwarded). Inside EXEC it may not either (`Session::may_offload` is off there).
+    /// Whether a blocking command may block: a client's own connection, or a single command
+    /// another node forwarded. Inside EXEC it may not (`Session::may_offload` is off there).
     pub allowed: bool,
     /// Set while the connection runs a blocked command again after a wake-up.
     pub retry: bool,
@@ -105,7 +121,8 @@ pub struct Blocking {
 }
 
 impl Blocking {
-    /// The state of a client's own connection.
+    /// The state of a client's own connection, or of a command another node forwarded (which
+    /// blocks at most [`FORWARDED_WAIT_MAX`]).
     pub fn allowed() -> Blocking {
         Blocking {
             allowed: true,
@@ -144,6 +161,105 @@ pub fn retry(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     session.blocking.retry = false;
     session.blocking.request = None;
     after
+}
+
+/// Where a blocking command has its timeout; `None` for other commands.
+pub fn timeout_position(args: &Args) -> Option<usize> {
+    let name = args.command()?.to_ascii_lowercase();
+    match name.as_slice() {
+        b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => Some(args.len() - 1),
+        b"blmove" => Some(5),
+        b"brpoplpush" => Some(3),
+        b"blmpop" | b"bzmpop" => Some(1),
+        _ => None,
+    }
+}
+
+/// A blocking command forwarded to its keys' master in slices (see the module docs).
+#[derive(Debug)]
+pub struct ForwardedBlock {
+    timeout_position: usize,
+    /// The client's deadline; `None` for ever.
+    deadline: Option<Instant>,
+}
+
+impl ForwardedBlock {
+    /// For a blocking command with a valid timeout; `None` otherwise (it is forwarded once,
+    /// and the master answers it, or its error).
+    pub fn of(args: &Args) -> Option<ForwardedBlock> {
+        let timeout_position = timeout_position(args)?;
+        let timeout = parse_timeout(args.get(timeout_position)).ok()?;
+        Some(ForwardedBlock {
+            timeout_position,
+            deadline: timeout.and_then(|timeout| Instant::now().checked_add(timeout)),
+        })
+    }
+
+    /// The command for the next slice, its timeout cut to what is left (at most
+    /// [`FORWARDED_WAIT_MAX`]), as a forward payload; `None` once the deadline has passed.
+    pub fn next_payload(&self, protocol: u8, args: &Args) -> Option<Vec<u8>> {
+        let left = match self.deadline {
+            Some(deadline) => deadline.checked_duration_since(Instant::now())?,
+            None => FORWARDED_WAIT_MAX,
+        };
+        // Whole milliseconds, at least one: a timeout of 0 would wait for ever.
+        let milliseconds = left.min(FORWARDED_WAIT_MAX).as_millis().max(1);
+        let timeout = format!("{}.{:03}", milliseconds / 1000, milliseconds % 1000);
+        let words: Vec<&[u8]> = (0..args.len())
+            .map(|position| match position {
+                p if p == self.timeout_position => timeout.as_bytes(),
+                p => args.get(p),
+            })
+            .collect();
+        let mut payload = vec![protocol];
+        wire_resp::encode_command(&mut payload, &words);
+        Some(payload)
+    }
+}
+
+/// Whether a forwarded blocking command's reply is its timeout's (null): the next slice is
+/// sent if the client's deadline has not passed.
+pub fn is_timeout_reply(reply: &[u8]) -> bool {
+    reply == b"*-1\r\n" || reply == b"_\r\n"
+}
+
+/// At the master: blocks a forwarded command that found nothing (`session.blocking.request`)
+/// for its timeout, at most [`FORWARDED_WAIT_MAX`], and returns its reply.
+pub async fn wait_forwarded(mut session: Session, args: &Args) -> (Session, Vec<u8>) {
+    let request = session
+        .blocking
+        .request
+        .take()
+        .expect("a blocked command says why");
+    let state = Arc::clone(&session.state);
+    let wait = request
+        .timeout
+        .map_or(FORWARDED_WAIT_MAX, |t| t.min(FORWARDED_WAIT_MAX));
+    let deadline = Instant::now() + wait;
+    // Its own id among the waiters (a forwarded session has none).
+    let waiter_id = state.resp_client_ids.fetch_add(1, Ordering::Relaxed) + 1;
+    let namespace = keys::namespace_of(&state);
+    let registration = state
+        .blocked_clients
+        .register(namespace, waiter_id, &request);
+    let mut out = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            () = registration.waiter().woken() => {}
+            () = sleep_until(deadline) => {
+                Reply::new(&mut out, session.protocol).null_array();
+                return (session, out);
+            }
+        }
+        session.may_offload = true;
+        let protocol = session.protocol;
+        let after = retry(&mut session, args, &mut Reply::new(&mut out, protocol));
+        session.may_offload = false;
+        if after != After::Block {
+            return (session, out);
+        }
+    }
 }
 
 /// What a pop attempt found.

@@ -301,7 +301,9 @@ impl Connection {
                     continue;
                 }
                 Step::Forward(owner) => {
-                    self.run_forwarded(owner).await;
+                    if let Err(close) = self.run_forwarded(owner, &shutdown).await {
+                        return close;
+                    }
                     continue;
                 }
                 Step::Block => {
@@ -567,11 +569,73 @@ impl Connection {
 
     /// Sends the command waiting in `args` to `owner`, the master of its keys, and queues the
     /// reply it answers (or an error saying why there is none).
-    async fn run_forwarded(&mut self, owner: model::NodeId) {
+    ///
+    /// # Errors
+    /// Why the connection closes instead (a forwarded blocking command's client left).
+    async fn run_forwarded(
+        &mut self,
+        owner: model::NodeId,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), Close> {
         let args = self.args.take().expect("the arguments are home");
-        let payload = routing::forward_payload(self.session().protocol, &args);
+        let protocol = self.session().protocol;
+        if let Some(block) = blocking::ForwardedBlock::of(&args) {
+            self.args = Some(args);
+            return self.run_forwarded_blocking(owner, &block, shutdown).await;
+        }
+        let payload = routing::forward_payload(protocol, &args);
         self.args = Some(args);
         self.forward_and_queue_reply(owner, &payload).await;
+        Ok(())
+    }
+
+    /// Forwards the blocking command in `args` in slices (`blocking.rs`) until it is answered
+    /// or its deadline passes, and queues its reply; between slices, sees whether the client
+    /// left or the server is shutting down.
+    async fn run_forwarded_blocking(
+        &mut self,
+        owner: model::NodeId,
+        block: &blocking::ForwardedBlock,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let protocol = self.session().protocol;
+        loop {
+            let args = self.args.as_ref().expect("the arguments are home");
+            let Some(payload) = block.next_payload(protocol, args) else {
+                Reply::new(&mut self.output.filling, protocol).null_array();
+                return Ok(());
+            };
+            let state = Arc::clone(&self.session().state);
+            let resp = ForwardProtocol::Resp;
+            match crate::cluster::forward::forward(&state, owner, resp, 0, &payload).await {
+                Ok(reply) if blocking::is_timeout_reply(&reply) => {}
+                Ok(reply) => {
+                    self.output.filling.extend_from_slice(&reply);
+                    return Ok(());
+                }
+                Err(code) => {
+                    queue_forward_error(&mut self.output.filling, protocol, code);
+                    return Ok(());
+                }
+            }
+            if *shutdown.borrow() {
+                return Err(Close::Shutdown);
+            }
+            self.read_without_waiting().await?;
+        }
+    }
+
+    /// Reads what the client sent, if anything, without waiting: sees whether it left.
+    async fn read_without_waiting(&mut self) -> Result<(), Close> {
+        if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+            return Err(Close::QueryBufferLimit);
+        }
+        self.input.reserve(READ_CHUNK_BYTES);
+        let read = self.stream.read_buf(&mut self.input);
+        match tokio::time::timeout(Duration::ZERO, read).await {
+            Err(_nothing_yet) => Ok(()),
+            Ok(read) => self.after_read(read),
+        }
     }
 
     /// Ends the transaction being queued (its EXEC is waiting in `args`) by sending it whole
@@ -595,13 +659,7 @@ impl Connection {
                 .await;
         match forwarded {
             Ok(reply) => self.output.filling.extend_from_slice(&reply),
-            Err(code) => {
-                let message = match code {
-                    model::ResultCode::Timeout => "TIMEOUT the key's master did not answer in time",
-                    _ => "CLUSTERDOWN the key's master cannot be reached",
-                };
-                Reply::new(&mut self.output.filling, protocol).error(message);
-            }
+            Err(code) => queue_forward_error(&mut self.output.filling, protocol, code),
         }
     }
 
@@ -864,6 +922,15 @@ impl Connection {
             self.last_activity = Instant::now();
         }
     }
+}
+
+/// Queues the error a client gets when its forwarded command got no answer (`code`).
+fn queue_forward_error(filling: &mut Vec<u8>, protocol: u8, code: model::ResultCode) {
+    let message = match code {
+        model::ResultCode::Timeout => "TIMEOUT the key's master did not answer in time",
+        _ => "CLUSTERDOWN the key's master cannot be reached",
+    };
+    Reply::new(filling, protocol).error(message);
 }
 
 async fn sleep_until_or_never(deadline: Option<Instant>) {

@@ -98,7 +98,7 @@ impl Session {
             transaction: None,
             watched: Vec::new(),
             may_offload: false,
-            blocking: blocking::Blocking::default(),
+            blocking: blocking::Blocking::allowed(),
         }
     }
 

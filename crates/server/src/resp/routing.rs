@@ -339,6 +339,10 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
                 // by the node the client is connected to.
                 let ran = execute_off_the_runtime_if_long(session, &args).await;
                 (session, out) = match ran {
+                    // A blocking command that found nothing waits here, for a bounded time.
+                    Some((session, _)) if session.blocking.request.is_some() => {
+                        super::blocking::wait_forwarded(session, &args).await
+                    }
                     Some(ran) => ran,
                     None => {
                         out.clear();
