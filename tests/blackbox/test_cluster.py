@@ -581,3 +581,29 @@ def test_a_udf_module_put_on_one_node_runs_on_every_master(loaded, cluster, clie
         while "filename=bump.lua" in info_value(node.host, node.port, "udf-list"):
             assert time.monotonic() < deadline, "the removal never reached a node"
             time.sleep(0.1)
+
+
+def test_a_blocking_pop_forwarded_to_its_master_waits_across_slices_and_is_woken(cluster):
+    """BLPOP on a node that does not master the key is forwarded in slices of at most a
+    second (blocking.rs): it waits past one slice, is woken by a push through a third node,
+    and a timeout longer than a slice answers null once it has passed."""
+    import threading
+
+    key = next(
+        f"blk{i}"
+        for i in range(1000)
+        if master_of(cluster, aerospike.calc_digest("test", "redis", f"blk{i}")) is not cluster[0]
+    )
+    waiter = redis.Redis(port=cluster[0].resp_port, socket_timeout=10)
+    pusher = redis.Redis(port=cluster[2].resp_port, socket_timeout=5)
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(popped=waiter.blpop([key], 0)))
+    thread.start()
+    time.sleep(1.6)
+    assert thread.is_alive()
+    pusher.rpush(key, "v")
+    thread.join(timeout=5)
+    assert tuple(result["popped"]) == (key.encode(), b"v")
+    started = time.monotonic()
+    assert waiter.blpop([key], 1.5) is None
+    assert 1.4 <= time.monotonic() - started < 4

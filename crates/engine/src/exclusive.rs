@@ -8,7 +8,10 @@
 //!
 //! [`WatchRegistry`]: a write marks every watch on its digest dirty, under the partition lock
 //! and inside the gate, so an exclusive holder that finds a watch clean knows no write touched
-//! the key since it was watched.
+//! the key since it was watched. A watch may also carry a wake-up ([`Wake`]), called after the
+//! write, still under the partition lock (so whoever it wakes reads the record only once the
+//! write is done): Redis's blocked clients wait on those. A wake-up must be cheap and must not
+//! take a partition lock or the registry's lock (it is called with neither of the registry's).
 //!
 //! Invariants:
 //! - Lock order: gate, then partition locks. An exclusive holder takes the stripes in index
@@ -96,11 +99,29 @@ impl Drop for ResetOnDrop {
     }
 }
 
+/// Called when a write touches a watched digest (see the module docs).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
 /// Watches by digest (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct WatchRegistry {
     active: AtomicUsize,
-    flags: Mutex<HashMap<Digest, Vec<Arc<AtomicBool>>>>,
+    flags: Mutex<HashMap<Digest, Vec<Arc<Flag>>>>,
+}
+
+/// One watch's state in the registry.
+struct Flag {
+    dirty: AtomicBool,
+    wake: Option<Wake>,
+}
+
+impl std::fmt::Debug for Flag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flag")
+            .field("dirty", &self.dirty)
+            .field("wakes", &self.wake.is_some())
+            .finish()
+    }
 }
 
 /// A watch on one digest: dirty once a write touched it. Dropping it unregisters it.
@@ -108,13 +129,13 @@ pub(crate) struct WatchRegistry {
 pub struct Watch {
     registry: Arc<WatchRegistry>,
     digest: Digest,
-    dirty: Arc<AtomicBool>,
+    dirty: Arc<Flag>,
 }
 
 impl Watch {
     /// Whether a write touched the digest since the watch began.
     pub fn is_dirty(&self) -> bool {
-        self.dirty.load(Ordering::Acquire)
+        self.dirty.dirty.load(Ordering::Acquire)
     }
 
     /// The digest watched.
@@ -136,10 +157,23 @@ impl Drop for Watch {
     }
 }
 
+impl Flag {
+    /// Marks it dirty and collects its wake-up.
+    fn touch(&self, wakes: &mut Vec<Wake>) {
+        self.dirty.store(true, Ordering::Release);
+        if let Some(wake) = &self.wake {
+            wakes.push(Arc::clone(wake));
+        }
+    }
+}
+
 impl WatchRegistry {
-    /// Starts watching `digest`.
-    pub(crate) fn watch(self: &Arc<Self>, digest: Digest) -> Watch {
-        let dirty = Arc::new(AtomicBool::new(false));
+    /// Starts watching `digest`; `wake`, if any, is called on every write that touches it.
+    pub(crate) fn watch(self: &Arc<Self>, digest: Digest, wake: Option<Wake>) -> Watch {
+        let dirty = Arc::new(Flag {
+            dirty: AtomicBool::new(false),
+            wake,
+        });
         let mut flags = self.flags.lock();
         flags.entry(digest).or_default().push(Arc::clone(&dirty));
         self.active.fetch_add(1, Ordering::Release);
@@ -155,10 +189,12 @@ impl WatchRegistry {
         if self.active.load(Ordering::Acquire) == 0 {
             return;
         }
+        let mut wakes = Vec::new();
         if let Some(list) = self.flags.lock().get(digest) {
-            list.iter()
-                .for_each(|flag| flag.store(true, Ordering::Release));
+            list.iter().for_each(|flag| flag.touch(&mut wakes));
         }
+        // Called without the registry's lock: a wake-up may drop watches.
+        wakes.iter().for_each(|wake| wake());
     }
 
     /// Every record may have changed (a truncate).
@@ -166,10 +202,11 @@ impl WatchRegistry {
         if self.active.load(Ordering::Acquire) == 0 {
             return;
         }
+        let mut wakes = Vec::new();
         for list in self.flags.lock().values() {
-            list.iter()
-                .for_each(|flag| flag.store(true, Ordering::Release));
+            list.iter().for_each(|flag| flag.touch(&mut wakes));
         }
+        wakes.iter().for_each(|wake| wake());
     }
 }
 
@@ -184,8 +221,8 @@ mod tests {
     #[test]
     fn a_write_dirties_only_the_watches_on_its_digest() {
         let registry = Arc::new(WatchRegistry::default());
-        let first = registry.watch(digest(1));
-        let second = registry.watch(digest(2));
+        let first = registry.watch(digest(1), None);
+        let second = registry.watch(digest(2), None);
         registry.touched(&digest(1));
         assert!(first.is_dirty());
         assert!(!second.is_dirty());
@@ -194,9 +231,29 @@ mod tests {
     }
 
     #[test]
+    fn a_write_calls_the_wake_ups_on_its_digest() {
+        let registry = Arc::new(WatchRegistry::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let wake: Wake = Arc::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        });
+        let waking = registry.watch(digest(3), Some(wake));
+        registry.touched(&digest(4));
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+        registry.touched(&digest(3));
+        registry.touched_all();
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        assert!(waking.is_dirty());
+        drop(waking);
+        registry.touched(&digest(3));
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
     fn dropping_every_watch_empties_the_registry() {
         let registry = Arc::new(WatchRegistry::default());
-        let watches: Vec<Watch> = (0..3).map(|_| registry.watch(digest(7))).collect();
+        let watches: Vec<Watch> = (0..3).map(|_| registry.watch(digest(7), None)).collect();
         assert_eq!(registry.active.load(Ordering::Relaxed), 3);
         drop(watches);
         assert_eq!(registry.active.load(Ordering::Relaxed), 0);

@@ -63,7 +63,7 @@ pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion};
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use edit::{EditRequest, RecordEdit};
-pub use exclusive::Watch;
+pub use exclusive::{Wake, Watch};
 pub use exp::{Expression, RecordFacts};
 pub use namespace::Namespace;
 pub use partition::PieceEnd;

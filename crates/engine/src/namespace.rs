@@ -226,7 +226,14 @@ impl Namespace {
     /// truncate touches it. Register the watch before reading the record, so that a write in
     /// between is not missed.
     pub fn watch(&self, digest: Digest) -> Watch {
-        self.watches.watch(digest)
+        self.watches.watch(digest, None)
+    }
+
+    /// A watch that also calls `wake` after every write, delete or truncate that touches the
+    /// record at `digest`, from whichever thread wrote, under the record's partition lock:
+    /// `wake` must be cheap and take no partition lock (Redis's blocked clients use it).
+    pub fn watch_waking(&self, digest: Digest, wake: crate::Wake) -> Watch {
+        self.watches.watch(digest, Some(wake))
     }
 
     /// The last-update time to stamp on a write: now, or the newest truncate cut-off of the

@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, pubsub,
-    server_info, sets, sort, strings, transactions, zsets,
+    After, Session, bitmaps, blocking, geo, hashes, hyperloglog, indexes, keys, keyspace, lists,
+    pops, pubsub, server_info, sets, sort, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -52,6 +52,8 @@ const TABLES: &[&[Command]] = &[
     hyperloglog::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
+    pops::COMMANDS,
+    blocking::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
     geo::COMMANDS,
@@ -282,7 +284,7 @@ fn hello(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// CLIENT ID | SETNAME name | GETNAME | SETINFO attr value | INFO | LIST
+/// CLIENT ID | SETNAME name | GETNAME | SETINFO attr value | INFO | LIST | UNBLOCK id [reason]
 fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
@@ -305,6 +307,7 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         (b"SETINFO", 4) => reply.ok(),
         (b"INFO", 2) => reply.bulk(client_line(session).as_bytes()),
         (b"LIST", _) => reply.bulk(client_line(session).as_bytes()),
+        (b"UNBLOCK", 3 | 4) => blocking::client_unblock(session, args, reply),
         _ => reply.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
             printable(args.get(1))
@@ -389,6 +392,10 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
             (1, -1, 1)
         }
         "sintercard" => (2, -1, 1),
+        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => (1, -2, 1),
+        "lmove" | "rpoplpush" | "blmove" | "brpoplpush" => (1, 2, 1),
+        // A key count comes first: Redis reports these as keyless here too.
+        "lmpop" | "zmpop" | "blmpop" | "bzmpop" => (0, 0, 0),
         "bitop" => (2, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),

@@ -21,6 +21,9 @@
 //!   it subscribes, the `pubsub` class of `client-output-buffer-limit` bounds its output.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
+//! - A blocked command (`After::Block`) holds back the requests after it: the connection
+//!   waits for a wake-up, its deadline, CLIENT UNBLOCK, or the client leaving (its input is
+//!   still read, within the same limit), and answers it before the next request.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -36,6 +39,7 @@ use tracing::{debug, warn};
 
 use wire_fabric::ForwardProtocol;
 
+use super::blocking::{self, Unblock};
 use super::reply::Reply;
 use super::routing::{self, Routing};
 use super::{After, Session, commands};
@@ -172,6 +176,8 @@ enum Step {
     /// The last command is an EXEC whose queued commands' keys this other node masters; the
     /// transaction has not run here.
     ForwardTransaction(model::NodeId),
+    /// The last command blocks until its keys get a value (BLPOP...); it has answered nothing.
+    Block,
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
     /// The last command's reply passed the connection's limit.
@@ -315,7 +321,15 @@ impl Connection {
                     continue;
                 }
                 Step::Forward(owner) => {
-                    self.run_forwarded(owner).await;
+                    if let Err(close) = self.run_forwarded(owner, &shutdown).await {
+                        return close;
+                    }
+                    continue;
+                }
+                Step::Block => {
+                    if let Err(close) = self.run_blocked(&mut shutdown).await {
+                        return close;
+                    }
                     continue;
                 }
                 Step::ForwardTransaction(owner) => {
@@ -381,6 +395,7 @@ impl Connection {
                         if matches!(
                             step,
                             Step::Offload
+                                | Step::Block
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)
@@ -519,6 +534,7 @@ impl Connection {
                 self.output.filling.truncate(filling_before);
                 Step::Offload
             }
+            After::Block => Step::Block,
             After::Close => Step::Close,
             After::Continue => Step::Drained,
         }
@@ -640,11 +656,73 @@ impl Connection {
 
     /// Sends the command waiting in `args` to `owner`, the master of its keys, and queues the
     /// reply it answers (or an error saying why there is none).
-    async fn run_forwarded(&mut self, owner: model::NodeId) {
+    ///
+    /// # Errors
+    /// Why the connection closes instead (a forwarded blocking command's client left).
+    async fn run_forwarded(
+        &mut self,
+        owner: model::NodeId,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), Close> {
         let args = self.args.take().expect("the arguments are home");
-        let payload = routing::forward_payload(self.session().protocol, &args);
+        let protocol = self.session().protocol;
+        if let Some(block) = blocking::ForwardedBlock::of(&args) {
+            self.args = Some(args);
+            return self.run_forwarded_blocking(owner, &block, shutdown).await;
+        }
+        let payload = routing::forward_payload(protocol, &args);
         self.args = Some(args);
         self.forward_and_queue_reply(owner, &payload).await;
+        Ok(())
+    }
+
+    /// Forwards the blocking command in `args` in slices (`blocking.rs`) until it is answered
+    /// or its deadline passes, and queues its reply; between slices, sees whether the client
+    /// left or the server is shutting down.
+    async fn run_forwarded_blocking(
+        &mut self,
+        owner: model::NodeId,
+        block: &blocking::ForwardedBlock,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let protocol = self.session().protocol;
+        loop {
+            let args = self.args.as_ref().expect("the arguments are home");
+            let Some(payload) = block.next_payload(protocol, args) else {
+                Reply::new(&mut self.output.filling, protocol).null_array();
+                return Ok(());
+            };
+            let state = Arc::clone(&self.session().state);
+            let resp = ForwardProtocol::Resp;
+            match crate::cluster::forward::forward(&state, owner, resp, 0, &payload).await {
+                Ok(reply) if blocking::is_timeout_reply(&reply) => {}
+                Ok(reply) => {
+                    self.output.filling.extend_from_slice(&reply);
+                    return Ok(());
+                }
+                Err(code) => {
+                    queue_forward_error(&mut self.output.filling, protocol, code);
+                    return Ok(());
+                }
+            }
+            if *shutdown.borrow() {
+                return Err(Close::Shutdown);
+            }
+            self.read_without_waiting().await?;
+        }
+    }
+
+    /// Reads what the client sent, if anything, without waiting: sees whether it left.
+    async fn read_without_waiting(&mut self) -> Result<(), Close> {
+        if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+            return Err(Close::QueryBufferLimit);
+        }
+        self.input.reserve(READ_CHUNK_BYTES);
+        let read = self.stream.read_buf(&mut self.input);
+        match tokio::time::timeout(Duration::ZERO, read).await {
+            Err(_nothing_yet) => Ok(()),
+            Ok(read) => self.after_read(read),
+        }
     }
 
     /// Ends the transaction being queued (its EXEC is waiting in `args`) by sending it whole
@@ -668,13 +746,7 @@ impl Connection {
                 .await;
         match forwarded {
             Ok(reply) => self.output.filling.extend_from_slice(&reply),
-            Err(code) => {
-                let message = match code {
-                    model::ResultCode::Timeout => "TIMEOUT the key's master did not answer in time",
-                    _ => "CLUSTERDOWN the key's master cannot be reached",
-                };
-                Reply::new(&mut self.output.filling, protocol).error(message);
-            }
+            Err(code) => queue_forward_error(&mut self.output.filling, protocol, code),
         }
     }
 
@@ -771,7 +843,104 @@ impl Connection {
                 self.write_and_check()?;
                 Err(Close::Done)
             }
-            After::Continue | After::Offload => Ok(()),
+            After::Continue | After::Offload | After::Block => Ok(()),
+        }
+    }
+
+    /// Waits for the blocked command in `args` to find a value (running it again on each
+    /// wake-up), for its deadline, CLIENT UNBLOCK, the client leaving, or shutdown, and
+    /// queues its reply.
+    ///
+    /// # Errors
+    /// Why the connection closes instead.
+    async fn run_blocked(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Close> {
+        let session = self.session();
+        let request = session
+            .blocking
+            .request
+            .take()
+            .expect("a blocked command says why");
+        let (state, protocol) = (Arc::clone(&session.state), session.protocol);
+        let namespace = super::keys::namespace_of(&state);
+        let registration = state
+            .blocked_clients
+            .register(namespace, session.client_id, &request);
+        let deadline = request
+            .timeout
+            .and_then(|timeout| Instant::now().checked_add(timeout));
+        loop {
+            let waiter = registration.waiter();
+            if !self.wait_blocked(waiter, deadline, shutdown).await? {
+                Reply::new(&mut self.output.filling, protocol).null_array();
+                return Ok(());
+            }
+            match waiter.unblocked() {
+                Some(Unblock::Error) => {
+                    Reply::new(&mut self.output.filling, protocol).error(blocking::UNBLOCKED);
+                    return Ok(());
+                }
+                Some(Unblock::Timeout) => {
+                    Reply::new(&mut self.output.filling, protocol).null_array();
+                    return Ok(());
+                }
+                None if self.retry_blocked()? => return Ok(()),
+                None => {}
+            }
+        }
+    }
+
+    /// Runs the blocked command in `args` again; whether it answered.
+    fn retry_blocked(&mut self) -> Result<bool, Close> {
+        let filling_len_max = self.filling_len_max();
+        let args = self.args.take().expect("the arguments are home");
+        let session = self.session.as_mut().expect("the session is home");
+        let mut reply =
+            Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
+                .charged_to(&self.memory);
+        let after = blocking::retry(session, &args, &mut reply);
+        let overflowed = reply.overflowed();
+        self.over_budget = reply.over_budget();
+        drop(reply);
+        self.args = Some(args);
+        if overflowed {
+            return Err(self.over_limit());
+        }
+        Ok(after != After::Block)
+    }
+
+    /// Waits, blocked, for a wake-up (true) or the deadline (false), reading what the client
+    /// sends (so that its leaving is seen) and writing what it takes meanwhile.
+    ///
+    /// # Errors
+    /// Why the connection closes instead.
+    async fn wait_blocked(
+        &mut self,
+        waiter: &blocking::Waiter,
+        deadline: Option<Instant>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, Close> {
+        loop {
+            if self.input.len() > QUERY_BUFFER_MAX_BYTES {
+                return Err(Close::QueryBufferLimit);
+            }
+            self.input.reserve(READ_CHUNK_BYTES);
+            let unsent = self.output.unsent_bytes() > 0;
+            let may_be_told = self.account.may_be_told();
+            let (mut reader, writer) = self.stream.split();
+            let read = tokio::select! {
+                biased;
+                _ = shutdown.changed() => return Err(Close::Shutdown),
+                () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+                () = waiter.woken() => return Ok(true),
+                () = sleep_until_or_never(deadline) => return Ok(false),
+                read = reader.read_buf(&mut self.input) => read,
+                ready = writer.as_ref().writable(), if unsent => {
+                    ready.map_err(|_| Close::Done)?;
+                    self.write_and_check()?;
+                    continue;
+                }
+            };
+            self.after_read(read)?;
         }
     }
 
@@ -858,6 +1027,15 @@ async fn message_arrived(mailbox: Option<&super::pubsub::hub::Mailbox>) {
         Some(mailbox) => mailbox.arrived().await,
         None => std::future::pending().await,
     }
+}
+
+/// Queues the error a client gets when its forwarded command got no answer (`code`).
+fn queue_forward_error(filling: &mut Vec<u8>, protocol: u8, code: model::ResultCode) {
+    let message = match code {
+        model::ResultCode::Timeout => "TIMEOUT the key's master did not answer in time",
+        _ => "CLUSTERDOWN the key's master cannot be reached",
+    };
+    Reply::new(filling, protocol).error(message);
 }
 
 async fn sleep_until_or_never(deadline: Option<Instant>) {

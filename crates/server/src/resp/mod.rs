@@ -12,6 +12,7 @@
 //!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
 mod bitmaps;
+mod blocking;
 mod collection;
 mod commands;
 mod connection;
@@ -28,6 +29,7 @@ mod keyspace;
 mod lists;
 mod msgpack;
 pub mod pubsub;
+mod pops;
 mod reply;
 mod routing;
 mod server_info;
@@ -65,6 +67,8 @@ pub struct Session {
     may_offload: bool,
     /// The channels and patterns this connection listens to.
     pubsub: pubsub::Subscriptions,
+    /// Whether a blocking command (BLPOP...) may block here, and what it waits for.
+    blocking: blocking::Blocking,
 }
 
 /// What the connection does after a command.
@@ -77,8 +81,12 @@ pub enum After {
     /// The command did nothing and wrote nothing: it may take long, so it asks to run again,
     /// whole, on the long-request pool. Only when `Session::may_offload` allows it.
     Offload,
+    /// A blocking command found nothing and wrote nothing: the connection waits for its keys
+    /// (`blocking.rs`), then runs it again. Only a client's own command outside EXEC.
+    Block,
 }
 
+pub use blocking::BlockedClients;
 pub use routing::serve_forwarded;
 
 impl Session {
@@ -94,6 +102,7 @@ impl Session {
             watched: Vec::new(),
             may_offload: false,
             pubsub: pubsub::Subscriptions::default(),
+            blocking: blocking::Blocking::allowed(),
         }
     }
 
@@ -132,6 +141,7 @@ pub async fn serve(
         watched: Vec::new(),
         may_offload: true,
         pubsub: pubsub::Subscriptions::default(),
+        blocking: blocking::Blocking::allowed(),
     };
     connection::serve(stream, session, shutdown, account).await;
 }

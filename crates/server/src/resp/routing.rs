@@ -353,6 +353,10 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"rename" | b"renamenx" | b"smove" | b"copy" | b"geosearchstore" => (1, count.min(3), 1),
         b"pfcount" | b"pfmerge" => (1, count, 1),
         b"bitop" => (2, count, 1),
+        b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => (1, count - 1, 1),
+        b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => (1, count.min(3), 1),
+        b"lmpop" | b"zmpop" => counted_keys(args, 1),
+        b"blmpop" | b"bzmpop" => counted_keys(args, 2),
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -367,6 +371,18 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         .step_by(step)
         .map(|index| args.get(index))
         .chain(store)
+}
+
+/// Where the keys are in a command that gives their count at `count_position` and the keys
+/// right after it (LMPOP, ZMPOP, BLMPOP, BZMPOP): as many as it says, at most the rest.
+fn counted_keys(args: &Args, count_position: usize) -> (usize, usize, usize) {
+    let count = args.len();
+    let keys = std::str::from_utf8(args.get(count_position.min(count - 1)))
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    let first = count_position + 1;
+    (first, count.min(first.saturating_add(keys)), 1)
 }
 
 /// Runs commands forwarded by another node: `payload` is the client's RESP version (one
@@ -387,6 +403,10 @@ pub async fn serve_forwarded(state: &Arc<ServerState>, payload: &[u8]) -> Vec<u8
                 // by the node the client is connected to.
                 let ran = execute_when_ready(session, &args).await;
                 (session, out) = match ran {
+                    // A blocking command that found nothing waits here, for a bounded time.
+                    Some((session, _)) if session.blocking.request.is_some() => {
+                        super::blocking::wait_forwarded(session, &args).await
+                    }
                     Some(ran) => ran,
                     None => {
                         out.clear();

@@ -89,9 +89,10 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         "clients" => write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
             state.resp_connected.load(Ordering::Relaxed),
             state.config.resp.maxclients,
+            state.blocked_clients.blocked_count(),
         ),
         "memory" => write!(
             text,
