@@ -122,7 +122,7 @@ def test_a_client_repeating_an_unsupported_request_is_logged_once_and_counted_ev
 NOT_YET = [
     ("SUBSCRIBE", "news"),
     ("PUBLISH", "news", "hello"),
-    ("EVAL", "return 1", "0"),
+    ("FCALL", "myfunction", "0"),
     ("BLPOP", "list", "1"),
     ("XADD", "stream", "*", "field", "value"),
     ("PFDEBUG", "GETREG", "visitors"),

@@ -63,6 +63,8 @@ pub struct ServerState {
     pub cluster_stats: ClusterStats,
     /// The registered UDF modules.
     pub udf: UdfModules,
+    /// Redis scripting: the script cache, the Lua engine, and the script running.
+    pub scripts: crate::resp::Scripts,
 }
 
 /// Client connection counters for `statistics`.
@@ -122,6 +124,7 @@ impl ServerState {
             cluster_node: None,
             cluster_stats: ClusterStats::default(),
             udf: UdfModules::load(&config.service.work_directory),
+            scripts: crate::resp::Scripts::default(),
             node_id,
             config,
         })

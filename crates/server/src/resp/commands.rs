@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, server_info,
-    sets, sort, strings, transactions, zsets,
+    After, Session, bitmaps, geo, hashes, hyperloglog, indexes, keys, keyspace, lists, scripting,
+    server_info, sets, sort, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -57,6 +57,7 @@ const TABLES: &[&[Command]] = &[
     geo::COMMANDS,
     sort::COMMANDS,
     transactions::COMMANDS,
+    scripting::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,
 ];
@@ -79,6 +80,9 @@ const NAME_BYTES_MAX: usize = 32;
 /// Runs one request: looks the command up, checks its arity, calls it (or queues it inside
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if let Some(after) = scripting::while_busy(session, args, reply) {
+        return after;
+    }
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
@@ -94,7 +98,7 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     }
     let after = handler(session, args, reply);
     // A handler that sends itself to the pool (a long range, KEYS) is counted when it runs.
-    if after != After::Offload {
+    if !matches!(after, After::Offload | After::AwaitScript) {
         session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
     }
     after
@@ -368,7 +372,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
     match name {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
-        | "reset" | "scan" | "select" | "time" | "unwatch" => (0, 0, 0),
+        | "reset" | "scan" | "select" | "time" | "unwatch" | "script" => (0, 0, 0),
+        // Their keys follow a key count: Redis reports them as movable keys.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)

@@ -161,6 +161,9 @@ enum Step {
     Flush,
     /// The last command asked to run on the long-request pool; it has not run.
     Offload,
+    /// The last command waits for a script to end (or to pass `busy-reply-threshold`); it has
+    /// not run.
+    AwaitScript,
     /// The last command's keys are mastered by this other node; it has not run here.
     Forward(model::NodeId),
     /// The last command reads the whole data set, which every node holds a part of; it has
@@ -294,6 +297,11 @@ impl Connection {
                     }
                     continue;
                 }
+                Step::AwaitScript => {
+                    let state = Arc::clone(&self.session().state);
+                    state.scripts.wait_for_turn().await;
+                    continue;
+                }
                 Step::Forward(owner) => {
                     self.run_forwarded(owner).await;
                     continue;
@@ -350,6 +358,7 @@ impl Connection {
                         if matches!(
                             step,
                             Step::Offload
+                                | Step::AwaitScript
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)
@@ -441,6 +450,10 @@ impl Connection {
             After::Offload => {
                 self.output.filling.truncate(filling_before);
                 Step::Offload
+            }
+            After::AwaitScript => {
+                self.output.filling.truncate(filling_before);
+                Step::AwaitScript
             }
             After::Close => Step::Close,
             After::Continue => Step::Drained,
@@ -684,7 +697,7 @@ impl Connection {
                 self.write_and_check()?;
                 Err(Close::Done)
             }
-            After::Continue | After::Offload => Ok(()),
+            After::Continue | After::Offload | After::AwaitScript => Ok(()),
         }
     }
 

@@ -29,6 +29,7 @@ mod lists;
 mod msgpack;
 mod reply;
 mod routing;
+mod scripting;
 mod server_info;
 mod sets;
 mod sort;
@@ -74,9 +75,14 @@ pub enum After {
     /// The command did nothing and wrote nothing: it may take long, so it asks to run again,
     /// whole, on the long-request pool. Only when `Session::may_offload` allows it.
     Offload,
+    /// A script runs (on another connection): the command did nothing and wrote nothing; it
+    /// runs again, whole, once the script ends or has run past `busy-reply-threshold`
+    /// ([`Scripts::wait_for_turn`]). Only when `Session::may_offload` allows it.
+    AwaitScript,
 }
 
 pub use routing::serve_forwarded;
+pub use scripting::Scripts;
 
 impl Session {
     /// A session for one command another node forwarded here (see `routing.rs`).

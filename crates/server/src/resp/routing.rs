@@ -282,13 +282,20 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"client" | b"command" | b"echo" | b"hello" | b"ping" | b"quit" | b"reset" | b"select"
         | b"time" | b"dbsize" | b"flushall" | b"flushdb" | b"keys" | b"randomkey" | b"scan"
         | b"multi" | b"exec" | b"discard" | b"unwatch" | b"info" | b"config" | b"sindex.create"
-        | b"sindex.drop" | b"sindex.list" | b"sindex.query" => (1, 1, 1),
+        | b"sindex.drop" | b"sindex.list" | b"sindex.query" | b"script" => (1, 1, 1),
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
         | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" => (1, count, 1),
         b"mset" | b"msetnx" => (1, count, 2),
         b"rename" | b"renamenx" | b"smove" | b"copy" | b"geosearchstore" => (1, count.min(3), 1),
         b"pfcount" | b"pfmerge" => (1, count, 1),
         b"bitop" => (2, count, 1),
+        b"eval" | b"evalsha" | b"eval_ro" | b"evalsha_ro" => {
+            let keys = std::str::from_utf8(args.get(2.min(count - 1)))
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            (3, count.min(3 + keys), 1)
+        }
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -357,7 +364,11 @@ pub async fn execute_off_the_runtime_if_long(
     let protocol = session.protocol;
     let mut out = Vec::new();
     session.may_offload = true;
-    let after = commands::execute(&mut session, args, &mut Reply::new(&mut out, protocol));
+    let mut after = commands::execute(&mut session, args, &mut Reply::new(&mut out, protocol));
+    while after == After::AwaitScript {
+        session.state.scripts.wait_for_turn().await;
+        after = commands::execute(&mut session, args, &mut Reply::new(&mut out, protocol));
+    }
     session.may_offload = false;
     if after != After::Offload {
         return Some((session, out));

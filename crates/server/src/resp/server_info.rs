@@ -204,6 +204,9 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("timeout", resp.timeout.to_string()),
     ]
+    .into_iter()
+    .chain(super::scripting::parameters(state))
+    .collect()
 }
 
 /// CONFIG GET pattern [pattern ...] | SET name value [name value ...] | RESETSTAT
@@ -249,6 +252,11 @@ fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
     for position in (2..args.len()).step_by(2) {
         let name = args.get(position).to_ascii_lowercase();
         let printable = String::from_utf8_lossy(&name).into_owned();
+        match super::scripting::set_parameter(&session.state, &name, args.get(position + 1)) {
+            Some(Ok(())) => continue,
+            Some(Err(message)) => return reply.error(&message),
+            None => {}
+        }
         match parameters
             .iter()
             .find(|(known, _)| known.as_bytes() == name)
