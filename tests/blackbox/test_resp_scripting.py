@@ -198,6 +198,14 @@ def test_a_concurrent_client_never_sees_a_script_half_done(resp_server, key):
     assert all(first == second for first, second in seen), [p for p in seen if p[0] != p[1]][:3]
 
 
+def test_a_script_inside_a_transaction_runs_with_it(resp_server, key):
+    pipe = resp_server.redis().pipeline(transaction=True)
+    pipe.set(key, 1)
+    pipe.eval("return redis.call('INCRBY', KEYS[1], ARGV[1])", 1, key, 41)
+    pipe.get(key)
+    assert pipe.execute() == [True, 42, b"42"]
+
+
 # -- runaway scripts ------------------------------------------------------------------------------
 
 

@@ -265,6 +265,14 @@ pub fn while_busy(session: &Session, args: &Args, reply: &mut Reply<'_>) -> Opti
     session.may_offload.then_some(After::AwaitScript)
 }
 
+/// Whether `args` runs a script (EXEC runs a transaction holding one on the pool).
+pub fn is_script(args: &Args) -> bool {
+    let name = args.get(0);
+    [&b"eval"[..], b"eval_ro", b"evalsha", b"evalsha_ro"]
+        .iter()
+        .any(|script| name.eq_ignore_ascii_case(script))
+}
+
 /// Commands Redis serves while a script is busy (`CMD_ALLOW_BUSY`).
 fn allowed_while_busy(args: &Args) -> bool {
     let name = args.get(0).to_ascii_lowercase();
