@@ -67,6 +67,8 @@ pub struct ServerState {
     pub udf: UdfModules,
     /// Redis pub/sub: subscriptions, and the keyspace notifications asked for.
     pub pubsub: Arc<crate::resp::pubsub::hub::Hub>,
+    /// Redis scripting: the script cache, the Lua engine, and the script running.
+    pub scripts: crate::resp::Scripts,
 }
 
 /// Client connection counters for `statistics`.
@@ -130,6 +132,7 @@ impl ServerState {
             pubsub: Arc::new(crate::resp::pubsub::hub::Hub::with_notify_flags(
                 &config.resp.notify_keyspace_events,
             )),
+            scripts: crate::resp::Scripts::default(),
             node_id,
             config,
         })

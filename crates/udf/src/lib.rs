@@ -50,6 +50,7 @@ mod item;
 mod lualib;
 mod modules;
 mod record;
+pub mod redis;
 mod runtime;
 mod sandbox;
 mod stream;

@@ -17,7 +17,7 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, geo, hashes, hyperloglog, indexes, keys, keyspace, lists,
-    pops, pubsub, server_info, sets, sort, strings, transactions, zsets,
+    pops, pubsub, scripting, server_info, sets, sort, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -59,6 +59,7 @@ const TABLES: &[&[Command]] = &[
     geo::COMMANDS,
     sort::COMMANDS,
     transactions::COMMANDS,
+    scripting::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,
     pubsub::COMMANDS,
@@ -82,6 +83,9 @@ const NAME_BYTES_MAX: usize = 32;
 /// Runs one request: looks the command up, checks its arity, calls it (or queues it inside
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if let Some(after) = scripting::while_busy(session, args, reply) {
+        return after;
+    }
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
@@ -105,7 +109,7 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         pubsub::notify::after(session, args, pending);
     }
     // A handler that sends itself to the pool (a long range, KEYS) is counted when it runs.
-    if after != After::Offload {
+    if !matches!(after, After::Offload | After::AwaitScript) {
         session.state.resp_commands.fetch_add(1, Ordering::Relaxed);
     }
     after
@@ -385,8 +389,10 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
-        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" => (0, 0, 0),
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
+        // Their keys follow a key count: Redis reports them as movable keys.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)

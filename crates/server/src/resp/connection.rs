@@ -168,6 +168,9 @@ enum Step {
     Flush,
     /// The last command asked to run on the long-request pool; it has not run.
     Offload,
+    /// The last command waits for a script to end (or to pass `busy-reply-threshold`); it has
+    /// not run.
+    AwaitScript,
     /// The last command's keys are mastered by this other node; it has not run here.
     Forward(model::NodeId),
     /// The last command reads the whole data set, which every node holds a part of; it has
@@ -320,6 +323,11 @@ impl Connection {
                     }
                     continue;
                 }
+                Step::AwaitScript => {
+                    let state = Arc::clone(&self.session().state);
+                    state.scripts.wait_for_turn().await;
+                    continue;
+                }
                 Step::Forward(owner) => {
                     if let Err(close) = self.run_forwarded(owner, &shutdown).await {
                         return close;
@@ -396,6 +404,7 @@ impl Connection {
                             step,
                             Step::Offload
                                 | Step::Block
+                                | Step::AwaitScript
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)
@@ -535,6 +544,10 @@ impl Connection {
                 Step::Offload
             }
             After::Block => Step::Block,
+            After::AwaitScript => {
+                self.output.filling.truncate(filling_before);
+                Step::AwaitScript
+            }
             After::Close => Step::Close,
             After::Continue => Step::Drained,
         }
@@ -843,7 +856,7 @@ impl Connection {
                 self.write_and_check()?;
                 Err(Close::Done)
             }
-            After::Continue | After::Offload | After::Block => Ok(()),
+            After::Continue | After::Offload | After::Block | After::AwaitScript => Ok(()),
         }
     }
 

@@ -32,6 +32,7 @@ pub mod pubsub;
 mod pops;
 mod reply;
 mod routing;
+mod scripting;
 mod server_info;
 mod sets;
 mod sort;
@@ -84,10 +85,15 @@ pub enum After {
     /// A blocking command found nothing and wrote nothing: the connection waits for its keys
     /// (`blocking.rs`), then runs it again. Only a client's own command outside EXEC.
     Block,
+    /// A script runs (on another connection): the command did nothing and wrote nothing; it
+    /// runs again, whole, once the script ends or has run past `busy-reply-threshold`
+    /// ([`Scripts::wait_for_turn`]). Only when `Session::may_offload` allows it.
+    AwaitScript,
 }
 
 pub use blocking::BlockedClients;
 pub use routing::serve_forwarded;
+pub use scripting::Scripts;
 
 impl Session {
     /// A session for one command another node forwarded here (see `routing.rs`).

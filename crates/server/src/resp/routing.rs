@@ -342,9 +342,8 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         | b"time" | b"dbsize" | b"flushall" | b"flushdb" | b"keys" | b"randomkey" | b"scan"
         | b"multi" | b"exec" | b"discard" | b"unwatch" | b"info" | b"config" | b"sindex.create"
         | b"sindex.drop" | b"sindex.list" | b"sindex.query" | b"publish" | b"pubsub"
-        | b"subscribe" | b"psubscribe" | b"unsubscribe" | b"punsubscribe" | b"sunsubscribe" => {
-            (1, 1, 1)
-        }
+        | b"subscribe" | b"psubscribe" | b"unsubscribe" | b"punsubscribe" | b"sunsubscribe"
+        | b"script" => (1, 1, 1),
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
         | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" | b"ssubscribe" => {
             (1, count, 1)
@@ -357,6 +356,13 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => (1, count.min(3), 1),
         b"lmpop" | b"zmpop" => counted_keys(args, 1),
         b"blmpop" | b"bzmpop" => counted_keys(args, 2),
+        b"eval" | b"evalsha" | b"eval_ro" | b"evalsha_ro" => {
+            let keys = std::str::from_utf8(args.get(2.min(count - 1)))
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            (3, count.min(3 + keys), 1)
+        }
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -452,9 +458,16 @@ async fn execute_off_the_runtime_if_long_noting(
     let mut out = Vec::new();
     session.may_offload = true;
     let mut reply = Reply::new(&mut out, protocol);
-    let after = commands::execute(&mut session, args, &mut reply);
-    let unavailable = reply.was_unavailable();
+    let mut after = commands::execute(&mut session, args, &mut reply);
+    let mut unavailable = reply.was_unavailable();
     drop(reply);
+    while after == After::AwaitScript {
+        session.state.scripts.wait_for_turn().await;
+        out.clear();
+        let mut reply = Reply::new(&mut out, protocol);
+        after = commands::execute(&mut session, args, &mut reply);
+        unavailable = reply.was_unavailable();
+    }
     session.may_offload = false;
     if after != After::Offload {
         return Some((session, out, unavailable));

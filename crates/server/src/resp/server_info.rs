@@ -210,6 +210,9 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("timeout", resp.timeout.to_string()),
     ]
+    .into_iter()
+    .chain(super::scripting::parameters(state))
+    .collect()
 }
 
 /// CONFIG GET pattern [pattern ...] | SET name value [name value ...] | RESETSTAT
@@ -269,6 +272,11 @@ fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
                 .notify_flags
                 .store(flags, Ordering::Relaxed);
             continue;
+        }
+        match super::scripting::set_parameter(&session.state, &name, args.get(position + 1)) {
+            Some(Ok(())) => continue,
+            Some(Err(message)) => return reply.error(&message),
+            None => {}
         }
         match parameters
             .iter()

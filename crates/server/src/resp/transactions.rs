@@ -120,6 +120,15 @@ fn discard(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
 
 /// EXEC: the queued replies, or null when a watched key changed.
 fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    // A queued script may run long: the whole transaction runs on the long-request pool.
+    if session.may_offload
+        && session
+            .transaction
+            .as_ref()
+            .is_some_and(|transaction| transaction.queued.iter().any(super::scripting::is_script))
+    {
+        return After::Offload;
+    }
     let Some(transaction) = session.transaction.take() else {
         reply.error("ERR EXEC without MULTI");
         return After::Continue;

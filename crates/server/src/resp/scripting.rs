@@ -1,0 +1,975 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD | EXISTS | FLUSH | KILL,
+//! on the Lua runtime the Aerospike UDFs use (`udf::redis`).
+//!
+//! - A script runs atomically, as in Redis: inside the namespace's exclusive section
+//!   (`Namespace::exclusive`, as EXEC), so no other command of either protocol interleaves
+//!   with it. Its `redis.call`s go through `commands::execute`, the dispatch every command
+//!   takes, so a command behaves in a script exactly as it does alone.
+//! - A script never runs on a runtime worker: EVAL asks for the long-request pool
+//!   (`After::Offload`) and runs there, so a long script holds one pool thread, not the tasks
+//!   of other connections.
+//! - While a script runs, another connection's command does not block a thread at the gate:
+//!   it waits on the runtime (`After::AwaitScript`) until the script ends or has run past
+//!   `busy-reply-threshold`; past it, every command but the few Redis allows gets `BUSY`, and
+//!   SCRIPT KILL stops a script that has not written (one that has is `UNKILLABLE`).
+//! - Each run may allocate `SCRIPT_MEMORY_BYTES_MAX` of Lua memory; past it the script ends
+//!   with `not enough memory`, which `pcall` cannot swallow.
+//!
+//! Invariants:
+//! - At most one script runs at a time (they all take the exclusive section), and
+//!   `Scripts::running` is `Some` exactly while one runs; the run's guard clears it even when
+//!   the run panics.
+//! - The cache holds at most `SCRIPT_CACHE_BYTES_MAX` bytes of bodies: past it, the scripts
+//!   EVAL cached are dropped (those SCRIPT LOAD cached stay), as Redis 7.4 evicts EVAL's.
+//! - The engine's compiled functions are the cache's scripts of its generation: SCRIPT FLUSH
+//!   bumps the generation, and the engine is rebuilt before its next use.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use udf::redis::{ParsedScript, RedisScripting, RedisValue, ScriptHost, ScriptRun};
+use wire_resp::Args;
+
+use super::commands::{self, Command};
+use super::keys;
+use super::reply::Reply;
+use super::routing::{self, Routing};
+use super::{After, Session};
+use crate::state::ServerState;
+
+/// The scripting commands.
+pub const COMMANDS: &[Command] = &[
+    ("eval", -3, eval),
+    ("eval_ro", -3, eval_ro),
+    ("evalsha", -3, evalsha),
+    ("evalsha_ro", -3, evalsha_ro),
+    ("script", -2, script),
+];
+
+/// Lua memory one script run may allocate: enough for scripts that build replies of a few
+/// million elements, small enough that a runaway one cannot take the node's memory.
+const SCRIPT_MEMORY_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// Bytes of script bodies the cache holds (Redis 7.2 has no bound; 7.4 evicts EVAL's).
+const SCRIPT_CACHE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Redis's default `busy-reply-threshold` (`lua-time-limit`), in milliseconds.
+const BUSY_REPLY_THRESHOLD_MS_DEFAULT: u64 = 5000;
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against \
+                          the dataset. You can either wait the script termination or kill the \
+                          server in a hard way using the SHUTDOWN NOSAVE command.";
+
+thread_local! {
+    /// Whether this thread runs a script now: its commands pass the busy check.
+    static IN_SCRIPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A cached script.
+#[derive(Debug)]
+struct Script {
+    body: Vec<u8>,
+    parsed: ParsedScript,
+    /// Cached by SCRIPT LOAD (kept when EVAL's scripts are evicted).
+    loaded: bool,
+}
+
+/// The script running now.
+#[derive(Debug)]
+struct Running {
+    started: Instant,
+    killed: Arc<AtomicBool>,
+    wrote: AtomicBool,
+}
+
+/// The server's scripting state: the script cache, the Lua engine, and the script running.
+pub struct Scripts {
+    cache: Mutex<ScriptCache>,
+    /// The engine and the cache generation its functions belong to; built on first use.
+    engine: Mutex<Option<(u64, RedisScripting)>>,
+    generation: AtomicU64,
+    running: Mutex<Option<Arc<Running>>>,
+    /// Whether a script runs: the cheap check every command makes.
+    active: AtomicBool,
+    /// Woken when a script ends.
+    ended: tokio::sync::Notify,
+    busy_reply_threshold_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct ScriptCache {
+    scripts: HashMap<String, Arc<Script>>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for Scripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripts")
+            .field("cached", &self.cache.lock().scripts.len())
+            .field("active", &self.active.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts {
+            cache: Mutex::default(),
+            engine: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            running: Mutex::new(None),
+            active: AtomicBool::new(false),
+            ended: tokio::sync::Notify::new(),
+            busy_reply_threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS_DEFAULT),
+        }
+    }
+}
+
+impl Scripts {
+    fn running(&self) -> Option<Arc<Running>> {
+        if !self.active.load(Ordering::Acquire) {
+            return None;
+        }
+        self.running.lock().clone()
+    }
+
+    fn threshold(&self) -> Option<Duration> {
+        match self.busy_reply_threshold_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Waits until no script runs, or the one running has run past `busy-reply-threshold`
+    /// (then commands get `BUSY`).
+    pub async fn wait_for_turn(&self) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let Some(running) = self.running() else {
+                return;
+            };
+            let Some(threshold) = self.threshold() else {
+                ended.await;
+                continue;
+            };
+            let deadline = running.started + threshold;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::select! {
+                () = ended => {}
+                () = tokio::time::sleep_until(deadline.into()) => return,
+            }
+        }
+    }
+
+    fn cached(&self, sha: &str) -> Option<Arc<Script>> {
+        self.cache.lock().scripts.get(sha).cloned()
+    }
+
+    fn insert(&self, sha: String, script: Script) {
+        let mut cache = self.cache.lock();
+        if cache.bytes + script.body.len() > SCRIPT_CACHE_BYTES_MAX {
+            cache.scripts.retain(|_, cached| cached.loaded);
+            cache.bytes = cache.scripts.values().map(|s| s.body.len()).sum();
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        cache.bytes += script.body.len();
+        if let Some(previous) = cache.scripts.insert(sha, Arc::new(script)) {
+            cache.bytes -= previous.body.len();
+        }
+    }
+
+    fn flush(&self) {
+        let mut cache = self.cache.lock();
+        cache.scripts.clear();
+        cache.bytes = 0;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Runs `run` with the engine of the current generation (built or rebuilt as needed).
+    fn with_engine<T>(&self, run: impl FnOnce(&mut RedisScripting) -> T) -> Result<T, String> {
+        let mut slot = self.engine.lock();
+        let generation = self.generation.load(Ordering::Acquire);
+        engine_in(&mut slot, generation).map(run)
+    }
+}
+
+/// The engine of `generation` in `slot`, built when missing or of an older generation.
+fn engine_in(
+    slot: &mut Option<(u64, RedisScripting)>,
+    generation: u64,
+) -> Result<&mut RedisScripting, String> {
+    if slot.as_ref().is_none_or(|(built, _)| *built != generation) {
+        let fresh = RedisScripting::new().map_err(|e| format!("ERR {e}"))?;
+        *slot = Some((generation, fresh));
+    }
+    Ok(&mut slot.as_mut().expect("the engine was just built").1)
+}
+
+/// Clears the running script when its run ends, also on a panic.
+struct RunGuard<'a> {
+    scripts: &'a Scripts,
+}
+
+impl<'a> RunGuard<'a> {
+    fn begin(scripts: &'a Scripts, running: Arc<Running>) -> RunGuard<'a> {
+        let mut slot = scripts.running.lock();
+        assert!(slot.is_none(), "two scripts run at once");
+        *slot = Some(running);
+        scripts.active.store(true, Ordering::Release);
+        IN_SCRIPT.with(|flag| flag.set(true));
+        RunGuard { scripts }
+    }
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        IN_SCRIPT.with(|flag| flag.set(false));
+        *self.scripts.running.lock() = None;
+        self.scripts.active.store(false, Ordering::Release);
+        self.scripts.ended.notify_waiters();
+    }
+}
+
+/// Before any command: while a script runs (on another thread), a command Redis refuses then
+/// gets `BUSY` once the script has run past `busy-reply-threshold`, and before that waits for
+/// its turn (`After::AwaitScript`) where it may; `None` lets the command run.
+pub fn while_busy(session: &Session, args: &Args, reply: &mut Reply<'_>) -> Option<After> {
+    if IN_SCRIPT.with(Cell::get) {
+        return None;
+    }
+    let scripts = &session.state.scripts;
+    let running = scripts.running()?;
+    if allowed_while_busy(args) {
+        return None;
+    }
+    if scripts
+        .threshold()
+        .is_some_and(|threshold| running.started.elapsed() >= threshold)
+    {
+        reply.error(BUSY);
+        return Some(After::Continue);
+    }
+    // On the pool or inside EXEC the command waits at the namespace's gate instead.
+    session.may_offload.then_some(After::AwaitScript)
+}
+
+/// Whether `args` runs a script (EXEC runs a transaction holding one on the pool).
+pub fn is_script(args: &Args) -> bool {
+    let name = args.get(0);
+    [&b"eval"[..], b"eval_ro", b"evalsha", b"evalsha_ro"]
+        .iter()
+        .any(|script| name.eq_ignore_ascii_case(script))
+}
+
+/// Commands Redis serves while a script is busy (`CMD_ALLOW_BUSY`).
+fn allowed_while_busy(args: &Args) -> bool {
+    let name = args.get(0).to_ascii_lowercase();
+    match name.as_slice() {
+        b"auth" | b"hello" | b"multi" | b"discard" | b"watch" | b"unwatch" | b"quit" | b"reset"
+        | b"shutdown" => true,
+        b"script" => args.len() == 2 && args.get(1).eq_ignore_ascii_case(b"kill"),
+        _ => false,
+    }
+}
+
+/// EVAL script numkeys [key ...] [arg ...]
+fn eval(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    eval_generic(session, args, reply, Lookup::Body, Access::ReadWrite)
+}
+
+/// EVAL_RO script numkeys [key ...] [arg ...]
+fn eval_ro(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    eval_generic(session, args, reply, Lookup::Body, Access::ReadOnly)
+}
+
+/// EVALSHA sha1 numkeys [key ...] [arg ...]
+fn evalsha(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    eval_generic(session, args, reply, Lookup::Sha, Access::ReadWrite)
+}
+
+/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+fn evalsha_ro(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    eval_generic(session, args, reply, Lookup::Sha, Access::ReadOnly)
+}
+
+/// How EVAL finds its script: by body (cached on first use) or by SHA1.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    Body,
+    Sha,
+}
+
+/// Whether the script may write: the `_RO` commands run it read-only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// The key count of an EVAL, checked against its arguments, or Redis's error.
+fn key_count(args: &Args) -> Result<usize, &'static str> {
+    let count = keys::parse_i64(args.get(2)).map_err(|()| keys::NOT_AN_INTEGER)?;
+    if count < 0 {
+        return Err("ERR Number of keys can't be negative");
+    }
+    match usize::try_from(count) {
+        Ok(count) if count <= args.len() - 3 => Ok(count),
+        _ => Err("ERR Number of keys can't be greater than number of args"),
+    }
+}
+
+fn eval_generic(
+    session: &mut Session,
+    args: &Args,
+    reply: &mut Reply<'_>,
+    lookup: Lookup,
+    access: Access,
+) -> After {
+    let key_count = match key_count(args) {
+        Ok(count) => count,
+        Err(message) => {
+            reply.error(message);
+            return After::Continue;
+        }
+    };
+    let scripts = &session.state.scripts;
+    let (sha, cached) = match lookup {
+        Lookup::Sha => {
+            let sha = args.get(1).to_ascii_lowercase();
+            let sha = String::from_utf8_lossy(&sha).into_owned();
+            match scripts.cached(&sha).filter(|_| sha.len() == 40) {
+                Some(script) => (sha, Some(script)),
+                None => {
+                    reply.error(NOSCRIPT);
+                    return After::Continue;
+                }
+            }
+        }
+        Lookup::Body => {
+            let sha = udf::redis::sha1_hex(args.get(1));
+            let cached = scripts.cached(&sha);
+            (sha, cached)
+        }
+    };
+    let parsed = match &cached {
+        Some(script) => script.parsed,
+        None => match udf::redis::parse_shebang(args.get(1)) {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                reply.error(&format!("ERR {message}"));
+                return After::Continue;
+            }
+        },
+    };
+    if let Some(refusal) = refusal(session, parsed, access) {
+        reply.error(refusal);
+        return After::Continue;
+    }
+    // A script may run long: it runs on the long-request pool, never on a runtime worker.
+    if session.may_offload {
+        return After::Offload;
+    }
+    let read_only = access == Access::ReadOnly || parsed.flags.no_writes;
+    let body = cached.as_ref().map_or(args.get(1), |script| &script.body);
+    let keys: Vec<&[u8]> = (3..3 + key_count).map(|i| args.get(i)).collect();
+    let argv: Vec<&[u8]> = (3 + key_count..args.len()).map(|i| args.get(i)).collect();
+    let state = Arc::clone(&session.state);
+    let namespace = keys::namespace_of(&state);
+    let value = namespace.exclusive(|| {
+        let run = ScriptRun {
+            sha: &sha,
+            body,
+            keys: &keys,
+            args: &argv,
+            memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
+        };
+        run_exclusive(session, run, parsed, read_only, cached.is_none())
+    });
+    write_value(reply, &value);
+    After::Continue
+}
+
+/// Why a script may not run here, as Redis words it.
+fn refusal(session: &Session, parsed: ParsedScript, access: Access) -> Option<&'static str> {
+    if session.state.is_clustered() && parsed.flags.no_cluster {
+        return Some("ERR Can not run script on cluster, 'no-cluster' flag is set.");
+    }
+    if access == Access::ReadOnly && !parsed.flags.compat && !parsed.flags.no_writes {
+        return Some("ERR Can not execute a script with write flag using *_ro command.");
+    }
+    None
+}
+
+/// Runs a script inside the exclusive section: compiles (and caches) a new body, registers
+/// the run for BUSY and SCRIPT KILL, and runs it with this session as its commands' client.
+fn run_exclusive(
+    session: &mut Session,
+    run: ScriptRun<'_>,
+    parsed: ParsedScript,
+    read_only: bool,
+    new_body: bool,
+) -> RedisValue {
+    let state = Arc::clone(&session.state);
+    let scripts = &state.scripts;
+    let running = Arc::new(Running {
+        started: Instant::now(),
+        killed: Arc::new(AtomicBool::new(false)),
+        wrote: AtomicBool::new(false),
+    });
+    let _guard = RunGuard::begin(scripts, Arc::clone(&running));
+    let saved_protocol = session.protocol;
+    let mut host = SessionHost {
+        session,
+        running: &running,
+        read_only,
+    };
+    let outcome = scripts.with_engine(|engine| {
+        if new_body {
+            engine.compile(run.sha, run.body, parsed.code_offset)?;
+        }
+        Ok::<_, String>(engine.run(run, parsed.code_offset, &mut host, &running.killed))
+    });
+    host.session.protocol = saved_protocol;
+    match outcome {
+        Ok(Ok(value)) => {
+            if new_body {
+                let script = Script {
+                    body: run.body.to_vec(),
+                    parsed,
+                    loaded: false,
+                };
+                scripts.insert(run.sha.to_owned(), script);
+            }
+            value
+        }
+        Ok(Err(message)) | Err(message) => RedisValue::Error(message.into_bytes()),
+    }
+}
+
+/// Runs a script's commands with the caller's session, as Redis runs them with its script
+/// client: the same dispatch as every command, after the checks Redis makes in a script.
+struct SessionHost<'s> {
+    session: &'s mut Session,
+    running: &'s Running,
+    read_only: bool,
+}
+
+impl ScriptHost for SessionHost<'_> {
+    fn call(&mut self, argv: Vec<Vec<u8>>, resp: u8) -> RedisValue {
+        let args = to_args(&argv);
+        if let Some(refusal) = self.refusal(&args) {
+            return RedisValue::Error(refusal.as_bytes().to_vec());
+        }
+        self.session.protocol = resp;
+        let mut out = Vec::new();
+        let mut reply = Reply::with_limit(&mut out, resp, SCRIPT_MEMORY_BYTES_MAX);
+        commands::execute(self.session, &args, &mut reply);
+        if reply.overflowed() {
+            return RedisValue::Error(b"ERR the reply passed the script's memory cap".to_vec());
+        }
+        drop(reply);
+        parse_reply(&out).unwrap_or_else(|| {
+            RedisValue::Error(b"ERR a command called from script answered malformed".to_vec())
+        })
+    }
+}
+
+impl SessionHost<'_> {
+    /// Redis's checks before a command a script calls (`scriptCall`).
+    fn refusal(&self, args: &Args) -> Option<&'static str> {
+        let state = &self.session.state;
+        let name = args.get(0).to_ascii_lowercase();
+        if let Err(message) = commands::check(state, args) {
+            return Some(if not_allowed_from_script(&name, args) {
+                // Redis knows the command; Osprey may not serve it yet.
+                "ERR This Redis command is not allowed from script"
+            } else if message.starts_with("ERR unknown command") {
+                "ERR Unknown Redis command called from script"
+            } else {
+                "ERR Wrong number of args calling Redis command from script"
+            });
+        }
+        if not_allowed_from_script(&name, args) {
+            return Some("ERR This Redis command is not allowed from script");
+        }
+        if is_write(&name) {
+            if self.read_only {
+                return Some("ERR Write commands are not allowed from read-only scripts.");
+            }
+            self.running.wrote.store(true, Ordering::Relaxed);
+        }
+        if state.is_clustered() && routing::route(state, args) != Routing::Local {
+            return Some("ERR Script attempted to access a non local key in a cluster node");
+        }
+        None
+    }
+}
+
+fn to_args(argv: &[Vec<u8>]) -> Args {
+    let parts: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    let mut encoded = Vec::new();
+    wire_resp::encode_command(&mut encoded, &parts);
+    let mut args = Args::new();
+    let decoded = wire_resp::decode_request(&encoded, &mut args);
+    assert!(
+        matches!(decoded, Ok(Some(_))),
+        "a command encoded here decodes"
+    );
+    args
+}
+
+/// Commands Redis refuses in scripts (`CMD_NOSCRIPT`), among those Osprey serves.
+fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
+    let subcommand_help = args.len() > 1 && args.get(1).eq_ignore_ascii_case(b"help");
+    match name {
+        b"auth" | b"discard" | b"eval" | b"eval_ro" | b"evalsha" | b"evalsha_ro" | b"exec"
+        | b"fcall" | b"fcall_ro" | b"hello" | b"multi" | b"quit" | b"reset" | b"unwatch"
+        | b"watch" | b"subscribe" | b"psubscribe" | b"ssubscribe" | b"unsubscribe"
+        | b"punsubscribe" | b"sunsubscribe" | b"monitor" | b"shutdown" | b"save" | b"bgsave"
+        | b"debug" => true,
+        b"client" | b"config" | b"script" | b"function" | b"acl" | b"latency" => !subcommand_help,
+        _ => false,
+    }
+}
+
+/// Commands Redis flags `write` or `may-replicate`: refused in read-only scripts, and once
+/// called they make the script unkillable.
+fn is_write(name: &[u8]) -> bool {
+    const WRITES: &[&str] = &[
+        "append",
+        "bitfield",
+        "bitop",
+        "blmove",
+        "blmpop",
+        "blpop",
+        "brpop",
+        "brpoplpush",
+        "bzmpop",
+        "bzpopmax",
+        "bzpopmin",
+        "copy",
+        "decr",
+        "decrby",
+        "del",
+        "expire",
+        "expireat",
+        "flushall",
+        "flushdb",
+        "geoadd",
+        "georadius",
+        "georadiusbymember",
+        "geosearchstore",
+        "getdel",
+        "getex",
+        "getset",
+        "hdel",
+        "hincrby",
+        "hincrbyfloat",
+        "hmset",
+        "hset",
+        "hsetnx",
+        "incr",
+        "incrby",
+        "incrbyfloat",
+        "linsert",
+        "lmove",
+        "lmpop",
+        "lpop",
+        "lpush",
+        "lpushx",
+        "lrem",
+        "lset",
+        "ltrim",
+        "migrate",
+        "move",
+        "mset",
+        "msetnx",
+        "persist",
+        "pexpire",
+        "pexpireat",
+        "pfadd",
+        "pfcount",
+        "pfdebug",
+        "pfmerge",
+        "psetex",
+        "publish",
+        "rename",
+        "renamenx",
+        "restore",
+        "rpop",
+        "rpoplpush",
+        "rpush",
+        "rpushx",
+        "sadd",
+        "sdiffstore",
+        "set",
+        "setbit",
+        "setex",
+        "setnx",
+        "setrange",
+        "sinterstore",
+        "smove",
+        "sort",
+        "spop",
+        "spublish",
+        "srem",
+        "sunionstore",
+        "swapdb",
+        "unlink",
+        "xack",
+        "xadd",
+        "xautoclaim",
+        "xclaim",
+        "xdel",
+        "xreadgroup",
+        "xsetid",
+        "xtrim",
+        "zadd",
+        "zdiffstore",
+        "zincrby",
+        "zinterstore",
+        "zmpop",
+        "zpopmax",
+        "zpopmin",
+        "zrangestore",
+        "zrem",
+        "zremrangebylex",
+        "zremrangebyrank",
+        "zremrangebyscore",
+        "zunionstore",
+    ];
+    WRITES.iter().any(|write| write.as_bytes() == name)
+}
+
+/// A command's RESP reply as a script sees it.
+fn parse_reply(bytes: &[u8]) -> Option<RedisValue> {
+    let (value, used) = parse_value(bytes, 0)?;
+    (used == bytes.len()).then_some(value)
+}
+
+/// The value at `bytes[position..]` and the position after it.
+fn parse_value(bytes: &[u8], position: usize) -> Option<(RedisValue, usize)> {
+    let rest = &bytes[position..];
+    let (head, size_bytes) = wire_resp::decode_reply(rest).ok()??;
+    let kind = *rest.first()?;
+    let end = position + size_bytes;
+    let value = match head {
+        wire_resp::Reply::Simple(text) => RedisValue::Status(text.to_vec()),
+        wire_resp::Reply::Error(text) => RedisValue::Error(text.to_vec()),
+        wire_resp::Reply::Integer(i) => RedisValue::Integer(i),
+        wire_resp::Reply::Bulk(text) if kind == b'=' => {
+            let (format, text) = text.split_at(text.len().min(4));
+            RedisValue::Verbatim {
+                format: format[..format.len().saturating_sub(1)].to_vec(),
+                text: text.to_vec(),
+            }
+        }
+        wire_resp::Reply::Bulk(text) => RedisValue::Bulk(text.to_vec()),
+        wire_resp::Reply::Null if kind == b'_' => RedisValue::Null,
+        wire_resp::Reply::Null => RedisValue::NullBulk,
+        wire_resp::Reply::Boolean(b) => RedisValue::Boolean(b),
+        wire_resp::Reply::Number(text) if kind == b',' => {
+            RedisValue::Double(super::parse_double(text).unwrap_or(f64::NAN))
+        }
+        wire_resp::Reply::Number(text) => RedisValue::BigNumber(text.to_vec()),
+        wire_resp::Reply::Aggregate {
+            kind,
+            element_count,
+        } => {
+            let header_end = position + rest.iter().position(|&b| b == b'\n')? + 1;
+            return parse_aggregate(bytes, header_end, kind, element_count)
+                .filter(|(_, after)| *after == end);
+        }
+    };
+    Some((value, end))
+}
+
+fn parse_aggregate(
+    bytes: &[u8],
+    mut position: usize,
+    kind: u8,
+    element_count: usize,
+) -> Option<(RedisValue, usize)> {
+    let mut next = || {
+        let (value, after) = parse_value(bytes, position)?;
+        position = after;
+        Some(value)
+    };
+    let value = match kind {
+        b'%' => {
+            let mut pairs = Vec::with_capacity(element_count.min(bytes.len()));
+            for _ in 0..element_count {
+                let field = next()?;
+                pairs.push((field, next()?));
+            }
+            RedisValue::Map(pairs)
+        }
+        _ => {
+            let mut items = Vec::with_capacity(element_count.min(bytes.len()));
+            for _ in 0..element_count {
+                items.push(next()?);
+            }
+            if kind == b'~' {
+                RedisValue::Set(items)
+            } else {
+                RedisValue::Array(items)
+            }
+        }
+    };
+    Some((value, position))
+}
+
+/// Writes a script's reply for the caller's protocol.
+fn write_value(reply: &mut Reply<'_>, value: &RedisValue) {
+    match value {
+        RedisValue::Status(text) => reply.encoded(&line(b'+', text)),
+        RedisValue::Error(text) => reply.encoded(&line(b'-', text)),
+        RedisValue::Integer(i) => reply.integer(*i),
+        RedisValue::Bulk(bytes) => reply.bulk(bytes),
+        RedisValue::NullBulk | RedisValue::Null => reply.null(),
+        RedisValue::Boolean(b) if reply.is_resp3() => {
+            reply.encoded(if *b { b"#t\r\n" } else { b"#f\r\n" });
+        }
+        RedisValue::Boolean(b) => reply.integer(i64::from(*b)),
+        RedisValue::Double(d) => reply.double(*d),
+        RedisValue::BigNumber(text) if reply.is_resp3() => reply.encoded(&line(b'(', text)),
+        RedisValue::BigNumber(text) => reply.bulk(text),
+        RedisValue::Verbatim { format, text } if reply.is_resp3() && format.len() == 3 => {
+            let mut encoded = format!("={}\r\n", text.len() + 4).into_bytes();
+            encoded.extend_from_slice(format);
+            encoded.push(b':');
+            encoded.extend_from_slice(text);
+            encoded.extend_from_slice(b"\r\n");
+            reply.encoded(&encoded);
+        }
+        RedisValue::Verbatim { text, .. } => reply.bulk(text),
+        RedisValue::Array(items) => {
+            reply.array(items.len());
+            items.iter().for_each(|item| write_value(reply, item));
+        }
+        RedisValue::Set(items) => {
+            reply.set(items.len());
+            items.iter().for_each(|item| write_value(reply, item));
+        }
+        RedisValue::Map(pairs) => {
+            reply.map(pairs.len());
+            for (field, value) in pairs {
+                write_value(reply, field);
+                write_value(reply, value);
+            }
+        }
+    }
+}
+
+/// A one-line reply (`+text` or `-text`), its line breaks made spaces.
+fn line(prefix: u8, text: &[u8]) -> Vec<u8> {
+    let mut encoded = Vec::with_capacity(text.len() + 3);
+    encoded.push(prefix);
+    encoded.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    encoded.extend_from_slice(b"\r\n");
+    encoded
+}
+
+/// SCRIPT LOAD script | EXISTS sha1 [sha1 ...] | FLUSH [ASYNC | SYNC] | KILL | HELP
+fn script(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_uppercase();
+    let scripts = &session.state.scripts;
+    match (subcommand.as_slice(), args.len()) {
+        (b"LOAD", 3) => script_load(scripts, args.get(2), reply),
+        (b"EXISTS", count) if count >= 3 => {
+            reply.array(count - 2);
+            for position in 2..count {
+                let sha =
+                    String::from_utf8_lossy(&args.get(position).to_ascii_lowercase()).into_owned();
+                reply.integer(i64::from(scripts.cached(&sha).is_some()));
+            }
+        }
+        (b"FLUSH", 2) => {
+            scripts.flush();
+            reply.ok();
+        }
+        (b"FLUSH", 3) => {
+            let mode = args.get(2);
+            if mode.eq_ignore_ascii_case(b"sync") || mode.eq_ignore_ascii_case(b"async") {
+                scripts.flush();
+                reply.ok();
+            } else {
+                reply.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+        }
+        (b"KILL", 2) => match scripts.running() {
+            None => reply.error(NOTBUSY),
+            Some(running) if running.wrote.load(Ordering::Relaxed) => reply.error(UNKILLABLE),
+            Some(running) => {
+                running.killed.store(true, Ordering::Relaxed);
+                reply.ok();
+            }
+        },
+        (b"DEBUG", 3) => reply.error("ERR SCRIPT DEBUG is not supported by Osprey"),
+        (b"HELP", 2) => script_help(reply),
+        _ => reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&args.get(1)[..args.get(1).len().min(128)])
+        )),
+    }
+    After::Continue
+}
+
+/// SCRIPT LOAD: compiles and caches the script, answers its SHA1.
+fn script_load(scripts: &Scripts, body: &[u8], reply: &mut Reply<'_>) {
+    let sha = udf::redis::sha1_hex(body);
+    if scripts.cached(&sha).is_none() {
+        let parsed = match udf::redis::parse_shebang(body) {
+            Ok(parsed) => parsed,
+            Err(message) => return reply.error(&format!("ERR {message}")),
+        };
+        // The engine is busy only while a script runs (a race with the busy check).
+        let Some(mut slot) = scripts.engine.try_lock() else {
+            return reply.error(BUSY);
+        };
+        let generation = scripts.generation.load(Ordering::Acquire);
+        let compiled = engine_in(&mut slot, generation)
+            .and_then(|engine| engine.compile(&sha, body, parsed.code_offset));
+        drop(slot);
+        if let Err(message) = compiled {
+            return reply.error(&message);
+        }
+        let script = Script {
+            body: body.to_vec(),
+            parsed,
+            loaded: true,
+        };
+        scripts.insert(sha.clone(), script);
+    }
+    reply.bulk(sha.as_bytes());
+}
+
+fn script_help(reply: &mut Reply<'_>) {
+    const LINES: &[&str] = &[
+        "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "EXISTS <sha1> [<sha1> ...]",
+        "    Return information about the existence of the scripts in the script cache.",
+        "FLUSH [ASYNC|SYNC]",
+        "    Flush the Lua scripts cache. Very dangerous on replicas.",
+        "KILL",
+        "    Kill the currently executing Lua script.",
+        "LOAD <script>",
+        "    Load a script into the scripts cache without executing it.",
+        "HELP",
+        "    Print this help.",
+    ];
+    reply.array(LINES.len());
+    for text in LINES {
+        reply.simple(text);
+    }
+}
+
+/// `busy-reply-threshold` (alias `lua-time-limit`) for CONFIG GET.
+pub fn parameters(state: &ServerState) -> [(&'static str, String); 2] {
+    let ms = state
+        .scripts
+        .busy_reply_threshold_ms
+        .load(Ordering::Relaxed);
+    [
+        ("busy-reply-threshold", ms.to_string()),
+        ("lua-time-limit", ms.to_string()),
+    ]
+}
+
+/// CONFIG SET of a scripting parameter: `None` when `name` is not one.
+pub fn set_parameter(state: &ServerState, name: &[u8], value: &[u8]) -> Option<Result<(), String>> {
+    if name != b"busy-reply-threshold" && name != b"lua-time-limit" {
+        return None;
+    }
+    let printable = String::from_utf8_lossy(name);
+    Some(
+        match keys::parse_i64(value)
+            .ok()
+            .and_then(|v| u64::try_from(v).ok())
+        {
+            Some(ms) => {
+                state
+                    .scripts
+                    .busy_reply_threshold_ms
+                    .store(ms, Ordering::Relaxed);
+                Ok(())
+            }
+            None => Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{printable}') - argument \
+             couldn't be parsed into an integer"
+            )),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_into_the_values_scripts_see() {
+        let parsed = parse_reply(b"*3\r\n:1\r\n$-1\r\n*2\r\n+OK\r\n-ERR x\r\n");
+        assert_eq!(
+            parsed,
+            Some(RedisValue::Array(vec![
+                RedisValue::Integer(1),
+                RedisValue::NullBulk,
+                RedisValue::Array(vec![
+                    RedisValue::Status(b"OK".to_vec()),
+                    RedisValue::Error(b"ERR x".to_vec()),
+                ]),
+            ]))
+        );
+        let parsed = parse_reply(b"%1\r\n$1\r\na\r\n,1.5\r\n");
+        assert_eq!(
+            parsed,
+            Some(RedisValue::Map(vec![(
+                RedisValue::Bulk(b"a".to_vec()),
+                RedisValue::Double(1.5)
+            )]))
+        );
+        assert_eq!(parse_reply(b"_\r\n"), Some(RedisValue::Null));
+        assert_eq!(parse_reply(b"*2\r\n:1\r\n"), None);
+    }
+
+    #[test]
+    fn key_counts_are_checked_against_the_arguments() {
+        let args = to_args(&[
+            b"eval".to_vec(),
+            b"return 1".to_vec(),
+            b"2".to_vec(),
+            b"k".to_vec(),
+        ]);
+        assert_eq!(
+            key_count(&args),
+            Err("ERR Number of keys can't be greater than number of args")
+        );
+        let args = to_args(&[b"eval".to_vec(), b"return 1".to_vec(), b"-1".to_vec()]);
+        assert_eq!(
+            key_count(&args),
+            Err("ERR Number of keys can't be negative")
+        );
+        let args = to_args(&[
+            b"eval".to_vec(),
+            b"return 1".to_vec(),
+            b"1".to_vec(),
+            b"k".to_vec(),
+        ]);
+        assert_eq!(key_count(&args), Ok(1));
+    }
+}

@@ -1,0 +1,545 @@
+//! Redis scripting (EVAL and friends) on the Lua runtime: Redis's Lua API (`redis.call`,
+//! `redis.pcall`, `redis.error_reply`, ...), its libraries (`cjson`, `bit`, `struct`,
+//! `cmsgpack`), its read-only globals, and its conversions between Lua values and replies.
+//!
+//! The crate knows nothing of commands: a script's `redis.call` goes to the host's
+//! [`ScriptHost::call`], which runs the command and answers a [`RedisValue`].
+//!
+//! Redis embeds Lua 5.1; this runs Lua 5.4 (see `docs/internals/redis-mapping.md` for what
+//! differs), with the 5.1 names Redis scripts use (`unpack`, `loadstring`, `table.getn`,
+//! `math.pow`).
+//!
+//! Invariants:
+//! - A script's environment is a read-only proxy of the globals, and every library table a
+//!   read-only proxy: no script changes what another script sees.
+//! - `redis.call` reaches the host only while [`RedisScripting::run`] runs (a scoped
+//!   function); a reference kept elsewhere errors afterwards.
+//! - An aborted run (killed, or past its memory cap) cannot be swallowed by `pcall`.
+//! - Replies convert with a bounded depth ([`NESTING_MAX`]), so self-containing tables end in
+//!   an error, not a stack overflow.
+
+mod cjson;
+mod cmsgpack;
+mod convert;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use mlua::chunk::ChunkMode;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, VmState};
+
+pub use convert::{NESTING_MAX, format_number};
+
+/// A reply as a script sees it (from `redis.call`) and gives it (its return value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RedisValue {
+    /// `+OK`: Lua `{ok = text}`.
+    Status(Vec<u8>),
+    /// An error, its text with the code and without the `-` (`ERR boom`): Lua `{err = text}`.
+    Error(Vec<u8>),
+    /// `:42`: a Lua number.
+    Integer(i64),
+    /// A bulk string: a Lua string.
+    Bulk(Vec<u8>),
+    /// RESP2's null bulk string or null array: Lua `false`.
+    NullBulk,
+    /// RESP3's null: Lua `nil`.
+    Null,
+    /// RESP3 `#t` / `#f`.
+    Boolean(bool),
+    /// RESP3 double: Lua `{double = n}`.
+    Double(f64),
+    /// RESP3 big number: Lua `{big_number = text}`.
+    BigNumber(Vec<u8>),
+    /// RESP3 verbatim string: Lua `{verbatim_string = {format = f, string = s}}`.
+    Verbatim {
+        /// The three-letter format (`txt`, `mkd`).
+        format: Vec<u8>,
+        /// The text.
+        text: Vec<u8>,
+    },
+    /// An array: a Lua sequence.
+    Array(Vec<RedisValue>),
+    /// A RESP3 set: Lua `{set = {member = true}}`.
+    Set(Vec<RedisValue>),
+    /// A RESP3 map: Lua `{map = {field = value}}`.
+    Map(Vec<(RedisValue, RedisValue)>),
+}
+
+/// What runs the commands a script calls.
+pub trait ScriptHost {
+    /// Runs `argv` (the command name first) for `redis.call`/`redis.pcall`, its reply in RESP
+    /// `resp` (2, or 3 after `redis.setresp(3)`); a refusal (unknown command, not allowed from
+    /// scripts, ...) is an [`RedisValue::Error`] with Redis's text.
+    fn call(&mut self, argv: Vec<Vec<u8>>, resp: u8) -> RedisValue;
+}
+
+/// The flags a script declares on its `#!lua flags=...` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScriptFlags {
+    /// No shebang: Redis's compatibility mode (the script may write; `EVAL_RO` makes it
+    /// read-only).
+    pub compat: bool,
+    /// `no-writes`: the script may not call write commands.
+    pub no_writes: bool,
+    /// `allow-oom`.
+    pub allow_oom: bool,
+    /// `allow-stale`.
+    pub allow_stale: bool,
+    /// `no-cluster`: refused on a cluster.
+    pub no_cluster: bool,
+    /// `allow-cross-slot-keys`.
+    pub allow_cross_slot_keys: bool,
+}
+
+/// A script's body split from its shebang line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParsedScript {
+    /// Its flags.
+    pub flags: ScriptFlags,
+    /// Where the Lua code starts (the shebang's line feed, to keep line numbers).
+    pub code_offset: usize,
+}
+
+/// Parses the `#!lua flags=a,b` line Redis 7 scripts may start with.
+///
+/// # Errors
+/// Redis's text (without `ERR `) for an unknown engine, option or flag.
+pub fn parse_shebang(body: &[u8]) -> Result<ParsedScript, String> {
+    let mut flags = ScriptFlags {
+        compat: true,
+        ..ScriptFlags::default()
+    };
+    if !body.starts_with(b"#!") {
+        return Ok(ParsedScript {
+            flags,
+            code_offset: 0,
+        });
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err("Invalid script shebang".to_owned());
+    };
+    let line = String::from_utf8_lossy(&body[..end]);
+    let mut parts = line.split_ascii_whitespace();
+    let Some(engine) = parts.next() else {
+        return Err("Invalid engine in script shebang".to_owned());
+    };
+    if engine != "#!lua" {
+        return Err(format!("Unexpected engine in script shebang: {engine}"));
+    }
+    flags.compat = false;
+    for part in parts {
+        let Some(list) = part.strip_prefix("flags=") else {
+            return Err(format!("Unknown lua shebang option: {part}"));
+        };
+        for flag in list.split(',') {
+            match flag {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" => flags.allow_stale = true,
+                "no-cluster" => flags.no_cluster = true,
+                "allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
+                other => return Err(format!("Unexpected flag in script shebang: {other}")),
+            }
+        }
+    }
+    Ok(ParsedScript {
+        flags,
+        code_offset: end,
+    })
+}
+
+/// The lower-case hex SHA1 of `bytes`, as Redis names scripts.
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    sha1_smol::Sha1::from(bytes).digest().to_string()
+}
+
+/// One script run.
+#[derive(Clone, Copy, Debug)]
+pub struct ScriptRun<'a> {
+    /// The script's SHA1 (lower-case hex), which names it in errors.
+    pub sha: &'a str,
+    /// Its body, compiled on first use.
+    pub body: &'a [u8],
+    /// The keys (`KEYS`).
+    pub keys: &'a [&'a [u8]],
+    /// The other arguments (`ARGV`).
+    pub args: &'a [&'a [u8]],
+    /// Lua memory the run may allocate beyond what the state holds, in bytes.
+    pub memory_bytes_max: usize,
+}
+
+/// Why a run was aborted.
+const ABORT_NONE: u8 = 0;
+const ABORT_KILLED: u8 = 1;
+
+/// Instructions between two checks of the kill switch.
+const HOOK_INSTRUCTIONS: u32 = 10_000;
+
+/// The Redis version scripts see (`redis.REDIS_VERSION`).
+const REDIS_VERSION: &str = "7.2.0";
+/// `redis.REDIS_VERSION_NUM`: 0x00MMmmpp.
+const REDIS_VERSION_NUM: i64 = 0x0007_0200;
+
+/// Lua's text for memory exhaustion.
+const OOM_MESSAGE: &str = "not enough memory";
+
+/// State the Lua side reads during a run.
+#[derive(Debug, Default)]
+struct RunState {
+    /// The RESP version of `redis.call` replies (`redis.setresp`).
+    resp: AtomicU8,
+    /// Why the run was aborted ([`ABORT_KILLED`]), or [`ABORT_NONE`].
+    abort: AtomicU8,
+}
+
+/// The scripting engine: one Lua state whose compiled scripts are cached by SHA1, run one at a
+/// time (`Send`, not `Sync`).
+pub struct RedisScripting {
+    lua: Lua,
+    env: Table,
+    runner: Function,
+    redis: Table,
+    state: Arc<RunState>,
+    functions: HashMap<String, Function>,
+}
+
+impl RedisScripting {
+    /// A fresh engine.
+    ///
+    /// # Errors
+    /// When the Lua state cannot be built (out of memory).
+    pub fn new() -> mlua::Result<RedisScripting> {
+        let libs = StdLib::STRING | StdLib::MATH | StdLib::TABLE;
+        let lua = Lua::new_with(libs, LuaOptions::default())?;
+        let state = Arc::new(RunState::default());
+        let host = host_table(&lua, &state)?;
+        let cjson = cjson::table(&lua)?;
+        let cmsgpack = cmsgpack::table(&lua)?;
+        let (env, runner, redis): (Table, Function, Table) = lua
+            .load(include_str!("redis/env.lua"))
+            .set_name("=redis")
+            .set_mode(ChunkMode::Text)
+            .call((host, cjson, cmsgpack))?;
+        Ok(RedisScripting {
+            lua,
+            env,
+            runner,
+            redis,
+            state,
+            functions: HashMap::new(),
+        })
+    }
+
+    /// Compiles `body` (from `code_offset`), as SCRIPT LOAD and EVAL do, and caches it as
+    /// `sha`.
+    ///
+    /// # Errors
+    /// Redis's reply text: `ERR Error compiling script (new function): ...`.
+    pub fn compile(&mut self, sha: &str, body: &[u8], code_offset: usize) -> Result<(), String> {
+        if self.functions.contains_key(sha) {
+            return Ok(());
+        }
+        let code = &body[code_offset.min(body.len())..];
+        let function = self
+            .lua
+            .load(code)
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                format!(
+                    "ERR Error compiling script (new function): {}",
+                    convert::error_text(&e)
+                )
+            })?;
+        self.functions.insert(sha.to_owned(), function);
+        Ok(())
+    }
+
+    /// Runs a script: its reply, or its error as Redis words it.
+    ///
+    /// `killed` is the kill switch: once set, the run ends at its next check with Redis's
+    /// `Script killed by user with SCRIPT KILL...` error.
+    pub fn run(
+        &mut self,
+        run: ScriptRun<'_>,
+        code_offset: usize,
+        host: &mut dyn ScriptHost,
+        killed: &Arc<AtomicBool>,
+    ) -> RedisValue {
+        if let Err(text) = self.compile(run.sha, run.body, code_offset) {
+            return RedisValue::Error(text.into_bytes());
+        }
+        let function = self.functions[run.sha].clone();
+        self.state.resp.store(2, Ordering::Relaxed);
+        self.state.abort.store(ABORT_NONE, Ordering::Relaxed);
+        if let Err(error) = self.arm(&run, killed) {
+            return run_error(run.sha, &convert::error_text(&error));
+        }
+        let host_cell = std::cell::RefCell::new(host);
+        let host = &host_cell;
+        let result = self.lua.scope(|scope| {
+            let resp = || self.state.resp.load(Ordering::Relaxed);
+            let (call_state, pcall_state) = (Arc::clone(&self.state), Arc::clone(&self.state));
+            let call = scope.create_function(move |lua, args: MultiValue| {
+                let resp = call_state.resp.load(Ordering::Relaxed);
+                let (failed, value) =
+                    convert::host_call(lua, &mut **host.borrow_mut(), resp, args)?;
+                if failed {
+                    // The error handler (or pcall) takes the error table from here: an error
+                    // raised from Rust reaches Lua as a userdata, not as Redis's table.
+                    lua.set_named_registry_value(PENDING_ERROR, value)?;
+                    return Err(mlua::Error::runtime("redis.call failed"));
+                }
+                Ok(value)
+            })?;
+            let pcall = scope.create_function(move |lua, args: MultiValue| {
+                let resp = pcall_state.resp.load(Ordering::Relaxed);
+                convert::host_call(lua, &mut **host.borrow_mut(), resp, args).map(|(_, v)| v)
+            })?;
+            self.redis.raw_set("call", call)?;
+            self.redis.raw_set("pcall", pcall)?;
+            let (ok, value): (bool, mlua::Value) = self.runner.call(function)?;
+            let reply = if ok {
+                convert::lua_to_reply(&value, resp(), 0)
+            } else {
+                convert::script_error(&value, run.sha)
+            };
+            self.redis.raw_set("call", mlua::Value::Nil)?;
+            self.redis.raw_set("pcall", mlua::Value::Nil)?;
+            self.lua
+                .set_named_registry_value(PENDING_ERROR, mlua::Value::Nil)?;
+            Ok(reply)
+        });
+        self.disarm();
+        result.unwrap_or_else(|error| run_error(run.sha, &convert::error_text(&error)))
+    }
+
+    /// Lua memory the state holds, in bytes.
+    pub fn used_memory_bytes(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Sets the run's memory cap and the hook that watches the kill switch, and the run's
+    /// `KEYS` and `ARGV`.
+    fn arm(&self, run: &ScriptRun<'_>, killed: &Arc<AtomicBool>) -> mlua::Result<()> {
+        let globals = self.lua.globals();
+        globals.raw_set("KEYS", self.lua.create_sequence_from(bytes_of(run.keys))?)?;
+        globals.raw_set("ARGV", self.lua.create_sequence_from(bytes_of(run.args))?)?;
+        if run.memory_bytes_max > 0 {
+            let limit = self.lua.used_memory().saturating_add(run.memory_bytes_max);
+            self.lua.set_memory_limit(limit)?;
+        }
+        let killed = Arc::clone(killed);
+        let state = Arc::clone(&self.state);
+        let triggers = HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS);
+        self.lua.set_hook(triggers, move |_, _| {
+            if killed.load(Ordering::Relaxed) {
+                state.abort.store(ABORT_KILLED, Ordering::Relaxed);
+                return Err(mlua::Error::runtime(KILLED_MESSAGE));
+            }
+            Ok(VmState::Continue)
+        })
+    }
+
+    fn disarm(&self) {
+        self.lua.remove_hook();
+        let _ = self.lua.set_memory_limit(0);
+        let globals = self.lua.globals();
+        let _ = globals.raw_set("KEYS", mlua::Value::Nil);
+        let _ = globals.raw_set("ARGV", mlua::Value::Nil);
+        // Redis steps the collector every 50 scripts; after a script that may have left a lot
+        // (or was aborted) a full cycle keeps the state's size close to what it holds.
+        let _ = self.lua.gc_collect();
+    }
+}
+
+/// The error of a killed script.
+const KILLED_MESSAGE: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// Redis's reply for a script failure that is not an error table.
+fn run_error(sha: &str, message: &str) -> RedisValue {
+    let message = if message.contains(OOM_MESSAGE) {
+        OOM_MESSAGE
+    } else {
+        message
+    };
+    let shown: String = message.chars().take(100).collect();
+    RedisValue::Error(format!("ERR Error running script {sha}, {shown}").into_bytes())
+}
+
+fn bytes_of<'a>(items: &'a [&'a [u8]]) -> impl Iterator<Item = mlua::BString> + 'a {
+    items.iter().map(|item| mlua::BString::from(item.to_vec()))
+}
+
+/// The functions the Lua side calls: `aborted`, `abort_text`, `where`, `take_pending`, and
+/// Redis's `sha1hex`, `log`, `setresp`, `set_repl`; and the version.
+fn host_table(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
+    let host = lua.create_table()?;
+    let aborted_state = Arc::clone(state);
+    host.raw_set(
+        "aborted",
+        lua.create_function(move |_, ()| {
+            Ok(aborted_state.abort.load(Ordering::Relaxed) != ABORT_NONE)
+        })?,
+    )?;
+    host.raw_set(
+        "abort_text",
+        lua.create_function(|_, ()| Ok(KILLED_MESSAGE))?,
+    )?;
+    host.raw_set(
+        "where",
+        lua.create_function(|lua, ()| Ok(where_failed(lua)))?,
+    )?;
+    host.raw_set(
+        "take_pending",
+        lua.create_function(|lua, ()| {
+            let pending: mlua::Value = lua.named_registry_value(PENDING_ERROR)?;
+            lua.set_named_registry_value(PENDING_ERROR, mlua::Value::Nil)?;
+            Ok(pending)
+        })?,
+    )?;
+    host.raw_set(
+        "sha1hex",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise(lua, "wrong number of arguments"));
+            }
+            let bytes = match &args[0] {
+                mlua::Value::String(s) => s.as_bytes().to_vec(),
+                mlua::Value::Integer(i) => i.to_string().into_bytes(),
+                mlua::Value::Number(n) => format_number(*n).into_bytes(),
+                _ => Vec::new(),
+            };
+            Ok(sha1_hex(&bytes))
+        })?,
+    )?;
+    host.raw_set("log", lua.create_function(redis_log)?)?;
+    let resp_state = Arc::clone(state);
+    host.raw_set(
+        "setresp",
+        lua.create_function(move |lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise(lua, "redis.setresp() requires one argument."));
+            }
+            match lua_number(&args[0]) {
+                Some(resp) if resp == 2.0 || resp == 3.0 => {
+                    resp_state
+                        .resp
+                        .store(if resp == 2.0 { 2 } else { 3 }, Ordering::Relaxed);
+                    Ok(())
+                }
+                _ => Err(raise(lua, "RESP version must be 2 or 3.")),
+            }
+        })?,
+    )?;
+    host.raw_set(
+        "set_repl",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise(lua, "redis.set_repl() requires one argument."));
+            }
+            #[allow(clippy::cast_possible_truncation)]
+            let flags = lua_number(&args[0]).unwrap_or(0.0) as i64;
+            if flags & !3 != 0 {
+                let text = "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or \
+                            REPL_NONE.";
+                return Err(raise(lua, text));
+            }
+            Ok(())
+        })?,
+    )?;
+    host.raw_set("version", REDIS_VERSION)?;
+    host.raw_set("version_num", REDIS_VERSION_NUM)?;
+    Ok(host)
+}
+
+/// Where a failing API function leaves its error table for the error handler or `pcall`: an
+/// error raised from Rust reaches Lua as a userdata, not as Redis's table.
+const PENDING_ERROR: &str = "redis_pending_error";
+
+/// Raises Redis's error table `{err = "ERR <text>"}` from a Rust function.
+fn raise(lua: &Lua, text: &str) -> mlua::Error {
+    let stored = lua.create_table().and_then(|table| {
+        table.raw_set("err", format!("ERR {text}"))?;
+        lua.set_named_registry_value(PENDING_ERROR, table)
+    });
+    match stored {
+        Ok(()) => mlua::Error::runtime(text),
+        Err(error) => error,
+    }
+}
+
+/// `lua_tonumber`: a number, or a string that reads as one.
+fn lua_number(value: &mlua::Value) -> Option<f64> {
+    match value {
+        mlua::Value::Integer(i) => Some(*i as f64),
+        mlua::Value::Number(n) => Some(*n),
+        mlua::Value::String(s) => s.to_str().ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// `redis.log(level, message, ...)`: to `tracing`, at the level Redis's maps to.
+fn redis_log(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+    if args.len() < 2 {
+        return Err(raise(lua, "redis.log() requires two arguments or more."));
+    }
+    let Some(level) = lua_number(&args[0]) else {
+        return Err(raise(lua, "First argument must be a number (log level)."));
+    };
+    if !(0.0..=3.0).contains(&level) {
+        return Err(raise(lua, "Invalid debug level."));
+    }
+    let parts: Vec<String> = args
+        .iter()
+        .skip(1)
+        .filter_map(|value| match value {
+            mlua::Value::String(s) => Some(s.to_string_lossy()),
+            mlua::Value::Integer(i) => Some(i.to_string()),
+            mlua::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect();
+    let message = parts.join(" ");
+    match level {
+        3.0 => tracing::warn!(target: "redis_script", "{message}"),
+        2.0 => tracing::info!(target: "redis_script", "{message}"),
+        _ => tracing::debug!(target: "redis_script", "{message}"),
+    }
+    Ok(())
+}
+
+/// The script position an error is reported at (called from the error handler): the innermost
+/// frame of the script's own code, else Redis's choice (the raising function, or its caller
+/// when that is a C function).
+fn where_failed(lua: &Lua) -> (Option<String>, Option<i64>) {
+    // Level 0 is this function, 1 the handler, 2 where the error was raised.
+    let frame = |level: usize| {
+        lua.inspect_stack(level, |debug| {
+            let source = debug.source();
+            let line = debug.current_line().and_then(|l| i64::try_from(l).ok());
+            (source.source.map(|s| s.into_owned()), source.what, line)
+        })
+    };
+    for level in 2..=NESTING_MAX {
+        match frame(level) {
+            None => break,
+            Some((Some(source), _, line)) if source == "@user_script" => {
+                return (Some(source), line.or(Some(-1)));
+            }
+            Some(_) => {}
+        }
+    }
+    match frame(2) {
+        Some((_, "C", _)) => frame(3).map_or((None, None), |(s, _, l)| (s, l.or(Some(-1)))),
+        Some((source, _, line)) => (source, line.or(Some(-1))),
+        None => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! Redis's `cjson` library: `cjson.encode` writes JSON as lua-cjson 2.1 does (numbers with
+//! `%.14g`, `/` escaped, an empty table as `{}`, sparse arrays refused), `cjson.decode` reads
+//! JSON with serde_json (`null` is `cjson.null`).
+
+use mlua::{LightUserData, Lua, Table, Value};
+
+use super::NESTING_MAX;
+
+/// Largest key of an array that may be sparse without limit (lua-cjson's `encode_sparse_safe`).
+const SPARSE_SAFE: i64 = 10;
+/// A table whose largest key passes this many times its entries is "excessively sparse".
+const SPARSE_RATIO: i64 = 2;
+
+/// The `cjson` functions: `encode`, `decode`, and `null`.
+pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
+    let cjson = lua.create_table()?;
+    cjson.raw_set(
+        "encode",
+        lua.create_function(|lua, value: Value| {
+            let mut out = Vec::new();
+            encode(&mut out, &value, 0).map_err(mlua::Error::runtime)?;
+            lua.create_string(out)
+        })?,
+    )?;
+    cjson.raw_set(
+        "decode",
+        lua.create_function(|lua, text: mlua::LuaString| {
+            let json: serde_json::Value =
+                serde_json::from_slice(&text.as_bytes()).map_err(|e| {
+                    mlua::Error::runtime(format!("Expected value but found invalid token: {e}"))
+                })?;
+            decode(lua, json)
+        })?,
+    )?;
+    cjson.raw_set("null", null())?;
+    Ok(cjson)
+}
+
+/// `cjson.null`: a light userdata holding NULL, as lua-cjson's.
+fn null() -> Value {
+    Value::LightUserData(LightUserData(std::ptr::null_mut()))
+}
+
+fn encode(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), String> {
+    match value {
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::LightUserData(data) if data.0.is_null() => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        #[allow(clippy::cast_precision_loss)]
+        Value::Integer(i) => number(out, *i as f64)?,
+        Value::Number(n) => number(out, *n)?,
+        Value::String(s) => string(out, &s.as_bytes()),
+        Value::Table(table) => {
+            if depth >= NESTING_MAX {
+                return Err(format!(
+                    "Cannot serialise, excessive nesting ({})",
+                    depth + 1
+                ));
+            }
+            match array_length(table)? {
+                Some(length) => array(out, table, length, depth)?,
+                None => object(out, table, depth)?,
+            }
+        }
+        other => {
+            return Err(format!(
+                "Cannot serialise {}: type not supported",
+                other.type_name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The array length when every key is a positive integer (and the array not too sparse);
+/// `None` for an object (an empty table is one).
+fn array_length(table: &Table) -> Result<Option<i64>, String> {
+    let (mut max, mut items) = (0i64, 0i64);
+    for pair in table.pairs::<Value, Value>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        let index = match key {
+            Value::Integer(i) => i,
+            #[allow(clippy::cast_possible_truncation)]
+            Value::Number(n) if n.fract() == 0.0 => n as i64,
+            _ => return Ok(None),
+        };
+        if index < 1 {
+            return Ok(None);
+        }
+        max = max.max(index);
+        items += 1;
+    }
+    if max > items.saturating_mul(SPARSE_RATIO) && max > SPARSE_SAFE {
+        return Err("Cannot serialise table: excessively sparse array".to_owned());
+    }
+    Ok((max > 0).then_some(max))
+}
+
+fn array(out: &mut Vec<u8>, table: &Table, length: i64, depth: usize) -> Result<(), String> {
+    out.push(b'[');
+    for index in 1..=length {
+        if index > 1 {
+            out.push(b',');
+        }
+        let item: Value = table.raw_get(index).map_err(|e| e.to_string())?;
+        encode(out, &item, depth + 1)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+fn object(out: &mut Vec<u8>, table: &Table, depth: usize) -> Result<(), String> {
+    out.push(b'{');
+    let mut first = true;
+    for pair in table.pairs::<Value, Value>() {
+        let (key, value) = pair.map_err(|e| e.to_string())?;
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        match &key {
+            Value::String(s) => string(out, &s.as_bytes()),
+            Value::Integer(_) | Value::Number(_) => {
+                out.push(b'"');
+                encode(out, &key, depth + 1)?;
+                out.push(b'"');
+            }
+            _ => return Err("Cannot serialise table: table key must be a number or string".into()),
+        }
+        out.push(b':');
+        encode(out, &value, depth + 1)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn number(out: &mut Vec<u8>, value: f64) -> Result<(), String> {
+    if !value.is_finite() {
+        return Err("Cannot serialise number: must not be NaN or Inf".to_owned());
+    }
+    out.extend_from_slice(format_g14(value).as_bytes());
+    Ok(())
+}
+
+/// C's `%.14g`.
+fn format_g14(value: f64) -> String {
+    const PRECISION: i32 = 14;
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, value);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..PRECISION).contains(&exponent) {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exponent.abs());
+    }
+    let decimals = usize::try_from(PRECISION - 1 - exponent).unwrap_or(0);
+    trim_fraction(&format!("{value:.decimals$}")).to_owned()
+}
+
+fn trim_fraction(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
+}
+
+fn string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'/' => out.extend_from_slice(b"\\/"),
+            b'\x08' => out.extend_from_slice(b"\\b"),
+            b'\x0c' => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// JSON as Lua: objects and arrays as tables, `null` as `cjson.null`; numbers are Lua numbers
+/// (integral ones within 2^53 as integers, which print as Lua 5.1's do).
+fn decode(lua: &Lua, json: serde_json::Value) -> mlua::Result<Value> {
+    Ok(match json {
+        serde_json::Value::Null => null(),
+        serde_json::Value::Bool(b) => Value::Boolean(b),
+        serde_json::Value::Number(n) => {
+            let float = n.as_f64().unwrap_or(0.0);
+            #[allow(clippy::cast_possible_truncation)]
+            let integral = float as i64;
+            if float.fract() == 0.0 && float.abs() < 9_007_199_254_740_992.0 {
+                Value::Integer(integral)
+            } else {
+                Value::Number(float)
+            }
+        }
+        serde_json::Value::String(s) => Value::String(lua.create_string(s)?),
+        serde_json::Value::Array(items) => {
+            let table = lua.create_table_with_capacity(items.len(), 0)?;
+            for (index, item) in items.into_iter().enumerate() {
+                table.raw_set(index + 1, decode(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+        serde_json::Value::Object(fields) => {
+            let table = lua.create_table_with_capacity(0, fields.len())?;
+            for (name, item) in fields {
+                table.raw_set(name, decode(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_g14;
+
+    #[test]
+    fn numbers_print_as_c_percent_fourteen_g() {
+        assert_eq!(format_g14(1.0), "1");
+        assert_eq!(format_g14(0.1), "0.1");
+        assert_eq!(format_g14(1.5e20), "1.5e+20");
+        assert_eq!(format_g14(123_456_789_012_345.0), "1.2345678901234e+14");
+        assert_eq!(format_g14(0.000_01), "1e-05");
+        assert_eq!(format_g14(-2.5), "-2.5");
+        assert_eq!(format_g14(100.0), "100");
+    }
+}
