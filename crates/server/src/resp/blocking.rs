@@ -92,10 +92,13 @@ pub enum Kind {
     List = 0,
     /// BZPOPMIN, BZPOPMAX, BZMPOP.
     ZSet = 1,
+    /// XREAD and XREADGROUP with BLOCK: readers take nothing from one another, so a write
+    /// wakes every one of them, not only the first.
+    Stream = 2,
 }
 
 /// Kinds of waiters, one queue each per key.
-const KIND_COUNT: usize = 2;
+const KIND_COUNT: usize = 3;
 
 /// What a blocking command that found nothing waits for; the connection takes it.
 #[derive(Debug)]
@@ -118,6 +121,10 @@ pub struct Blocking {
     pub retry: bool,
     /// Left by a blocking command that found nothing and blocks.
     pub request: Option<Request>,
+    /// Arguments a blocked command reads in place of its own on each retry, by position, as
+    /// Redis rewrites a blocked XREAD's `$` into the id it stood for. A command clears them
+    /// when it runs afresh (not as a retry).
+    pub rewritten: Vec<(usize, Vec<u8>)>,
 }
 
 impl Blocking {
@@ -560,12 +567,15 @@ impl KeyWaiters {
         self.queues.iter().all(VecDeque::is_empty)
     }
 
-    /// Wakes the first waiter of each kind.
+    /// Wakes the first waiter of each kind, and every stream reader.
     fn wake_heads(&self) {
-        for queue in &self.queues {
+        for queue in &self.queues[..Kind::Stream as usize] {
             if let Some(head) = queue.front() {
                 head.wake.notify_one();
             }
+        }
+        for reader in &self.queues[Kind::Stream as usize] {
+            reader.wake.notify_one();
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, geo, hashes, hyperloglog, indexes, keys, keyspace, lists,
-    pops, pubsub, scripting, server_info, sets, sort, strings, transactions, zsets,
+    pops, pubsub, scripting, server_info, sets, sort, streams, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -57,6 +57,7 @@ const TABLES: &[&[Command]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     geo::COMMANDS,
+    streams::COMMANDS,
     sort::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,

@@ -36,6 +36,7 @@ mod scripting;
 mod server_info;
 mod sets;
 mod sort;
+mod streams;
 mod strings;
 mod transactions;
 mod zsets;

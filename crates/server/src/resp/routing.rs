@@ -363,6 +363,8 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
                 .unwrap_or(0);
             (3, count.min(3 + keys), 1)
         }
+        b"xread" | b"xreadgroup" => streams_keys(args),
+        b"xgroup" | b"xinfo" => (2, count.min(3), 1),
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -389,6 +391,26 @@ fn counted_keys(args: &Args, count_position: usize) -> (usize, usize, usize) {
         .unwrap_or(0);
     let first = count_position + 1;
     (first, count.min(first.saturating_add(keys)), 1)
+}
+
+/// Where XREAD's and XREADGROUP's keys are: after STREAMS, the first half of what follows.
+fn streams_keys(args: &Args) -> (usize, usize, usize) {
+    let count = args.len();
+    // XREADGROUP's group and consumer come first (GROUP g c), and may be named STREAMS.
+    let search_from = if args.get(0).eq_ignore_ascii_case(b"xreadgroup") {
+        4
+    } else {
+        1
+    };
+    let streams =
+        (search_from..count).find(|&position| args.get(position).eq_ignore_ascii_case(b"streams"));
+    match streams {
+        Some(position) => {
+            let first = position + 1;
+            (first, first + (count - first) / 2, 1)
+        }
+        None => (1, 1, 1),
+    }
 }
 
 /// Runs commands forwarded by another node: `payload` is the client's RESP version (one
