@@ -38,7 +38,7 @@ def test_info_prints_only_the_sections_asked_for(r):
 def test_config_get_matches_patterns_and_set_refuses_changes(r):
     assert r.config_get("save") == {"save": ""}
     assert r.config_get("appendonly") == {"appendonly": "no"}
-    assert r.config_get("databases") == {"databases": "1"}
+    assert r.config_get("databases") == {"databases": "16"}
     several = r.config_get("max*")
     assert set(several) == {"maxclients", "maxmemory", "maxmemory-clients", "maxmemory-policy"}
     assert r.config_get("nosuchsetting") == {}

@@ -53,6 +53,8 @@ pub struct ServerState {
     /// Redis commands refused because Osprey does not know them (INFO's
     /// `rejected_unknown_commands`).
     pub resp_unknown_commands: AtomicU64,
+    /// Redis's numbered databases: the set each lives in.
+    pub resp_databases: crate::resp::Databases,
     /// Redis clients blocked in BLPOP and the like, by key.
     pub blocked_clients: Arc<crate::resp::BlockedClients>,
     /// Aerospike requests refused because they use a feature Osprey does not implement yet.
@@ -123,6 +125,7 @@ impl ServerState {
             resp_commands: AtomicU64::new(0),
             resp_connected: AtomicU64::new(0),
             resp_unknown_commands: AtomicU64::new(0),
+            resp_databases: crate::resp::Databases::new(&config.resp.set, config.resp.databases),
             blocked_clients: Arc::default(),
             unsupported: UnsupportedStats::default(),
             cluster: Arc::new(SingleNode::new(node_id.parse().unwrap_or(model::NodeId(1)))),

@@ -204,7 +204,12 @@ impl ForwardedBlock {
 
     /// The command for the next slice, its timeout cut to what is left (at most
     /// [`FORWARDED_WAIT_MAX`]), as a forward payload; `None` once the deadline has passed.
-    pub fn next_payload(&self, protocol: u8, args: &Args) -> Option<Vec<u8>> {
+    pub fn next_payload(
+        &self,
+        protocol: u8,
+        database: super::databases::Database,
+        args: &Args,
+    ) -> Option<Vec<u8>> {
         let left = match self.deadline {
             Some(deadline) => deadline.checked_duration_since(Instant::now())?,
             None => FORWARDED_WAIT_MAX,
@@ -218,7 +223,7 @@ impl ForwardedBlock {
                 p => args.get(p),
             })
             .collect();
-        let mut payload = vec![protocol];
+        let mut payload = super::routing::payload_start(protocol, database);
         wire_resp::encode_command(&mut payload, &words);
         Some(payload)
     }
@@ -298,7 +303,7 @@ fn serve_or_block(
     let retry = session.blocking.retry;
     let mut digests: Vec<Digest> = keys
         .iter()
-        .map(|key| Target::of(&session.state, key).digest())
+        .map(|key| Target::of(&session.state, session.database, key).digest())
         .collect();
     digests.sort_unstable();
     digests.dedup();

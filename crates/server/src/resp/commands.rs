@@ -16,8 +16,9 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, geo, hashes, hyperloglog, indexes, keys, keyspace, lists,
-    pops, pubsub, scripting, server_info, sets, sort, streams, strings, transactions, zsets,
+    After, Session, bitmaps, blocking, databases, dump, geo, hashes, hyperloglog, indexes, keys,
+    keyspace, lists, pops, pubsub, scripting, server_info, sets, sort, streams, strings,
+    transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -38,13 +39,14 @@ const SERVER_COMMANDS: &[Command] = &[
     ("ping", -1, ping),
     ("quit", -1, quit),
     ("reset", 1, reset),
-    ("select", 2, select),
     ("time", 1, time),
 ];
 
 /// Every command table.
 const TABLES: &[&[Command]] = &[
     SERVER_COMMANDS,
+    databases::COMMANDS,
+    dump::COMMANDS,
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
@@ -204,18 +206,10 @@ fn quit(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     After::Close
 }
 
-fn select(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    match keys::parse_i64(args.get(1)) {
-        Ok(0) => reply.ok(),
-        Ok(_) => reply.error("ERR DB index is out of range"),
-        Err(()) => reply.error(keys::NOT_AN_INTEGER),
-    }
-    After::Continue
-}
-
 fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.protocol = 2;
     session.name = None;
+    session.database = databases::Database::default();
     session.transaction = None;
     session.watched.clear();
     session.pubsub.clear();
@@ -328,8 +322,8 @@ fn client_line(session: &Session) -> String {
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
     format!(
-        "id={} name={} db=0 resp={}\n",
-        session.client_id, name, session.protocol
+        "id={} name={} db={} resp={}\n",
+        session.client_id, name, session.database.0, session.protocol
     )
 }
 
@@ -390,7 +384,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
-        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" => (0, 0, 0),
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb" => {
+            (0, 0, 0)
+        }
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
@@ -404,6 +400,7 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         // A key count comes first: Redis reports these as keyless here too.
         "lmpop" | "zmpop" | "blmpop" | "bzmpop" => (0, 0, 0),
         "bitop" => (2, -1, 1),
+        "object" | "memory" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),
         _ => (1, 1, 1),

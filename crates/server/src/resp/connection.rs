@@ -475,7 +475,12 @@ impl Connection {
             && !transaction.doomed()
         {
             let watching = !session.watched.is_empty();
-            match routing::route_transaction(&session.state, transaction.queued(), watching) {
+            match routing::route_transaction(
+                &session.state,
+                session.database,
+                transaction.queued(),
+                watching,
+            ) {
                 Routing::Forward(owner) => return Step::ForwardTransaction(owner),
                 Routing::CrossSlot | Routing::Unavailable | Routing::Refused(_) => {
                     session.transaction = None;
@@ -494,9 +499,9 @@ impl Connection {
             let may_wait = self
                 .unready_since
                 .is_none_or(|since| since.elapsed() < MAP_CATCH_UP);
-            match routing::route(&session.state, args) {
+            match routing::route(&session.state, session.database, args) {
                 Routing::Local => {
-                    if may_wait && !routing::masters_here(&session.state, args) {
+                    if may_wait && !routing::masters_here(&session.state, session.database, args) {
                         return Step::Unready(seen);
                     }
                 }
@@ -678,12 +683,12 @@ impl Connection {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<(), Close> {
         let args = self.args.take().expect("the arguments are home");
-        let protocol = self.session().protocol;
+        let (protocol, database) = (self.session().protocol, self.session().database);
         if let Some(block) = blocking::ForwardedBlock::of(&args) {
             self.args = Some(args);
             return self.run_forwarded_blocking(owner, &block, shutdown).await;
         }
-        let payload = routing::forward_payload(protocol, &args);
+        let payload = routing::forward_payload(protocol, database, &args);
         self.args = Some(args);
         self.forward_and_queue_reply(owner, &payload).await;
         Ok(())
@@ -698,10 +703,10 @@ impl Connection {
         block: &blocking::ForwardedBlock,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<(), Close> {
-        let protocol = self.session().protocol;
+        let (protocol, database) = (self.session().protocol, self.session().database);
         loop {
             let args = self.args.as_ref().expect("the arguments are home");
-            let Some(payload) = block.next_payload(protocol, args) else {
+            let Some(payload) = block.next_payload(protocol, database, args) else {
                 Reply::new(&mut self.output.filling, protocol).null_array();
                 return Ok(());
             };
@@ -744,7 +749,11 @@ impl Connection {
         let session = self.session();
         let transaction = session.transaction.take().expect("EXEC ends a transaction");
         session.watched.clear();
-        let payload = routing::forward_transaction_payload(session.protocol, transaction.queued());
+        let payload = routing::forward_transaction_payload(
+            session.protocol,
+            session.database,
+            transaction.queued(),
+        );
         self.forward_and_queue_reply(owner, &payload).await;
     }
 
@@ -773,7 +782,7 @@ impl Connection {
         let args = self.args.take().expect("the arguments are home");
         let session = self.session.take().expect("the session is home");
         let state = Arc::clone(&session.state);
-        let protocol = session.protocol;
+        let (protocol, database) = (session.protocol, session.database);
         let Some((session, local_part)) =
             routing::execute_off_the_runtime_if_long(session, &args).await
         else {
@@ -782,7 +791,7 @@ impl Connection {
         };
         self.session = Some(session);
         let mut parts = vec![local_part];
-        let payload = Arc::new(routing::forward_payload(protocol, &args));
+        let payload = Arc::new(routing::forward_payload(protocol, database, &args));
         let command = args.command().unwrap_or_default().to_ascii_lowercase();
         self.args = Some(args);
         let mut answers = tokio::task::JoinSet::new();

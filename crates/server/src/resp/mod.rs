@@ -17,7 +17,9 @@ mod collection;
 mod commands;
 mod connection;
 mod cost;
+mod databases;
 mod docs;
+mod dump;
 mod geo;
 mod geohash;
 mod glob;
@@ -30,6 +32,7 @@ mod lists;
 mod msgpack;
 mod pops;
 pub mod pubsub;
+mod rdb;
 mod reply;
 mod routing;
 mod scripting;
@@ -58,6 +61,8 @@ pub struct Session {
     client_id: u64,
     /// Set by `CLIENT SETNAME` or `HELLO ... SETNAME`.
     name: Option<Vec<u8>>,
+    /// The database SELECT chose (`databases.rs`): the set its keys live in.
+    database: databases::Database,
     /// Scratch space for writes, and what they wait for before their replies go out.
     writes: keys::Writes,
     /// The transaction being queued, between MULTI and EXEC.
@@ -93,6 +98,7 @@ pub enum After {
 }
 
 pub use blocking::BlockedClients;
+pub use databases::{DATABASES_MAX, Databases, database_set_name};
 pub use routing::serve_forwarded;
 pub use scripting::Scripts;
 
@@ -104,6 +110,7 @@ impl Session {
             protocol,
             client_id: 0,
             name: None,
+            database: databases::Database::default(),
             writes: keys::Writes::default(),
             transaction: None,
             watched: Vec::new(),
@@ -143,6 +150,7 @@ pub async fn serve(
         protocol: 2,
         client_id,
         name: None,
+        database: databases::Database::default(),
         writes: keys::Writes::default(),
         transaction: None,
         watched: Vec::new(),

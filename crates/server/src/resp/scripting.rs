@@ -429,7 +429,8 @@ fn run_exclusive(
         wrote: AtomicBool::new(false),
     });
     let _guard = RunGuard::begin(scripts, Arc::clone(&running));
-    let saved_protocol = session.protocol;
+    // A script's SELECT lasts until it ends, as in Redis 7: the caller keeps its database.
+    let (saved_protocol, saved_database) = (session.protocol, session.database);
     let mut host = SessionHost {
         session,
         running: &running,
@@ -442,6 +443,7 @@ fn run_exclusive(
         Ok::<_, String>(engine.run(run, parsed.code_offset, &mut host, &running.killed))
     });
     host.session.protocol = saved_protocol;
+    host.session.database = saved_database;
     match outcome {
         Ok(Ok(value)) => {
             if new_body {
@@ -510,7 +512,9 @@ impl SessionHost<'_> {
             }
             self.running.wrote.store(true, Ordering::Relaxed);
         }
-        if state.is_clustered() && routing::route(state, args) != Routing::Local {
+        if state.is_clustered()
+            && routing::route(state, self.session.database, args) != Routing::Local
+        {
             return Some("ERR Script attempted to access a non local key in a cluster node");
         }
         None

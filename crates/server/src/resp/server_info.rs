@@ -51,24 +51,29 @@ fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// The RESP namespace's summary and its RESP set's key count.
+/// The RESP namespace's summary and the key count of each database.
 struct RespSummary {
     namespace: NamespaceSummary,
-    keys: u64,
+    database_keys: Vec<u64>,
 }
 
 fn resp_summary(state: &ServerState) -> RespSummary {
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
-    let keys = namespace
-        .sets()
-        .into_iter()
-        .find(|set| set.name == state.config.resp.set)
-        .map_or(0, |set| set.objects);
+    let sets = namespace.sets();
+    let database_keys = state
+        .resp_databases
+        .iter()
+        .map(|(_, name)| {
+            sets.iter()
+                .find(|set| set.name == name)
+                .map_or(0, |set| set.objects)
+        })
+        .collect();
     RespSummary {
         namespace: namespace.summary(),
-        keys,
+        database_keys,
     }
 }
 
@@ -137,8 +142,10 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         _ => {
             let mut line = String::from("# Keyspace\r\n");
-            if summary.keys > 0 {
-                let _ = write!(line, "db0:keys={}\r\n", summary.keys);
+            for (database, keys) in summary.database_keys.iter().enumerate() {
+                if *keys > 0 {
+                    let _ = write!(line, "db{database}:keys={keys},expires=0,avg_ttl=0\r\n");
+                }
             }
             text.push_str(&line);
             Ok(())
@@ -188,7 +195,7 @@ fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
             "client-query-buffer-limit",
             wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string(),
         ),
-        ("databases", "1".to_owned()),
+        ("databases", resp.databases.to_string()),
         ("maxclients", resp.maxclients.to_string()),
         ("maxmemory", "0".to_owned()),
         (

@@ -239,7 +239,7 @@ pub fn xadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         .map(|position| Box::from(args.get(position)))
         .collect();
     let now_ms = keys::now_of(session).unix_ms;
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -299,7 +299,7 @@ pub fn xrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>, rev: bo
         Ok(parsed) => parsed,
         Err(failure) => return finish(reply, Err::<(), _>(failure), |_, ()| {}),
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |stream: Option<&StreamValue>| {
         let Some(stream) = stream else {
             reply.array(0);
@@ -345,7 +345,7 @@ fn parse_range_count(args: &Args) -> Result<Option<u64>, Failure> {
 
 /// XLEN key
 pub fn xlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |stream: Option<&StreamValue>| {
         stream.map_or(0, StreamValue::len)
     });
@@ -356,7 +356,7 @@ pub fn xlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// XDEL key id [id ...]: the entries deleted.
 pub fn xdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -383,7 +383,7 @@ pub fn xtrim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
         Ok(_) => unreachable!("XTRIM's parse insists on a strategy"),
         Err(failure) => return finish(reply, Err::<(), _>(failure), |_, ()| {}),
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -405,7 +405,7 @@ pub fn xsetid(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
         Ok(parsed) => parsed,
         Err(failure) => return finish(reply, Err::<(), _>(failure), |_, ()| {}),
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,

@@ -154,7 +154,7 @@ pub fn xgroup(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     };
     let (key, group) = (args.get(2), args.get(3));
     let now_ms = now_ms_of(session);
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -252,7 +252,7 @@ fn xgroup_change(
 
 /// XACK key group id [id ...]: the entries acknowledged.
 pub fn xack(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -326,7 +326,7 @@ pub fn xpending(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Af
     };
     let (key, group_name) = (args.get(1), args.get(2));
     let now_ms = now_ms_of(session);
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let outcome = collection::read(&target, |stream: Option<&StreamValue>| {
         let Some(group) = stream.and_then(|stream| stream.group(group_name)) else {
             return Err(nogroup_key_or_group(key, group_name));
@@ -477,7 +477,7 @@ type Claimed = Vec<(StreamId, Option<Fields>)>;
 pub fn xclaim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let (key, group_name, consumer) = (args.get(1), args.get(2), args.get(3));
     let now_ms = now_ms_of(session);
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -605,7 +605,7 @@ pub fn xautoclaim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> 
     let (key, group_name, consumer) = (args.get(1), args.get(2), args.get(3));
     let now_ms = now_ms_of(session);
     let may_offload = session.may_offload;
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -762,7 +762,7 @@ pub fn xinfo(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     }
     let key = args.get(2);
     let now_ms = now_ms_of(session);
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let outcome = collection::read(&target, |stream: Option<&StreamValue>| {
         let Some(stream) = stream else {
             return Err(Failure::message("ERR no such key"));

@@ -113,7 +113,14 @@ fn block(
         }
     }
     let mut digests: Vec<Digest> = (0..parsed.key_count)
-        .map(|index| Target::of(&session.state, args.get(parsed.streams_position + index)).digest())
+        .map(|index| {
+            Target::of(
+                &session.state,
+                session.database,
+                args.get(parsed.streams_position + index),
+            )
+            .digest()
+        })
         .collect();
     digests.sort_unstable();
     digests.dedup();
@@ -224,7 +231,7 @@ fn check_keys(
             .iter()
             .find(|(p, _)| *p == position)
             .map_or(args.get(position), |(_, text)| text.as_slice());
-        let target = Target::of(&session.state, key);
+        let target = Target::of(&session.state, session.database, key);
         let looked = collection::read(&target, |stream: Option<&StreamValue>| {
             check_key(stream, key, id_arg, parsed)
         });
@@ -306,7 +313,7 @@ fn serve_keys(
     let mut served = Vec::new();
     for (index, &from) in froms.iter().enumerate() {
         let key = args.get(parsed.streams_position + index);
-        let target = Target::of(&session.state, key);
+        let target = Target::of(&session.state, session.database, key);
         let entries = match parsed.group {
             None => {
                 let From::After(after) = from else {
