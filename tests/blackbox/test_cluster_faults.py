@@ -370,7 +370,7 @@ def check_all(fault_round: Round, workloads: Workloads, checker: Path, out_dir: 
     workloads.registers.read_all_finally()
     found, verdict = register_problems(checker, workloads.registers, out_dir)
     problems += found
-    problems += replica_problems(fault_round.servers)
+    problems += replica_problems(fault_round.servers, workloads)
     print(f"  checked: set {counts}; registers: {verdict}", flush=True)
     if problems:
         dirs = ", ".join(str(server.dir) for server in fault_round.servers)
