@@ -31,9 +31,7 @@ compares every partition's two copies (`partition-hashes`).
 Every choice (victim, timings, workload mix) comes from a seed, printed as
 `OSPREY_FAULT_SEED=<n>`; set that variable to replay a run (thread timing still differs).
 `OSPREY_FAULT_ROUNDS=N` repeats each fault N times with seeds derived from the first, each printed.
-`OSPREY_FAULT_TBF_RATE` (default 32mbit; 16mbit passes too; at 8 mbit rounds stall: a log entry
-holding a whole partition table cannot cross the capped link within openraft's 150 ms append
-deadline; a known limit, see docs/reliability.md) and
+`OSPREY_FAULT_TBF_RATE` (default 32mbit; 16mbit and 8mbit pass too, see docs/reliability.md) and
 `OSPREY_FAULT_TBF_LATENCY` (400ms) shape the bandwidth cap. The checker is
 `OSPREY_LINEARIZABILITY_CHECKER`, or built with `go build` when that is unset. A failing round keeps
 its servers' logs and its histories, and names them. Needs root and network namespaces (iproute2 and
