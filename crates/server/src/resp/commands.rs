@@ -16,9 +16,9 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, databases, dump, geo, hashes, hyperloglog, indexes, keys,
-    keyspace, lists, pops, pubsub, scripting, server_info, sets, sort, streams, strings,
-    transactions, zsets,
+    After, Session, bitmaps, blocking, databases, dump, functions, geo, hashes, hyperloglog,
+    indexes, keys, keyspace, lists, pops, pubsub, scripting, server_info, sets, sort, streams,
+    strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -63,6 +63,7 @@ const TABLES: &[&[Command]] = &[
     sort::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
+    functions::COMMANDS,
     server_info::COMMANDS,
     indexes::COMMANDS,
     pubsub::COMMANDS,

@@ -20,6 +20,7 @@ mod cost;
 mod databases;
 mod docs;
 mod dump;
+mod functions;
 mod geo;
 mod geohash;
 mod glob;

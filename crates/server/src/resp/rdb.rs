@@ -139,6 +139,76 @@ pub fn decode(payload: &[u8]) -> Result<RdbValue, DumpError> {
     Ok(value)
 }
 
+/// RDB opcodes of function libraries (Redis's `rdb.h`).
+mod rdb_opcode {
+    /// A library: its code as an RDB string (what FUNCTION DUMP writes).
+    pub const FUNCTION_2: u8 = 245;
+    /// The pre-release form of Redis 7.0's release candidates.
+    pub const FUNCTION_PRE_GA: u8 = 246;
+}
+
+/// Why a FUNCTION RESTORE payload was refused, in Redis's words ([`FunctionsError::text`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionsError {
+    /// Too short, a newer RDB version, or a wrong checksum.
+    VersionOrChecksum,
+    /// A library record's opcode could not be read.
+    NoType,
+    /// The pre-release function record.
+    PreGa,
+    /// A record that is not a library.
+    NotAFunction,
+    /// A library's code could not be read.
+    BadLibrary,
+}
+
+impl FunctionsError {
+    /// Redis's error text.
+    pub fn text(self) -> &'static str {
+        match self {
+            FunctionsError::VersionOrChecksum => "ERR DUMP payload version or checksum are wrong",
+            FunctionsError::NoType => "ERR can not read data type",
+            FunctionsError::PreGa => "ERR Pre-GA function format not supported",
+            FunctionsError::NotAFunction => "ERR given type is not a function",
+            FunctionsError::BadLibrary => "ERR Failed loading library payload",
+        }
+    }
+}
+
+/// FUNCTION DUMP's payload: each library's code as an RDB function record, then the version
+/// and checksum, as a value's dump.
+pub fn encode_functions<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(rdb_opcode::FUNCTION_2);
+        write_string(&mut out, code);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let checksum = crc64(0, &out);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out
+}
+
+/// The libraries' codes of a FUNCTION RESTORE `payload`, in its order.
+///
+/// # Errors
+/// [`FunctionsError::VersionOrChecksum`] before anything is read when the footer is wrong;
+/// the others for a record that is not a readable library.
+pub fn decode_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, FunctionsError> {
+    let body = verified_body(payload).map_err(|_| FunctionsError::VersionOrChecksum)?;
+    let mut reader = Reader { bytes: body };
+    let mut codes = Vec::new();
+    while !reader.bytes.is_empty() {
+        match reader.byte().ok_or(FunctionsError::NoType)? {
+            rdb_opcode::FUNCTION_2 => {}
+            rdb_opcode::FUNCTION_PRE_GA => return Err(FunctionsError::PreGa),
+            _ => return Err(FunctionsError::NotAFunction),
+        }
+        codes.push(reader.string().ok_or(FunctionsError::BadLibrary)?);
+    }
+    Ok(codes)
+}
+
 /// The value bytes of a payload whose version and checksum hold.
 fn verified_body(payload: &[u8]) -> Result<&[u8], DumpError> {
     let Some(footer_start) = payload.len().checked_sub(FOOTER_BYTES) else {

@@ -179,3 +179,52 @@ fn random_payloads_never_panic() {
         let _ = decode(&with_footer(&body));
     }
 }
+
+/// FUNCTION DUMP of redis-server 7.0.15 holding one library: its code is an LZF string.
+#[test]
+fn function_dumps_of_redis_server_decode_to_their_libraries() {
+    let payload = hex(
+        "f5c34056405b1f23216c7561206e616d653d6d796c69620a72656469732e72656769737465725f0b66756e\
+         6374696f6e28276d79400b02272c2040066012116b6579732c2061726773292072657475726e600c075b315d\
+         20656e64290a008d5936adc6e707da",
+    );
+    let code = b"#!lua name=mylib\nredis.register_function('myfunc', function(keys, args) \
+                 return args[1] end)";
+    assert_eq!(decode_functions(&payload), Ok(vec![code.to_vec()]));
+}
+
+#[test]
+fn function_dumps_round_trip_and_refuse_what_is_not_a_library() {
+    let codes = strings(&["#!lua name=a\nx", "#!lua name=b\ny"]);
+    let payload = encode_functions(codes.iter().map(Vec::as_slice));
+    assert_eq!(decode_functions(&payload), Ok(codes));
+    assert_eq!(decode_functions(&encode_functions([])), Ok(Vec::new()));
+    let mut corrupt = payload.clone();
+    corrupt[3] ^= 1;
+    assert_eq!(
+        decode_functions(&corrupt),
+        Err(FunctionsError::VersionOrChecksum)
+    );
+    // A value's dump has the right footer but is not a library.
+    let value = encode(&RdbValue::String(b"v".to_vec()));
+    assert_eq!(decode_functions(&value), Err(FunctionsError::NotAFunction));
+}
+
+/// Random bodies under a valid footer: decoding answers, never panics or allocates what a
+/// length merely declares.
+#[test]
+fn function_dumps_of_random_bytes_never_panic() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    for _ in 0..2000 {
+        let mut body = vec![rdb_opcode::FUNCTION_2];
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let length = (seed % 24) as usize;
+        body.extend((0..length).map(|i| (seed >> (i % 8 * 8)) as u8));
+        body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+        let checksum = crc64(0, &body);
+        body.extend_from_slice(&checksum.to_le_bytes());
+        let _ = decode_functions(&body);
+    }
+}
