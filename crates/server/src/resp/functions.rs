@@ -323,22 +323,19 @@ fn fcall_generic(
         name: function.name.clone(),
         command: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
     };
-    let namespace = keys::namespace_of(&state);
-    let value = namespace.exclusive(|| {
-        scripting::run_registered(session, kind, read_only, |host, killed| {
-            let run = ScriptRun {
-                sha: &function.name,
-                body: b"",
-                keys: &keys,
-                args: &argv,
-                memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
-            };
-            // A function runs holding the engine: a load waits for it (or gets BUSY).
-            match functions.engine.lock().as_mut() {
-                Some(engine) => engine.call_function(&function, run, host, killed),
-                None => RedisValue::Error(b"ERR Function not found".to_vec()),
-            }
-        })
+    let value = scripting::run_registered(session, kind, read_only, |host, killed| {
+        let run = ScriptRun {
+            sha: &function.name,
+            body: b"",
+            keys: &keys,
+            args: &argv,
+            memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
+        };
+        // A function runs holding the engine: a load waits for it (or gets BUSY).
+        match functions.engine.lock().as_mut() {
+            Some(engine) => engine.call_function(&function, run, host, killed),
+            None => RedisValue::Error(b"ERR Function not found".to_vec()),
+        }
     });
     scripting::write_value(reply, &value);
     After::Continue

@@ -430,18 +430,14 @@ fn eval_generic(
     let body = cached.as_ref().map_or(args.get(1), |script| &script.body);
     let keys: Vec<&[u8]> = (3..3 + key_count).map(|i| args.get(i)).collect();
     let argv: Vec<&[u8]> = (3 + key_count..args.len()).map(|i| args.get(i)).collect();
-    let state = Arc::clone(&session.state);
-    let namespace = keys::namespace_of(&state);
-    let value = namespace.exclusive(|| {
-        let run = ScriptRun {
-            sha: &sha,
-            body,
-            keys: &keys,
-            args: &argv,
-            memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
-        };
-        run_exclusive(session, run, parsed, read_only, cached.is_none())
-    });
+    let run = ScriptRun {
+        sha: &sha,
+        body,
+        keys: &keys,
+        args: &argv,
+        memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
+    };
+    let value = run_exclusive(session, run, parsed, read_only, cached.is_none());
     write_value(reply, &value);
     After::Continue
 }
@@ -500,6 +496,11 @@ fn run_exclusive(
 /// KILL), with a host that runs its commands as this session's; the session's protocol and
 /// database are its own again afterwards (a script's SELECT lasts until it ends, as in
 /// Redis 7).
+///
+/// The run is registered before it enters the namespace's exclusive section, where it runs:
+/// a command that arrives meanwhile sees it and waits on the runtime (or gets BUSY), rather
+/// than wait at the section's gate on a runtime thread, where, with every thread of a small
+/// machine blocked so, nothing could serve SCRIPT KILL.
 pub(super) fn run_registered<T>(
     session: &mut Session,
     kind: RunKind,
@@ -507,6 +508,7 @@ pub(super) fn run_registered<T>(
     body: impl FnOnce(&mut SessionHost<'_>, &Arc<AtomicBool>) -> T,
 ) -> T {
     let state = Arc::clone(&session.state);
+    let namespace = keys::namespace_of(&state);
     let running = Arc::new(Running {
         started: Instant::now(),
         killed: Arc::new(AtomicBool::new(false)),
@@ -520,7 +522,7 @@ pub(super) fn run_registered<T>(
         running: &running,
         read_only,
     };
-    let outcome = body(&mut host, &running.killed);
+    let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
     host.session.protocol = saved_protocol;
     host.session.database = saved_database;
     outcome
