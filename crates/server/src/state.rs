@@ -71,6 +71,12 @@ pub struct ServerState {
     pub pubsub: Arc<crate::resp::pubsub::hub::Hub>,
     /// Redis scripting: the script cache, the Lua engine, and the script running.
     pub scripts: crate::resp::Scripts,
+    /// SLOWLOG's entries and settings.
+    pub resp_slowlog: crate::resp::SlowLog,
+    /// The live Redis connections (CLIENT KILL) and CLIENT PAUSE.
+    pub resp_clients: crate::resp::Clients,
+    /// The Redis parameters CONFIG SET keeps that nothing else holds.
+    pub resp_settings: crate::resp::Settings,
 }
 
 /// Client connection counters for `statistics`.
@@ -136,6 +142,9 @@ impl ServerState {
                 &config.resp.notify_keyspace_events,
             )),
             scripts: crate::resp::Scripts::default(),
+            resp_slowlog: crate::resp::SlowLog::default(),
+            resp_clients: crate::resp::Clients::default(),
+            resp_settings: crate::resp::Settings::default(),
             node_id,
             config,
         })

@@ -16,9 +16,9 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, databases, dump, functions, geo, hashes, hyperloglog,
-    indexes, keys, keyspace, lists, pops, pubsub, scripting, server_info, sets, sort, streams,
-    strings, transactions, zsets,
+    After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
+    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, parameters, pops, pubsub, scripting,
+    server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -65,6 +65,9 @@ const TABLES: &[&[Command]] = &[
     scripting::COMMANDS,
     functions::COMMANDS,
     server_info::COMMANDS,
+    parameters::COMMANDS,
+    slowlog::COMMANDS,
+    diagnostics::COMMANDS,
     indexes::COMMANDS,
     pubsub::COMMANDS,
 ];
@@ -108,7 +111,17 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         return After::Offload;
     }
     let notifying = pubsub::notify::before(session, name, args);
+    let timing = session.state.resp_slowlog.is_on() && !slowlog::skips(name);
+    let started = timing.then(std::time::Instant::now);
     let after = handler(session, args, reply);
+    if let Some(started) = started
+        && matches!(after, After::Continue | After::Close)
+    {
+        session
+            .state
+            .resp_slowlog
+            .record(session, args, started.elapsed());
+    }
     if let Some(pending) = notifying.filter(|_| after != After::Offload) {
         pubsub::notify::after(session, args, pending);
     }
@@ -176,6 +189,20 @@ fn unknown_command(args: &Args) -> String {
     text
 }
 
+/// Redis 7's error for a subcommand of `command` that is not in `known` (lower case), or one
+/// of them called with the wrong argument count.
+pub fn subcommand_error(command: &str, known: &[&str], args: &Args) -> String {
+    let subcommand = String::from_utf8_lossy(args.get(1)).to_ascii_lowercase();
+    if known.contains(&subcommand.as_str()) {
+        return format!("ERR wrong number of arguments for '{command}|{subcommand}' command");
+    }
+    format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        printable(args.get(1)),
+        command.to_ascii_uppercase()
+    )
+}
+
 /// How much of the arguments an unknown-command error lists (Redis's 128).
 const ARGS_TEXT_BYTES_MAX: usize = 128;
 
@@ -214,6 +241,8 @@ fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.transaction = None;
     session.watched.clear();
     session.pubsub.clear();
+    session.reply_mode = client_control::ReplyMode::On;
+    (session.no_evict, session.no_touch) = (false, false);
     reply.set_protocol(2);
     reply.simple("RESET");
     After::Continue
@@ -308,13 +337,37 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         (b"INFO", 2) => reply.bulk(client_line(session).as_bytes()),
         (b"LIST", _) => reply.bulk(client_line(session).as_bytes()),
         (b"UNBLOCK", 3 | 4) => blocking::client_unblock(session, args, reply),
-        _ => reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            printable(args.get(1))
-        )),
+        _ => {
+            if let Some(after) = client_control::client(session, args, reply) {
+                return after;
+            }
+            reply.error(&subcommand_error("client", CLIENT_SUBCOMMANDS, args));
+        }
     }
     After::Continue
 }
+
+/// The CLIENT subcommands Osprey knows (for their arity errors).
+const CLIENT_SUBCOMMANDS: &[&str] = &[
+    "caching",
+    "getname",
+    "getredir",
+    "help",
+    "id",
+    "info",
+    "kill",
+    "list",
+    "no-evict",
+    "no-touch",
+    "pause",
+    "reply",
+    "setinfo",
+    "setname",
+    "tracking",
+    "trackinginfo",
+    "unblock",
+    "unpause",
+];
 
 fn client_line(session: &Session) -> String {
     let name = session
@@ -385,9 +438,8 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
-        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb" => {
-            (0, 0, 0)
-        }
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
+        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),

@@ -21,6 +21,10 @@
 //!   it subscribes, the `pubsub` class of `client-output-buffer-limit` bounds its output.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
+//! - While CLIENT PAUSE holds a command back, the connection waits before it runs it (the
+//!   requests after it wait too), for the pause to end, CLIENT KILL, or shutdown.
+//! - A connection told to close (CLIENT KILL, or for client memory) closes at its next safe
+//!   point, or at once while it waits.
 //! - A blocked command (`After::Block`) holds back the requests after it: the connection
 //!   waits for a wake-up, its deadline, CLIENT UNBLOCK, or the client leaving (its input is
 //!   still read, within the same limit), and answers it before the next request.
@@ -183,6 +187,8 @@ enum Step {
     Block,
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
+    /// CLIENT PAUSE holds the last command back; it has not run.
+    Paused,
     /// The last command's reply passed the connection's limit.
     OverLimit,
     /// On a cluster, the last command's keys are mastered here by this node's map, but not
@@ -266,6 +272,9 @@ pub async fn serve(
                 "client closed for overcoming of output buffer limits"
             );
         }
+        Close::Evicted if connection.account.was_killed() => {
+            debug!(client_id, ?peer, "client killed by CLIENT KILL");
+        }
         Close::Evicted => warn!(
             client_id,
             ?peer,
@@ -305,6 +314,7 @@ impl Connection {
                 return close;
             }
             let step = self.answer_step();
+            self.note_subscribed();
             if step == Step::OverLimit {
                 // The cut reply must not reach the client: close without writing it.
                 return self.over_limit();
@@ -346,6 +356,12 @@ impl Connection {
                 }
                 Step::Unready(seen) => {
                     self.wait_for_map(seen).await;
+                    continue;
+                }
+                Step::Paused => {
+                    if let Err(close) = self.wait_for_unpause(&mut shutdown).await {
+                        return close;
+                    }
                     continue;
                 }
                 Step::Gather => {
@@ -392,7 +408,7 @@ impl Connection {
                         continue;
                     }
                     step = self.answer(&args, filling_len_max, true);
-                    if let Step::Unready(_) = step {
+                    if matches!(step, Step::Unready(_) | Step::Paused) {
                         // Not run: decoded and answered again once the map has moved.
                         self.args = Some(args);
                         self.input.advance(consumed - size_bytes);
@@ -451,6 +467,20 @@ impl Connection {
             .map_err(|_| Close::OutputLimit)
     }
 
+    /// Tells the registry whether the client subscribes now (CLIENT KILL TYPE pubsub).
+    fn note_subscribed(&self) {
+        let Some(session) = self.session.as_ref() else {
+            return;
+        };
+        if let Some(registration) = &session.registration {
+            let subscribed = session.pubsub.is_subscribed();
+            let entry = &registration.entry;
+            if entry.subscribed.load(Ordering::Relaxed) != subscribed {
+                entry.subscribed.store(subscribed, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Runs one command into the output.
     fn answer(
         &mut self,
@@ -464,6 +494,11 @@ impl Connection {
             .as_mut()
             .expect("the session is home between commands");
         session.may_offload = may_offload;
+        let pending = session.transaction.as_ref().map(|t| t.queued());
+        if session.state.resp_clients.holds(args, pending) {
+            return Step::Paused;
+        }
+        let reply_mode = session.reply_mode;
         let mut reply =
             Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
                 .charged_to(&self.memory);
@@ -541,6 +576,11 @@ impl Connection {
             // request is, rather than answered with the refusal.
             self.output.filling.truncate(filling_before);
             return Step::Unready(seen);
+        }
+        if matches!(after, After::Continue | After::Close)
+            && session.reply_mode.drops_reply(reply_mode)
+        {
+            self.output.filling.truncate(filling_before);
         }
         match after {
             _ if overflowed => Step::OverLimit,
@@ -660,6 +700,19 @@ impl Connection {
             }
         }
         Close::Done
+    }
+
+    /// Waits for CLIENT PAUSE to end (lifted, or past its deadline), CLIENT KILL, or shutdown.
+    async fn wait_for_unpause(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let state = Arc::clone(&self.session().state);
+        tokio::select! {
+            () = state.resp_clients.pause_lifted() => Ok(()),
+            () = self.account.told_to_close() => Err(Close::Evicted),
+            _ = shutdown.changed() => Err(Close::Shutdown),
+        }
     }
 
     /// Waits until this node's map moves past version `seen`, or until the command waiting in
@@ -838,11 +891,15 @@ impl Connection {
         let memory = Arc::clone(&self.memory);
         let job = move || {
             session.may_offload = false;
+            let (filling_before, reply_mode) = (filling.len(), session.reply_mode);
             let mut reply = Reply::with_limit(&mut filling, session.protocol, filling_len_max)
                 .charged_to(&memory);
             let after = commands::execute(&mut session, &args, &mut reply);
             let overflow = (reply.overflowed(), reply.over_budget());
             drop(reply);
+            if session.reply_mode.drops_reply(reply_mode) {
+                filling.truncate(filling_before);
+            }
             (session, args, filling, after, overflow)
         };
         let Ok((session, args, filling, after, (overflowed, over_budget))) =
@@ -947,12 +1004,11 @@ impl Connection {
             }
             self.input.reserve(READ_CHUNK_BYTES);
             let unsent = self.output.unsent_bytes() > 0;
-            let may_be_told = self.account.may_be_told();
             let (mut reader, writer) = self.stream.split();
             let read = tokio::select! {
                 biased;
                 _ = shutdown.changed() => return Err(Close::Shutdown),
-                () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+                () = self.account.told_to_close() => return Err(Close::Evicted),
                 () = waiter.woken() => return Ok(true),
                 () = sleep_until_or_never(deadline) => return Ok(false),
                 read = reader.read_buf(&mut self.input) => read,
@@ -993,20 +1049,18 @@ impl Connection {
         if reading {
             self.input.reserve(READ_CHUNK_BYTES);
         }
-        let may_be_told = self.account.may_be_told();
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
-        let watched = unsent
-            || may_be_told
-            || soft_deadline.is_some()
-            || idle_deadline.is_some()
-            || mailbox.is_some();
+        let watched =
+            unsent || soft_deadline.is_some() || idle_deadline.is_some() || mailbox.is_some();
         if reading && !watched {
-            // The usual wait of an ordinary client: its next request, or shutdown.
+            // The usual wait of an ordinary client: its next request, CLIENT KILL, or
+            // shutdown.
             let read = tokio::select! {
                 biased;
                 read = reader.read_buf(&mut self.input) => read,
+                () = self.account.told_to_close() => return Err(Close::Evicted),
                 _ = shutdown.changed() => return Err(Close::Shutdown),
             };
             return self.after_read(read);
@@ -1017,7 +1071,7 @@ impl Connection {
             ready = writer.as_ref().writable(), if unsent => {
                 return ready.map_err(|_| Close::Done);
             }
-            () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+            () = self.account.told_to_close() => return Err(Close::Evicted),
             () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => return Ok(()),
             () = sleep_until_or_never(soft_deadline) => return Err(Close::OutputLimit),
             () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),

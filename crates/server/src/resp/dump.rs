@@ -344,6 +344,27 @@ fn object(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
+/// DEBUG OBJECT key: Redis's line, with Osprey's encoding and the value's size in memory as
+/// its serialized length.
+pub(super) fn debug_object(session: &Session, key: &[u8], reply: &mut Reply<'_>) {
+    let target = Target::of(&session.state, session.database, key);
+    match target.view(|current| current.map(|c| facts_of(&c))) {
+        Ok(Some(facts)) => {
+            let now_ms = now_of(session).unix_ms;
+            let idle_s = now_ms.saturating_sub(facts.last_update_ms) / 1000;
+            reply.simple(&format!(
+                "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:0 \
+                 lru_seconds_idle:{idle_s}",
+                facts.encoding, facts.size_bytes
+            ));
+        }
+        Ok(None) => reply.error("ERR no such key"),
+        Err(code) => {
+            engine_error(reply, code);
+        }
+    }
+}
+
 /// Redis 7's reply to a subcommand it does not know.
 fn unknown_subcommand(command: &str, subcommand: &[u8]) -> String {
     let shown = &subcommand[..subcommand.len().min(128)];

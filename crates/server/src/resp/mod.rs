@@ -13,11 +13,14 @@
 
 mod bitmaps;
 mod blocking;
+mod client_control;
+mod clients;
 mod collection;
 mod commands;
 mod connection;
 mod cost;
 mod databases;
+mod diagnostics;
 mod docs;
 mod dump;
 mod functions;
@@ -31,6 +34,7 @@ mod keys;
 mod keyspace;
 mod lists;
 mod msgpack;
+mod parameters;
 mod pops;
 pub mod pubsub;
 mod rdb;
@@ -39,6 +43,7 @@ mod routing;
 mod scripting;
 mod server_info;
 mod sets;
+mod slowlog;
 mod sort;
 mod streams;
 mod strings;
@@ -77,6 +82,13 @@ pub struct Session {
     pubsub: pubsub::Subscriptions,
     /// Whether a blocking command (BLPOP...) may block here, and what it waits for.
     blocking: blocking::Blocking,
+    /// This connection in the registry of live ones (none for a forwarded command).
+    registration: Option<clients::Registration>,
+    /// CLIENT REPLY: which replies the client gets.
+    reply_mode: client_control::ReplyMode,
+    /// CLIENT NO-EVICT and NO-TOUCH, as CLIENT INFO shows them.
+    no_evict: bool,
+    no_touch: bool,
 }
 
 /// What the connection does after a command.
@@ -99,9 +111,12 @@ pub enum After {
 }
 
 pub use blocking::BlockedClients;
+pub use clients::Clients;
 pub use databases::{DATABASES_MAX, Databases, database_set_name};
+pub use parameters::Settings;
 pub use routing::serve_forwarded;
 pub use scripting::Scripts;
+pub use slowlog::SlowLog;
 
 impl Session {
     /// A session for one command another node forwarded here (see `routing.rs`).
@@ -118,7 +133,19 @@ impl Session {
             may_offload: false,
             pubsub: pubsub::Subscriptions::default(),
             blocking: blocking::Blocking::allowed(),
+            registration: None,
+            reply_mode: client_control::ReplyMode::On,
+            no_evict: false,
+            no_touch: false,
         }
+    }
+
+    /// The client's `ip:port` (empty for a forwarded command).
+    pub fn peer_address(&self) -> String {
+        self.registration
+            .as_ref()
+            .map(|registration| registration.entry.peer_address.clone())
+            .unwrap_or_default()
     }
 
     /// Whether a command that may take long should ask for the long-request pool: it asks
@@ -146,6 +173,18 @@ pub async fn serve(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         + 1;
     let _connected = ConnectedGuard::new(&state);
+    let address = |address: std::io::Result<std::net::SocketAddr>| {
+        address
+            .map(|address| address.to_string())
+            .unwrap_or_default()
+    };
+    let registration = Clients::register(
+        &state,
+        client_id,
+        address(stream.peer_addr()),
+        address(stream.local_addr()),
+        account.closer(),
+    );
     let session = Session {
         state,
         protocol: 2,
@@ -158,6 +197,10 @@ pub async fn serve(
         may_offload: true,
         pubsub: pubsub::Subscriptions::default(),
         blocking: blocking::Blocking::allowed(),
+        registration: Some(registration),
+        reply_mode: client_control::ReplyMode::On,
+        no_evict: false,
+        no_touch: false,
     };
     connection::serve(stream, session, shutdown, account).await;
 }

@@ -359,7 +359,9 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         | b"multi" | b"exec" | b"discard" | b"unwatch" | b"info" | b"config" | b"sindex.create"
         | b"sindex.drop" | b"sindex.list" | b"sindex.query" | b"publish" | b"pubsub"
         | b"subscribe" | b"psubscribe" | b"unsubscribe" | b"punsubscribe" | b"sunsubscribe"
-        | b"script" | b"swapdb" => (1, 1, 1),
+        | b"script" | b"swapdb" | b"slowlog" | b"latency" | b"debug" | b"wait" | b"waitaof" => {
+            (1, 1, 1)
+        }
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
         | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" | b"ssubscribe" => {
             (1, count, 1)

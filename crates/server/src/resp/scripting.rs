@@ -618,7 +618,7 @@ fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
 
 /// Commands Redis flags `write` or `may-replicate`: refused in read-only scripts, and once
 /// called they make the script unkillable.
-fn is_write(name: &[u8]) -> bool {
+pub(super) fn is_write(name: &[u8]) -> bool {
     const WRITES: &[&str] = &[
         "append",
         "bitfield",
