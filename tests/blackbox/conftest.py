@@ -132,3 +132,10 @@ def resp_server(request):
 def r(resp_server, request):
     """A redis-py client on `resp_server`, once per protocol version (RESP2 and RESP3)."""
     return resp_server.redis(protocol=request.param)
+
+
+@pytest.fixture(scope="module")
+def redis_server_port():
+    """A reference redis-server for the module's differential tests: its port."""
+    with harness.reference_redis_server() as port:
+        yield port

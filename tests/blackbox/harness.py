@@ -23,8 +23,9 @@ import subprocess
 import tempfile
 import time
 import uuid
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import aerospike
 
@@ -624,3 +625,35 @@ def client_with_udf(server: "OspreyServer", lua_dir: Path, name: str, source: st
     module.write_text(source)
     client.udf_put(str(module))
     return client
+
+
+@contextlib.contextmanager
+def reference_redis_server(*extra_args: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """A redis-server (the Debian package's, 7.0) on a free port, without persistence, for the
+    differential tests that compare Osprey's replies with it: yields its port. `cargo xtask ci`
+    installs it; without it the test fails, saying so."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        import pytest
+        pytest.fail("redis-server is not installed (cargo xtask ci installs it)", pytrace=False)
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="reference-redis-") as workdir:
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", workdir, *extra_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "redis-server did not start"
+                    time.sleep(0.05)
+            yield port
+        finally:
+            process.terminate()
+            process.wait(timeout=10)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import subprocess
-import time
 
 import aerospike
 import pytest
@@ -24,7 +21,6 @@ import harness
 WRONGTYPE = "^WRONGTYPE Operation against a key holding the wrong kind of value$"
 NOT_HLL = "^WRONGTYPE Key is not a valid HyperLogLog string value.$"
 CORRUPTED = "^INVALIDOBJ Corrupted HLL object detected$"
-REDIS_SERVER = shutil.which("redis-server")
 
 
 @pytest.fixture
@@ -39,33 +35,11 @@ def rb(resp_server):
 
 
 @pytest.fixture(scope="module")
-def real_redis(tmp_path_factory):
-    """A redis-server on a free port, without persistence, for differential checks."""
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed")
-    port = harness.free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(host="127.0.0.1", port=port, protocol=2)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.05)
+def real_redis(redis_server_port):
+    """A client of the reference redis-server (`conftest.py`), for differential checks."""
+    client = redis.Redis(host="127.0.0.1", port=redis_server_port, protocol=2)
     yield client
     client.close()
-    process.terminate()
-    process.wait(timeout=10)
-
 
 def outcome(client, *args):
     """A command's reply, or its error text: what the differential tests compare."""

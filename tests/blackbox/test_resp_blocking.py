@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -339,30 +337,6 @@ def test_a_client_blocked_on_keys_of_both_kinds_is_counted_once(resp_server, key
 # -- multi-key pops against redis-server ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def redis_server_port():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed (cargo xtask ci installs it)", pytrace=False)
-    port = harness.free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def random_command(rng: random.Random, keys: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ import redis
 
 import harness
 from test_resp_scripting import error_of, long_client, run_in_thread
-from test_resp_zsets import Raw, redis_server_port  # noqa: F401 (a fixture)
+from test_resp_zsets import Raw
 
 LIBRARY = """#!lua name=mylib
 local function set_and_echo(keys, args)

@@ -16,7 +16,7 @@ import shlex
 import pytest
 
 import harness
-from test_resp_zsets import Raw, redis_server_port  # noqa: F401 (a fixture)
+from test_resp_zsets import Raw
 
 
 @pytest.fixture

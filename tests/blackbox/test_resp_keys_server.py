@@ -14,7 +14,6 @@ import pytest
 import redis
 
 import harness
-from test_resp_zsets import redis_server_port  # noqa: F401 (a fixture)
 
 
 @pytest.fixture

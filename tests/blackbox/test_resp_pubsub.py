@@ -8,9 +8,7 @@ PUBLISH across a three-node cluster.
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import threading
 import time
 
@@ -21,37 +19,12 @@ import harness
 from test_cluster import wait_formed
 from test_hostile import rss_bytes
 
-REDIS_SERVER = shutil.which("redis-server")
 
 
 @pytest.fixture(scope="module")
-def real_redis_port(tmp_path_factory):
-    """A redis-server on a free port, without persistence, for differential checks."""
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed")
-    port = harness.free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(host="127.0.0.1", port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.05)
-    client.close()
-    yield port
-    process.terminate()
-    process.wait(timeout=10)
-
+def real_redis_port(redis_server_port):
+    """The reference redis-server (`conftest.py`), for differential checks."""
+    return redis_server_port
 
 def command(*args: str | bytes) -> bytes:
     out = [b"*%d\r\n" % len(args)]

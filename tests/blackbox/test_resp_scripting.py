@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import harness
-from test_resp_zsets import Raw, redis_server_port  # noqa: F401 (a fixture)
+from test_resp_zsets import Raw
 
 
 @pytest.fixture

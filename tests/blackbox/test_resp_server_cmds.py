@@ -6,7 +6,6 @@ with a redis-server 7.0.15 the module starts on a free port.
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 
 import pytest
@@ -22,29 +21,12 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def real_redis(tmp_path_factory):
-    """A redis-server 7.0.15 without a config file, for its error texts."""
-    port = free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--enable-debug-command", "yes",
-         "--dir", str(tmp_path_factory.mktemp("redis"))],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-
-    def up():
-        try:
-            return client.ping()
-        except redis.ConnectionError:
-            return False
-
-    harness.wait_until(up, timeout=10)
-    yield client
-    process.terminate()
-    process.wait(timeout=10)
-
+def real_redis():
+    """A reference redis-server 7.0 without a config file and with DEBUG, for its error texts."""
+    with harness.reference_redis_server("--enable-debug-command", "yes") as port:
+        client = redis.Redis(port=port)
+        yield client
+        client.close()
 
 @pytest.fixture
 def o(resp_server):

@@ -11,10 +11,6 @@ from __future__ import annotations
 import os
 import random
 import shlex
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
 
@@ -29,32 +25,9 @@ def key():
 
 @pytest.fixture(scope="module")
 def redis_c_locale_port():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed (cargo xtask ci installs it)", pytrace=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "LC_ALL": "C"},
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+    """A reference redis-server in the C locale: its ALPHA order follows the locale."""
+    with harness.reference_redis_server(env={"LC_ALL": "C"}) as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
 
 # -- through redis-py -------------------------------------------------------------------------
 

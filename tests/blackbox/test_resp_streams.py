@@ -11,7 +11,6 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -88,30 +87,6 @@ def test_an_emptied_stream_keeps_its_key_and_last_id(r, key):
 # -- against redis-server ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def redis_server_port():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed (cargo xtask ci installs it)", pytrace=False)
-    port = harness.free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def command(*args: str | bytes) -> bytes:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import random
 import shlex
-import shutil
 import socket
-import subprocess
-import time
 
 import pytest
 import redis
@@ -574,32 +571,6 @@ def test_a_zset_is_a_map_bin_for_aerospike_clients(resp_server, key):
 # -- the same bytes as redis-server -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def redis_server_port():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed (cargo xtask ci installs it)", pytrace=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 # Commands whose replies are the same in every Redis 7.x: scores are integers or halves, whose
