@@ -392,8 +392,9 @@ impl Connection {
                         continue;
                     }
                     step = self.answer(&args, filling_len_max, true);
-                    if let Step::Unready(_) = step {
-                        // Not run: decoded and answered again once the map has moved.
+                    if let Step::Unready(_) | Step::AwaitScript = step {
+                        // Not run: decoded and answered again once the map has moved, or once
+                        // the running script has ended or passed `busy-reply-threshold`.
                         self.args = Some(args);
                         self.input.advance(consumed - size_bytes);
                         return step;
@@ -404,7 +405,6 @@ impl Connection {
                             step,
                             Step::Offload
                                 | Step::Block
-                                | Step::AwaitScript
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)
