@@ -332,6 +332,21 @@ class Workloads:
             taken = wait_until(lambda: workload.last_ack_s > moment_s, PROGRESS_TIMEOUT_S)
             assert taken, f"no {workload.name} write acknowledged within {PROGRESS_TIMEOUT_S}s of healing"
 
+    def names_by_digest(self) -> dict[str, str]:
+        """Every key the workloads touched, by digest (hex), with the set workload's history of
+        it: its insert's and delete's outcomes and their times (monotonic s)."""
+        names = {}
+        for workload, keys in ((self.registers, self.registers.keys), (self.counters, self.counters.keys)):
+            for key in keys:
+                names[aerospike.calc_digest(*workload.record_key(key)).hex()] = f"{workload.name} {key}"
+        for name, times_ns in list(self.set.times_ns.items()):
+            outcomes = f"insert {self.set.inserts.get(name, 'running')}"
+            if name in self.set.deletes or len(times_ns) > 1:
+                outcomes += f", delete {self.set.deletes.get(name, 'running')}"
+            at = ", ".join(f"{t / 1e9:.3f}" for t in times_ns)
+            names[aerospike.calc_digest(*self.set.record_key(name)).hex()] = f"set {name}: {outcomes} at {at}"
+        return names
+
     def summary(self) -> str:
         set_outcomes = {}
         for outcome in list(self.set.inserts.values()):
@@ -433,14 +448,48 @@ def copies_disagree(servers: list[netns.NamespacedServer]) -> dict[int, list[str
     return disagree
 
 
-def replica_problems(servers: list[netns.NamespacedServer]) -> list[str]:
+def replica_problems(servers: list[netns.NamespacedServer], workloads=None) -> list[str]:
+    """Partitions whose copies differ once replica writes in flight settled, each explained
+    record by record where `workloads` is given."""
     # Replica writes still in flight when the clients stopped settle within moments.
     if wait_until(lambda: not copies_disagree(servers), 10.0, 0.5):
         return []
     differing = copies_disagree(servers)
     if not differing:
         return []
-    return [f"{len(differing)} partitions' copies differ: {dict(list(differing.items())[:10])}"]
+    problems = [f"{len(differing)} partitions' copies differ: {dict(list(differing.items())[:10])}"]
+    if workloads is not None:
+        names = workloads.names_by_digest()
+        for pid, copies in list(differing.items())[:5]:
+            holders = [server for server in servers
+                       if any(copy.startswith(f"{server.node.ip}=") or copy.startswith(f"{server.node.ip}*=")
+                              for copy in copies)]
+            problems.append(differing_records(holders, pid, names))
+    return problems
+
+
+def partition_versions(server: netns.NamespacedServer, pid: int) -> dict[str, tuple[int, int]]:
+    """What `server` holds of partition `pid`: digest (hex) to (generation, last-update ms)."""
+    text = info_value(server, f"partition-versions:namespace={NAMESPACE};pid={pid}")
+    versions = {}
+    for entry in filter(None, text.split(",")):
+        digest, generation, last_update_ms = entry.split(":")
+        versions[digest] = (int(generation), int(last_update_ms))
+    return versions
+
+
+def differing_records(servers: list[netns.NamespacedServer], pid: int, names: dict[str, str]) -> str:
+    """The records of partition `pid` whose versions differ between `servers`, the nodes
+    holding it, each with its workload key and that key's history (what the client was told,
+    and when)."""
+    held = {server.node.ip: partition_versions(server, pid) for server in servers}
+    digests = set().union(*held.values()) if held else set()
+    lines = [f"partition {pid}:"]
+    for digest in sorted(digests):
+        copies = {ip: versions.get(digest) for ip, versions in held.items()}
+        if len(set(copies.values())) > 1:
+            lines.append(f"  {digest} ({names.get(digest, 'unknown key')}): {copies}")
+    return "\n".join(lines)
 
 
 def run_checker(checker: Path, history: list[dict], out_dir: Path, name: str) -> tuple[int, str]:

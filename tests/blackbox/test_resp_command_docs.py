@@ -18,7 +18,7 @@ import harness
 
 # "search": Osprey's SINDEX.* commands (Redis 8 files its FT.* search commands there).
 GROUPS = {"connection", "server", "transactions", "generic", "string", "bitmap", "hyperloglog", "hash", "list",
-          "set", "sorted-set", "geo", "pubsub", "scripting", "search"}
+          "set", "sorted-set", "geo", "stream", "pubsub", "scripting", "search"}
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])

@@ -266,7 +266,7 @@ def test_copy_copies_value_and_ttl(r, key):
 def test_copy_errors(r, key):
     r.set(key, "v")
     assert error_of(r, "COPY", key, key) == "source and destination objects are the same"
-    assert error_of(r, "COPY", key, key + "x", "DB", "1") == "DB index is out of range"
+    assert error_of(r, "COPY", key, key + "x", "DB", "16") == "DB index is out of range"
     assert error_of(r, "COPY", key, key + "x", "DB", "abc") == "value is not an integer or out of range"
     assert error_of(r, "COPY", key, key + "x", "DB", "99999999999").startswith("value is out of range")
     assert error_of(r, "COPY", key, key + "x", "DB") == "syntax error"

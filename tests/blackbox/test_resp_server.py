@@ -38,7 +38,7 @@ def test_info_prints_only_the_sections_asked_for(r):
 def test_config_get_matches_patterns_and_set_refuses_changes(r):
     assert r.config_get("save") == {"save": ""}
     assert r.config_get("appendonly") == {"appendonly": "no"}
-    assert r.config_get("databases") == {"databases": "1"}
+    assert r.config_get("databases") == {"databases": "16"}
     several = r.config_get("max*")
     assert set(several) == {"maxclients", "maxmemory", "maxmemory-clients", "maxmemory-policy"}
     assert r.config_get("nosuchsetting") == {}
@@ -47,7 +47,7 @@ def test_config_get_matches_patterns_and_set_refuses_changes(r):
         r.config_set("maxmemory", "100mb")
     with pytest.raises(redis.ResponseError, match="Unknown option or number of arguments for CONFIG SET - 'nosuch'"):
         r.config_set("nosuch", "1")
-    with pytest.raises(redis.ResponseError, match="unknown subcommand or wrong number of arguments for 'NOPE'"):
+    with pytest.raises(redis.ResponseError, match="unknown subcommand .NOPE.. Try CONFIG HELP."):
         r.execute_command("CONFIG", "NOPE")
     assert r.config_resetstat() is True
 

@@ -120,8 +120,7 @@ def test_a_client_repeating_an_unsupported_request_is_logged_once_and_counted_ev
 
 # Commands of Redis 7 that Osprey does not serve yet, one per family the README lists.
 NOT_YET = [
-    ("FCALL", "myfunction", "0"),
-    ("XADD", "stream", "*", "field", "value"),
+    ("LCS", "key1", "key2"),
     ("PFDEBUG", "GETREG", "visitors"),
     ("AUTH", "secret"),
     ("ACL", "WHOAMI"),
@@ -142,6 +141,25 @@ def test_redis_commands_not_served_yet_answer_redis_unknown_command_text_and_are
             r.execute_command(*args)
         assert str(error.value) == unknown_command_text(args)
     assert int(r.info("stats")["rejected_unknown_commands"]) == before + len(NOT_YET)
+
+
+# Commands and subcommands of Redis 7 that Osprey knows and refuses, saying why, rather than
+# answering "unknown command".
+REFUSED = [
+    ("WAITAOF", "1", "0", "0"),
+    ("CLIENT", "TRACKING", "on"),
+    ("DEBUG", "JMAP"),
+]
+
+
+def test_redis_commands_osprey_refuses_say_so_and_are_not_counted_as_unknown(osprey):
+    r = osprey.redis()
+    before = int(r.info("stats")["rejected_unknown_commands"])
+    for args in REFUSED:
+        with pytest.raises(redis.ResponseError) as error:
+            r.execute_command(*args)
+        assert "not served by Osprey" in str(error.value), args
+    assert int(r.info("stats")["rejected_unknown_commands"]) == before
 
 
 def resp_request(*args: bytes) -> bytes:

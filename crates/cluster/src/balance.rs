@@ -224,8 +224,17 @@ pub fn without(assignment: &PartitionAssignment, node: u64) -> Option<PartitionA
     Some(assignment.followed_by(replicas))
 }
 
-/// `node` filled the partition under the master of `master_since`: it becomes `Full`.
-/// `None` when it does not fill it or the master changed since.
+/// `node` filled the partition under the master of `master_since`: it becomes `Full`, after
+/// the master if it stood before it. `None` when it does not fill it or the master changed
+/// since.
+///
+/// The master never changes here: it changes only through a handover, which waits until
+/// the old master's replica writes in flight are answered. A node that restarted while it was
+/// master fills again where it stood, first in the list (`demoted`); becoming `Full` there
+/// made it master at once, the fence rose, and a write the old master was still replicating
+/// to it was refused by the new fence and stayed on the old master alone: the two copies
+/// differed for good (the fault suite's bandwidth-cap test, restart variant, seed
+/// 2041149876). The balancer then hands the master role over, with the drain.
 pub fn filled(
     assignment: &PartitionAssignment,
     node: u64,
@@ -234,7 +243,24 @@ pub fn filled(
     if assignment.master_since != master_since || !assignment.has(node, ReplicaState::Filling) {
         return None;
     }
-    Some(assignment.followed_by(with_state(assignment, node, ReplicaState::Full)))
+    let mut replicas = with_state(assignment, node, ReplicaState::Full);
+    if let Some(master) = assignment.master()
+        && first_full(&replicas) != Some(master)
+    {
+        let at = replicas.iter().position(|(id, _)| *id == node)?;
+        let entry = replicas.remove(at);
+        let master_at = replicas.iter().position(|(id, _)| *id == master)?;
+        replicas.insert(master_at + 1, entry);
+    }
+    Some(assignment.followed_by(replicas))
+}
+
+/// The first `Full` node of `replicas`: the master of a list.
+fn first_full(replicas: &[(u64, ReplicaState)]) -> Option<u64> {
+    replicas
+        .iter()
+        .find(|(_, state)| *state == ReplicaState::Full)
+        .map(|(id, _)| *id)
 }
 
 /// `assignment`'s replicas, in order, with `node` in `state`.
@@ -501,6 +527,17 @@ mod tests {
         assert_eq!(demoted(&alone, 0xA1), None);
         let refilled = filled(&demoted_master, 0xA1, demoted_master.master_since).expect("fills");
         assert!(refilled.has(0xA1, ReplicaState::Full));
+        // Filled, it does not take the master role back at once: the replica writes the
+        // master still has in flight to it would be refused by a new fence.
+        assert_eq!(refilled.master(), Some(0xA2));
+        assert_eq!(refilled.master_since, demoted_master.master_since);
+        // The balancer moves it back through a handover, which drains those writes first.
+        let roster = BTreeSet::from([0xA1, 0xA2]);
+        let (next, _) = assignment(&nodes(&[0xA1, 0xA2]), &refilled, &roster, &mut 1);
+        assert!(next.is_handing_off());
+        assert_eq!(next.master(), Some(0xA2));
+        let handed = handed_over(&next, 0xA2, next.version).expect("the pending handover");
+        assert_eq!(handed.master(), Some(0xA1));
         assert_eq!(
             filled(&demoted_master, 0xA1, 1),
             None,

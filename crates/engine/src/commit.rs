@@ -310,6 +310,27 @@ impl Namespace {
         (count, hash)
     }
 
+    /// The first `max` records of `partition` held here (expired ones included), in digest
+    /// order: digest, generation and last-update time, for comparing copies record by record.
+    pub fn partition_versions(
+        &self,
+        partition: PartitionId,
+        max: usize,
+    ) -> Vec<(Digest, u32, u64)> {
+        let state = self.partitions[partition.index()].state.read();
+        state
+            .records_after(None)
+            .take(max)
+            .map(|(digest, record)| {
+                (
+                    *digest,
+                    u32::from(record.generation.0),
+                    record.last_update_ms,
+                )
+            })
+            .collect()
+    }
+
     /// Refuses every client write (UNAVAILABLE) while `refused`: a node cut off from its
     /// cluster's quorum must not take writes the other side may never see.
     pub fn set_writes_refused(&self, refused: bool) {

@@ -57,6 +57,11 @@ impl<'a> Current<'a> {
     pub fn native(&self) -> Option<&'a dyn NativeValue> {
         self.record.native()
     }
+
+    /// When it was last written, Unix milliseconds.
+    pub fn last_update_ms(&self) -> u64 {
+        self.record.last_update_ms
+    }
 }
 
 /// The record a read-modify-write finds, borrowed under the write lock: readable as a

@@ -19,6 +19,8 @@
 //! - A reply being built charges its growth to the total directly (`charge_reply`) and
 //!   returns it when done (`release_reply`); it is never told to close, it is cut instead.
 //! - Once told to close, an account stays told.
+//! - Another connection may tell an account to close through its [`Closer`] (CLIENT KILL):
+//!   the account learns it as it learns an eviction, at its next charge or while it waits.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -49,7 +51,22 @@ pub struct ClientMemory {
 struct Shared {
     charged_bytes: AtomicUsize,
     told_to_close: AtomicBool,
+    /// Told by a [`Closer`] rather than for memory.
+    killed: AtomicBool,
     wake: Notify,
+}
+
+/// Closes one connection from another (CLIENT KILL).
+#[derive(Clone, Debug)]
+pub struct Closer(Arc<Shared>);
+
+impl Closer {
+    /// Tells the connection to close; it stays told.
+    pub fn close(&self) {
+        self.0.killed.store(true, Ordering::Relaxed);
+        self.0.told_to_close.store(true, Ordering::Relaxed);
+        self.0.wake.notify_one();
+    }
 }
 
 /// One connection's share of [`ClientMemory`].
@@ -159,8 +176,8 @@ impl Account {
     pub fn charge(&mut self, held_bytes: usize) -> Result<(), Evicted> {
         let charge = held_bytes / CHARGE_STEP_BYTES * CHARGE_STEP_BYTES;
         if charge == 0 && !self.ever_tracked {
-            // An ordinary connection: never tracked, so never told; no shared state touched.
-            return Ok(());
+            // An ordinary connection: never tracked, so told only by a `Closer`.
+            return self.check();
         }
         let before = self.shared.charged_bytes.load(Ordering::Relaxed);
         if charge != before {
@@ -180,10 +197,20 @@ impl Account {
         }
     }
 
-    /// Whether this connection may be told to close while it waits: only tracked accounts
-    /// are (so an ordinary connection's wait registers no waker here).
+    /// Whether this connection may be told to close for memory while it waits: only tracked
+    /// accounts are (so an ordinary Aerospike connection's wait registers no waker here).
     pub fn may_be_told(&self) -> bool {
         self.tracked
+    }
+
+    /// What closes this connection from another one.
+    pub fn closer(&self) -> Closer {
+        Closer(Arc::clone(&self.shared))
+    }
+
+    /// Whether this connection was told to close by a [`Closer`] (not for memory).
+    pub fn was_killed(&self) -> bool {
+        self.shared.killed.load(Ordering::Relaxed)
     }
 
     /// Completes once this connection is told to close.

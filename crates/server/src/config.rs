@@ -90,6 +90,9 @@ pub struct RespConfig {
     /// Redis's `notify-keyspace-events` at start-up (`KEA`, `Kx`, ...; empty: none); CONFIG
     /// SET changes it while the server runs.
     pub notify_keyspace_events: String,
+    /// Redis's `databases`: how many numbered databases SELECT may choose, each a set of the
+    /// namespace (`docs/internals/redis-mapping.md`), 1 to 256.
+    pub databases: u16,
 }
 
 impl Default for RespConfig {
@@ -105,6 +108,7 @@ impl Default for RespConfig {
             timeout: 0,
             client_output_buffer_limit: crate::limits::OUTPUT_BUFFER_LIMITS_DEFAULT.to_owned(),
             notify_keyspace_events: String::new(),
+            databases: 16,
         }
     }
 }
@@ -612,9 +616,17 @@ impl Config {
         if self.admin.connections_max == 0 {
             return Err(invalid("admin.connections-max must be positive".to_owned()));
         }
-        if resp.set.is_empty() || resp.set.len() > model::SET_NAME_BYTES_MAX {
+        if resp.databases == 0 || resp.databases > crate::resp::DATABASES_MAX {
             return Err(invalid(format!(
-                "resp.set must be 1 to {} bytes",
+                "resp.databases must be 1 to {}",
+                crate::resp::DATABASES_MAX
+            )));
+        }
+        // The last database's set, `<set>-<n>`, is the longest name.
+        let last_set = crate::resp::database_set_name(&resp.set, resp.databases - 1);
+        if resp.set.is_empty() || last_set.len() > model::SET_NAME_BYTES_MAX {
+            return Err(invalid(format!(
+                "resp.set must be 1 to {} bytes, with its databases' suffix (`{last_set}`)",
                 model::SET_NAME_BYTES_MAX
             )));
         }

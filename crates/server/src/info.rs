@@ -33,7 +33,7 @@ pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;flo
 pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace;udf";
 
 /// The info commands this node answers, as `help` lists them.
-const INFO_COMMANDS: [&str; 52] = [
+const INFO_COMMANDS: [&str; 53] = [
     "build",
     "cluster-leave",
     "cluster-name",
@@ -47,6 +47,7 @@ const INFO_COMMANDS: [&str; 52] = [
     "node",
     "partition-generation",
     "partition-hashes",
+    "partition-versions",
     "peers-clear-alt",
     "peers-clear-std",
     "peers-generation",
@@ -123,6 +124,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"cluster-stable" => write_cluster_stable(state, rest, value),
         b"cluster-leave" => write_cluster_leave(state, rest, value),
         b"partition-hashes" => write_partition_hashes(state, rest, value),
+        b"partition-versions" => write_partition_versions(state, rest, value),
         b"build" => value.push_str(BUILD_VERSION),
         b"version" => {
             let _ = write!(value, "{EDITION} build {BUILD_VERSION}");
@@ -319,6 +321,37 @@ fn write_partition_hashes(state: &ServerState, params: &[u8], value: &mut String
         }
         first = false;
         let _ = write!(value, "{}:{records}:{hash:X}", pid.0);
+    }
+}
+
+/// Records a `partition-versions` answer lists at most.
+const PARTITION_VERSIONS_MAX: usize = 10_000;
+
+/// `partition-versions:namespace=<ns>;pid=<n>` (Osprey's own, for finding where two copies of a
+/// partition differ): `<digest hex>:<generation>:<last-update ms>` for each record this node
+/// holds of the partition (at most [`PARTITION_VERSIONS_MAX`]), joined by `,`.
+fn write_partition_versions(state: &ServerState, params: &[u8], value: &mut String) {
+    let name = info_param(params, b"namespace").or_else(|| info_param(params, b"ns"));
+    let Some(namespace) = name.and_then(|name| state.namespace(name)) else {
+        value.push_str("ERROR:20:namespace not found");
+        return;
+    };
+    let pid = info_param(params, b"pid")
+        .and_then(|pid| std::str::from_utf8(pid).ok()?.parse::<u16>().ok())
+        .filter(|pid| usize::from(*pid) < model::PARTITION_COUNT);
+    let Some(pid) = pid else {
+        value.push_str("ERROR:4:pid must be a partition id");
+        return;
+    };
+    let versions = namespace.partition_versions(model::PartitionId(pid), PARTITION_VERSIONS_MAX);
+    for (index, (digest, generation, last_update_ms)) in versions.iter().enumerate() {
+        if index > 0 {
+            value.push(',');
+        }
+        for byte in digest.0 {
+            let _ = write!(value, "{byte:02x}");
+        }
+        let _ = write!(value, ":{generation}:{last_update_ms}");
     }
 }
 

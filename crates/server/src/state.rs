@@ -53,6 +53,8 @@ pub struct ServerState {
     /// Redis commands refused because Osprey does not know them (INFO's
     /// `rejected_unknown_commands`).
     pub resp_unknown_commands: AtomicU64,
+    /// Redis's numbered databases: the set each lives in.
+    pub resp_databases: crate::resp::Databases,
     /// Redis clients blocked in BLPOP and the like, by key.
     pub blocked_clients: Arc<crate::resp::BlockedClients>,
     /// Aerospike requests refused because they use a feature Osprey does not implement yet.
@@ -69,6 +71,12 @@ pub struct ServerState {
     pub pubsub: Arc<crate::resp::pubsub::hub::Hub>,
     /// Redis scripting: the script cache, the Lua engine, and the script running.
     pub scripts: crate::resp::Scripts,
+    /// SLOWLOG's entries and settings.
+    pub resp_slowlog: crate::resp::SlowLog,
+    /// The live Redis connections (CLIENT KILL) and CLIENT PAUSE.
+    pub resp_clients: crate::resp::Clients,
+    /// The Redis parameters CONFIG SET keeps that nothing else holds.
+    pub resp_settings: crate::resp::Settings,
 }
 
 /// Client connection counters for `statistics`.
@@ -123,6 +131,7 @@ impl ServerState {
             resp_commands: AtomicU64::new(0),
             resp_connected: AtomicU64::new(0),
             resp_unknown_commands: AtomicU64::new(0),
+            resp_databases: crate::resp::Databases::new(&config.resp.set, config.resp.databases),
             blocked_clients: Arc::default(),
             unsupported: UnsupportedStats::default(),
             cluster: Arc::new(SingleNode::new(node_id.parse().unwrap_or(model::NodeId(1)))),
@@ -133,6 +142,9 @@ impl ServerState {
                 &config.resp.notify_keyspace_events,
             )),
             scripts: crate::resp::Scripts::default(),
+            resp_slowlog: crate::resp::SlowLog::default(),
+            resp_clients: crate::resp::Clients::default(),
+            resp_settings: crate::resp::Settings::default(),
             node_id,
             config,
         })

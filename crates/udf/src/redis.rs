@@ -25,6 +25,7 @@ mod convert;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use mlua::chunk::ChunkMode;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, VmState};
@@ -155,12 +156,36 @@ pub fn sha1_hex(bytes: &[u8]) -> String {
     sha1_smol::Sha1::from(bytes).digest().to_string()
 }
 
+/// A function a library registered with `redis.register_function` (FUNCTION LOAD).
+#[derive(Clone)]
+pub struct RegisteredFunction {
+    /// Its name (letters, digits and `_`).
+    pub name: String,
+    /// Its description, if it gave one.
+    pub description: Option<Vec<u8>>,
+    /// Its flags (`compat` is never set: a function has no compatibility mode).
+    pub flags: ScriptFlags,
+    /// The callback, in the engine's Lua state.
+    callback: Function,
+}
+
+impl std::fmt::Debug for RegisteredFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredFunction")
+            .field("name", &self.name)
+            .field("description", &self.description)
+            .field("flags", &self.flags)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One script run.
 #[derive(Clone, Copy, Debug)]
 pub struct ScriptRun<'a> {
-    /// The script's SHA1 (lower-case hex), which names it in errors.
+    /// What names the run in errors: a script's SHA1 (`f_` and lower-case hex), a function's
+    /// name.
     pub sha: &'a str,
-    /// Its body, compiled on first use.
+    /// Its body, compiled on first use (empty for a function).
     pub body: &'a [u8],
     /// The keys (`KEYS`).
     pub keys: &'a [&'a [u8]],
@@ -173,6 +198,14 @@ pub struct ScriptRun<'a> {
 /// Why a run was aborted.
 const ABORT_NONE: u8 = 0;
 const ABORT_KILLED: u8 = 1;
+
+/// What a run calls: a script's chunk, or a function's callback (given `KEYS` and `ARGV` as
+/// its two arguments, with no globals of those names).
+#[derive(Clone, Copy)]
+enum Callee<'f> {
+    Script(&'f Function),
+    Function(&'f Function),
+}
 
 /// Instructions between two checks of the kill switch.
 const HOOK_INSTRUCTIONS: u32 = 10_000;
@@ -203,6 +236,8 @@ pub struct RedisScripting {
     redis: Table,
     state: Arc<RunState>,
     functions: HashMap<String, Function>,
+    /// The Lua side of functions: `env` (libraries' environment), `load`, `call`.
+    library: Table,
 }
 
 impl RedisScripting {
@@ -217,7 +252,7 @@ impl RedisScripting {
         let host = host_table(&lua, &state)?;
         let cjson = cjson::table(&lua)?;
         let cmsgpack = cmsgpack::table(&lua)?;
-        let (env, runner, redis): (Table, Function, Table) = lua
+        let (env, runner, redis, library): (Table, Function, Table, Table) = lua
             .load(include_str!("redis/env.lua"))
             .set_name("=redis")
             .set_mode(ChunkMode::Text)
@@ -229,6 +264,7 @@ impl RedisScripting {
             redis,
             state,
             functions: HashMap::new(),
+            library,
         })
     }
 
@@ -274,9 +310,76 @@ impl RedisScripting {
             return RedisValue::Error(text.into_bytes());
         }
         let function = self.functions[run.sha].clone();
+        self.execute(Callee::Script(&function), run, host, killed)
+    }
+
+    /// Compiles and runs a library's code (FUNCTION LOAD), the code after its shebang line
+    /// (from the line feed, to keep line numbers): the functions it registered. A library that
+    /// runs past `timeout` is stopped.
+    ///
+    /// # Errors
+    /// Redis's text without `ERR `: `Error compiling function: ...`, `Error registering
+    /// functions: ...`.
+    pub fn load_library(
+        &mut self,
+        code: &[u8],
+        timeout: Duration,
+        memory_bytes_max: usize,
+    ) -> Result<Vec<RegisteredFunction>, String> {
+        let env: Table = self.library.raw_get("env").map_err(|e| e.to_string())?;
+        let chunk = self
+            .lua
+            .load(code)
+            .set_name("@user_function")
+            .set_mode(ChunkMode::Text)
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| format!("Error compiling function: {}", convert::error_text(&e)))?;
+        self.state.abort.store(ABORT_NONE, Ordering::Relaxed);
+        let deadline = Instant::now().checked_add(timeout);
+        let past_deadline = move || deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        self.arm_limits(memory_bytes_max, past_deadline)
+            .map_err(|e| e.to_string())?;
+        let loaded = self
+            .library
+            .raw_get::<Function>("load")
+            .and_then(|load| load.call::<(bool, mlua::Value)>(chunk));
+        self.disarm();
+        let registering_error = |text: String| format!("Error registering functions: {text}");
+        match loaded {
+            Ok((true, mlua::Value::Table(registered))) => registered_functions(&registered)
+                .map_err(|e| registering_error(convert::error_text(&e))),
+            Ok((_, mlua::Value::String(text))) => Err(registering_error(text.to_string_lossy())),
+            Ok(_) => Err(registering_error("ERR execution failure".to_owned())),
+            Err(error) => Err(registering_error(format!(
+                "ERR {}",
+                convert::error_text(&error)
+            ))),
+        }
+    }
+
+    /// Runs a registered function (FCALL), its callback given the keys and arguments: its
+    /// reply, or its error as Redis words it. `run.sha` is the function's name.
+    pub fn call_function(
+        &mut self,
+        function: &RegisteredFunction,
+        run: ScriptRun<'_>,
+        host: &mut dyn ScriptHost,
+        killed: &Arc<AtomicBool>,
+    ) -> RedisValue {
+        self.execute(Callee::Function(&function.callback), run, host, killed)
+    }
+
+    fn execute(
+        &mut self,
+        callee: Callee<'_>,
+        run: ScriptRun<'_>,
+        host: &mut dyn ScriptHost,
+        killed: &Arc<AtomicBool>,
+    ) -> RedisValue {
         self.state.resp.store(2, Ordering::Relaxed);
         self.state.abort.store(ABORT_NONE, Ordering::Relaxed);
-        if let Err(error) = self.arm(&run, killed) {
+        if let Err(error) = self.arm(&run, callee, killed) {
             return run_error(run.sha, &convert::error_text(&error));
         }
         let host_cell = std::cell::RefCell::new(host);
@@ -302,7 +405,15 @@ impl RedisScripting {
             })?;
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
-            let (ok, value): (bool, mlua::Value) = self.runner.call(function)?;
+            let (ok, value): (bool, mlua::Value) = match callee {
+                Callee::Script(function) => self.runner.call(function)?,
+                Callee::Function(function) => {
+                    let keys = self.lua.create_sequence_from(bytes_of(run.keys))?;
+                    let args = self.lua.create_sequence_from(bytes_of(run.args))?;
+                    let call: Function = self.library.raw_get("call")?;
+                    call.call((function, keys, args))?
+                }
+            };
             let reply = if ok {
                 convert::lua_to_reply(&value, resp(), 0)
             } else {
@@ -323,21 +434,38 @@ impl RedisScripting {
         self.lua.used_memory()
     }
 
-    /// Sets the run's memory cap and the hook that watches the kill switch, and the run's
-    /// `KEYS` and `ARGV`.
-    fn arm(&self, run: &ScriptRun<'_>, killed: &Arc<AtomicBool>) -> mlua::Result<()> {
-        let globals = self.lua.globals();
-        globals.raw_set("KEYS", self.lua.create_sequence_from(bytes_of(run.keys))?)?;
-        globals.raw_set("ARGV", self.lua.create_sequence_from(bytes_of(run.args))?)?;
-        if run.memory_bytes_max > 0 {
-            let limit = self.lua.used_memory().saturating_add(run.memory_bytes_max);
-            self.lua.set_memory_limit(limit)?;
+    /// Sets the run's memory cap and the hook that watches the kill switch, and a script's
+    /// `KEYS` and `ARGV` globals (a function gets them as arguments).
+    fn arm(
+        &self,
+        run: &ScriptRun<'_>,
+        callee: Callee<'_>,
+        killed: &Arc<AtomicBool>,
+    ) -> mlua::Result<()> {
+        if let Callee::Script(_) = callee {
+            let globals = self.lua.globals();
+            globals.raw_set("KEYS", self.lua.create_sequence_from(bytes_of(run.keys))?)?;
+            globals.raw_set("ARGV", self.lua.create_sequence_from(bytes_of(run.args))?)?;
         }
         let killed = Arc::clone(killed);
+        self.arm_limits(run.memory_bytes_max, move || killed.load(Ordering::Relaxed))
+    }
+
+    /// Sets a memory cap of `memory_bytes_max` beyond what the state holds (none when 0), and
+    /// a hook that aborts the run once `should_abort` answers true.
+    fn arm_limits(
+        &self,
+        memory_bytes_max: usize,
+        should_abort: impl Fn() -> bool + Send + 'static,
+    ) -> mlua::Result<()> {
+        if memory_bytes_max > 0 {
+            let limit = self.lua.used_memory().saturating_add(memory_bytes_max);
+            self.lua.set_memory_limit(limit)?;
+        }
         let state = Arc::clone(&self.state);
         let triggers = HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS);
         self.lua.set_hook(triggers, move |_, _| {
-            if killed.load(Ordering::Relaxed) {
+            if should_abort() {
                 state.abort.store(ABORT_KILLED, Ordering::Relaxed);
                 return Err(mlua::Error::runtime(KILLED_MESSAGE));
             }
@@ -355,6 +483,33 @@ impl RedisScripting {
         // (or was aborted) a full cycle keeps the state's size close to what it holds.
         let _ = self.lua.gc_collect();
     }
+}
+
+/// The functions a library's load registered (the Lua `{name, callback, description, flags}`
+/// records `redis.register_function` keeps).
+fn registered_functions(registered: &Table) -> mlua::Result<Vec<RegisteredFunction>> {
+    let mut functions = Vec::new();
+    for record in registered.sequence_values::<Table>() {
+        let record = record?;
+        let mut flags = ScriptFlags::default();
+        for flag in record.get::<Table>("flags")?.sequence_values::<String>() {
+            match flag?.as_str() {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" => flags.allow_stale = true,
+                "no-cluster" => flags.no_cluster = true,
+                _ => flags.allow_cross_slot_keys = true,
+            }
+        }
+        let description: Option<mlua::LuaString> = record.get("description")?;
+        functions.push(RegisteredFunction {
+            name: record.get("name")?,
+            description: description.map(|text| text.as_bytes().to_vec()),
+            flags,
+            callback: record.get("callback")?,
+        });
+    }
+    Ok(functions)
 }
 
 /// The error of a killed script.
@@ -528,7 +683,9 @@ fn where_failed(lua: &Lua) -> (Option<String>, Option<i64>) {
     for level in 2..=NESTING_MAX {
         match frame(level) {
             None => break,
-            Some((Some(source), _, line)) if source == "@user_script" => {
+            Some((Some(source), _, line))
+                if source == "@user_script" || source == "@user_function" =>
+            {
                 return (Some(source), line.or(Some(-1)));
             }
             Some(_) => {}

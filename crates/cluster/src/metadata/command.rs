@@ -12,6 +12,7 @@ use model::PARTITION_COUNT;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::NodeId;
+use super::compact_rows;
 use super::node_info::NodeInfo;
 
 /// A replica's role in its partition's configuration.
@@ -159,6 +160,7 @@ pub enum MetaCommand {
         /// The namespace.
         namespace: String,
         /// `(partition id, new assignment)`; each partition at most once.
+        #[serde(with = "compact_rows")]
         changes: Vec<(u16, PartitionAssignment)>,
         /// The balancer's count of held-back moves after this change (`None`: unchanged).
         #[serde(default)]
@@ -324,15 +326,40 @@ impl PartitionTable {
     }
 }
 
+/// A table is written in the compact form (`compact_rows.rs`): about 44 KB instead of 290 KB
+/// of JSON, small enough for an append message to cross a slow link in time.
 impl Serialize for PartitionTable {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.assignments.serialize(serializer)
+        let rows: compact_rows::Rows = (0_u16..).zip(self.assignments.iter().cloned()).collect();
+        compact_rows::encode(&rows).serialize(serializer)
     }
+}
+
+/// What a table may be read from: the compact form, or the JSON array of assignments written
+/// before it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TableForm {
+    Compact(compact_rows::Compact),
+    Json(Vec<PartitionAssignment>),
 }
 
 impl<'de> Deserialize<'de> for PartitionTable {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let assignments = Vec::<PartitionAssignment>::deserialize(deserializer)?;
+        let assignments = match TableForm::deserialize(deserializer)? {
+            TableForm::Json(assignments) => assignments,
+            TableForm::Compact(compact) => {
+                let rows = compact_rows::decode(&compact).map_err(serde::de::Error::custom)?;
+                let in_order = rows
+                    .iter()
+                    .enumerate()
+                    .all(|(i, (pid, _))| usize::from(*pid) == i);
+                if !in_order {
+                    return Err(serde::de::Error::custom("a table's rows are out of order"));
+                }
+                rows.into_iter().map(|(_, assignment)| assignment).collect()
+            }
+        };
         PartitionTable::new(assignments).map_err(serde::de::Error::custom)
     }
 }

@@ -24,6 +24,7 @@
 
 pub mod cluster_state;
 pub mod command;
+mod compact_rows;
 pub mod disk;
 pub mod group;
 pub mod log_store;

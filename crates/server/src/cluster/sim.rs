@@ -315,7 +315,7 @@ impl Sim {
             Fault::CrashRestart => {
                 let victim = self.pick_running();
                 self.crash(victim, running).await;
-                let down_for = self.pause(200, 4000);
+                let down_for = self.pause(10, 4000);
                 sleep(down_for).await;
                 self.heal(victim);
                 self.start_node(victim, running).await;

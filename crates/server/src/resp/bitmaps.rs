@@ -166,7 +166,7 @@ fn setbit(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
     };
     let bytes_max = record_bytes_max(session);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
         let existed = old.is_some();
@@ -193,7 +193,7 @@ fn getbit(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         reply.error(BIT_OFFSET_INVALID);
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let found = target.view(|current| {
         current.map_or(Ok(false), |c| {
             with_string_bytes(&c, |bytes| bit_at(bytes, offset))
@@ -335,7 +335,7 @@ fn parse_bound(arg: &[u8]) -> Result<i64, &'static str> {
 
 /// BITCOUNT key [start end [BYTE|BIT]]
 fn bitcount(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let counted = target.view(|current| {
         // As in Redis 7.2, a missing key counts 0 before the arguments are looked at.
         current.map_or(Ok(Ok(0)), |c| {
@@ -385,7 +385,7 @@ fn bitpos(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let found = target.view(|current| {
         // A missing key is an endless run of zeros.
         current.map_or(Ok(Ok(if on { -1 } else { 0 })), |c| {
@@ -509,7 +509,7 @@ fn bitop_isolated(
 ) -> Result<usize, ResultCode> {
     let mut result = Vec::new();
     for position in 3..args.len() {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         target.view(|current| match current {
             None => {
                 fold_source(&mut result, operation, position - 3, &[]);
@@ -521,7 +521,7 @@ fn bitop_isolated(
             .map_err(|()| ResultCode::IncompatibleType),
         })??;
     }
-    let destination = Target::of(&session.state, args.get(2));
+    let destination = Target::of(&session.state, session.database, args.get(2));
     destination.update(&mut session.writes, |_, writer| {
         if result.is_empty() {
             return Ok((Decision::Delete, 0));

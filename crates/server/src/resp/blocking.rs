@@ -92,10 +92,13 @@ pub enum Kind {
     List = 0,
     /// BZPOPMIN, BZPOPMAX, BZMPOP.
     ZSet = 1,
+    /// XREAD and XREADGROUP with BLOCK: readers take nothing from one another, so a write
+    /// wakes every one of them, not only the first.
+    Stream = 2,
 }
 
 /// Kinds of waiters, one queue each per key.
-const KIND_COUNT: usize = 2;
+const KIND_COUNT: usize = 3;
 
 /// What a blocking command that found nothing waits for; the connection takes it.
 #[derive(Debug)]
@@ -118,6 +121,10 @@ pub struct Blocking {
     pub retry: bool,
     /// Left by a blocking command that found nothing and blocks.
     pub request: Option<Request>,
+    /// Arguments a blocked command reads in place of its own on each retry, by position, as
+    /// Redis rewrites a blocked XREAD's `$` into the id it stood for. A command clears them
+    /// when it runs afresh (not as a retry).
+    pub rewritten: Vec<(usize, Vec<u8>)>,
 }
 
 impl Blocking {
@@ -197,7 +204,12 @@ impl ForwardedBlock {
 
     /// The command for the next slice, its timeout cut to what is left (at most
     /// [`FORWARDED_WAIT_MAX`]), as a forward payload; `None` once the deadline has passed.
-    pub fn next_payload(&self, protocol: u8, args: &Args) -> Option<Vec<u8>> {
+    pub fn next_payload(
+        &self,
+        protocol: u8,
+        database: super::databases::Database,
+        args: &Args,
+    ) -> Option<Vec<u8>> {
         let left = match self.deadline {
             Some(deadline) => deadline.checked_duration_since(Instant::now())?,
             None => FORWARDED_WAIT_MAX,
@@ -211,7 +223,7 @@ impl ForwardedBlock {
                 p => args.get(p),
             })
             .collect();
-        let mut payload = vec![protocol];
+        let mut payload = super::routing::payload_start(protocol, database);
         wire_resp::encode_command(&mut payload, &words);
         Some(payload)
     }
@@ -291,7 +303,7 @@ fn serve_or_block(
     let retry = session.blocking.retry;
     let mut digests: Vec<Digest> = keys
         .iter()
-        .map(|key| Target::of(&session.state, key).digest())
+        .map(|key| Target::of(&session.state, session.database, key).digest())
         .collect();
     digests.sort_unstable();
     digests.dedup();
@@ -560,12 +572,15 @@ impl KeyWaiters {
         self.queues.iter().all(VecDeque::is_empty)
     }
 
-    /// Wakes the first waiter of each kind.
+    /// Wakes the first waiter of each kind, and every stream reader.
     fn wake_heads(&self) {
-        for queue in &self.queues {
+        for queue in &self.queues[..Kind::Stream as usize] {
             if let Some(head) = queue.front() {
                 head.wake.notify_one();
             }
+        }
+        for reader in &self.queues[Kind::Stream as usize] {
+            reader.wake.notify_one();
         }
     }
 }

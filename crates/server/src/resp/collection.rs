@@ -27,6 +27,7 @@ use super::keys::{self, Target, WRONGTYPE, Writes};
 use super::lists::ListValue;
 use super::reply::Reply;
 use super::sets::SetValue;
+use super::streams::StreamValue;
 use super::strings;
 use super::zsets::ZSetValue;
 
@@ -252,6 +253,8 @@ pub fn type_name(current: &Current<'_>) -> &'static str {
             SetValue::TYPE_NAME
         } else if native.is::<ZSetValue>() {
             ZSetValue::TYPE_NAME
+        } else if native.is::<StreamValue>() {
+            StreamValue::TYPE_NAME
         } else {
             "record"
         };
@@ -266,6 +269,8 @@ pub fn type_name(current: &Current<'_>) -> &'static str {
         SetValue::TYPE_NAME
     } else if decode_packed::<ZSetValue>(current).is_some() {
         ZSetValue::TYPE_NAME
+    } else if decode_packed::<StreamValue>(current).is_some() {
+        StreamValue::TYPE_NAME
     } else {
         "record"
     }
@@ -288,6 +293,9 @@ pub fn element_count(current: &Current<'_>) -> usize {
         }
         if let Some(zset) = native.downcast_ref::<ZSetValue>() {
             return zset.len();
+        }
+        if let Some(stream) = native.downcast_ref::<StreamValue>() {
+            return stream.len();
         }
     }
     current.bins().iter().map(|bin| bin.value.len()).sum()

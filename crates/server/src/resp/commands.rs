@@ -16,8 +16,9 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, geo, hashes, hyperloglog, indexes, keys, keyspace, lists,
-    pops, pubsub, scripting, server_info, sets, sort, strings, transactions, zsets,
+    After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
+    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, parameters, pops, pubsub, scripting,
+    server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -38,13 +39,14 @@ const SERVER_COMMANDS: &[Command] = &[
     ("ping", -1, ping),
     ("quit", -1, quit),
     ("reset", 1, reset),
-    ("select", 2, select),
     ("time", 1, time),
 ];
 
 /// Every command table.
 const TABLES: &[&[Command]] = &[
     SERVER_COMMANDS,
+    databases::COMMANDS,
+    dump::COMMANDS,
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
@@ -57,10 +59,15 @@ const TABLES: &[&[Command]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     geo::COMMANDS,
+    streams::COMMANDS,
     sort::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
+    functions::COMMANDS,
     server_info::COMMANDS,
+    parameters::COMMANDS,
+    slowlog::COMMANDS,
+    diagnostics::COMMANDS,
     indexes::COMMANDS,
     pubsub::COMMANDS,
 ];
@@ -109,7 +116,17 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         return After::Offload;
     }
     let notifying = pubsub::notify::before(session, name, args);
+    let timing = session.state.resp_slowlog.is_on() && !slowlog::skips(name);
+    let started = timing.then(std::time::Instant::now);
     let after = handler(session, args, reply);
+    if let Some(started) = started
+        && matches!(after, After::Continue | After::Close)
+    {
+        session
+            .state
+            .resp_slowlog
+            .record(session, args, started.elapsed());
+    }
     if let Some(pending) = notifying.filter(|_| after != After::Offload) {
         pubsub::notify::after(session, args, pending);
     }
@@ -177,6 +194,20 @@ fn unknown_command(args: &Args) -> String {
     text
 }
 
+/// Redis 7's error for a subcommand of `command` that is not in `known` (lower case), or one
+/// of them called with the wrong argument count.
+pub fn subcommand_error(command: &str, known: &[&str], args: &Args) -> String {
+    let subcommand = String::from_utf8_lossy(args.get(1)).to_ascii_lowercase();
+    if known.contains(&subcommand.as_str()) {
+        return format!("ERR wrong number of arguments for '{command}|{subcommand}' command");
+    }
+    format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        printable(args.get(1)),
+        command.to_ascii_uppercase()
+    )
+}
+
 /// How much of the arguments an unknown-command error lists (Redis's 128).
 const ARGS_TEXT_BYTES_MAX: usize = 128;
 
@@ -208,21 +239,15 @@ fn quit(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     After::Close
 }
 
-fn select(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    match keys::parse_i64(args.get(1)) {
-        Ok(0) => reply.ok(),
-        Ok(_) => reply.error("ERR DB index is out of range"),
-        Err(()) => reply.error(keys::NOT_AN_INTEGER),
-    }
-    After::Continue
-}
-
 fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.protocol = 2;
     session.name = None;
+    session.database = databases::Database::default();
     session.transaction = None;
     session.watched.clear();
     session.pubsub.clear();
+    session.reply_mode = client_control::ReplyMode::On;
+    (session.no_evict, session.no_touch) = (false, false);
     reply.set_protocol(2);
     reply.simple("RESET");
     After::Continue
@@ -317,13 +342,37 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         (b"INFO", 2) => reply.bulk(client_line(session).as_bytes()),
         (b"LIST", _) => reply.bulk(client_line(session).as_bytes()),
         (b"UNBLOCK", 3 | 4) => blocking::client_unblock(session, args, reply),
-        _ => reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            printable(args.get(1))
-        )),
+        _ => {
+            if let Some(after) = client_control::client(session, args, reply) {
+                return after;
+            }
+            reply.error(&subcommand_error("client", CLIENT_SUBCOMMANDS, args));
+        }
     }
     After::Continue
 }
+
+/// The CLIENT subcommands Osprey knows (for their arity errors).
+const CLIENT_SUBCOMMANDS: &[&str] = &[
+    "caching",
+    "getname",
+    "getredir",
+    "help",
+    "id",
+    "info",
+    "kill",
+    "list",
+    "no-evict",
+    "no-touch",
+    "pause",
+    "reply",
+    "setinfo",
+    "setname",
+    "tracking",
+    "trackinginfo",
+    "unblock",
+    "unpause",
+];
 
 fn client_line(session: &Session) -> String {
     let name = session
@@ -332,8 +381,8 @@ fn client_line(session: &Session) -> String {
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
     format!(
-        "id={} name={} db=0 resp={}\n",
-        session.client_id, name, session.protocol
+        "id={} name={} db={} resp={}\n",
+        session.client_id, name, session.database.0, session.protocol
     )
 }
 
@@ -394,7 +443,8 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
-        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" => (0, 0, 0),
+        | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
+        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
@@ -408,6 +458,7 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         // A key count comes first: Redis reports these as keyless here too.
         "lmpop" | "zmpop" | "blmpop" | "bzmpop" => (0, 0, 0),
         "bitop" => (2, -1, 1),
+        "object" | "memory" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),
         _ => (1, 1, 1),

@@ -21,6 +21,10 @@
 //!   it subscribes, the `pubsub` class of `client-output-buffer-limit` bounds its output.
 //! - The input buffer holds only bytes that arrived and never more than
 //!   `QUERY_BUFFER_MAX_BYTES` of an incomplete request.
+//! - While CLIENT PAUSE holds a command back, the connection waits before it runs it (the
+//!   requests after it wait too), for the pause to end, CLIENT KILL, or shutdown.
+//! - A connection told to close (CLIENT KILL, or for client memory) closes at its next safe
+//!   point, or at once while it waits.
 //! - A blocked command (`After::Block`) holds back the requests after it: the connection
 //!   waits for a wake-up, its deadline, CLIENT UNBLOCK, or the client leaving (its input is
 //!   still read, within the same limit), and answers it before the next request.
@@ -183,6 +187,8 @@ enum Step {
     Block,
     /// Send what is there, then close (QUIT, a protocol error).
     Close,
+    /// CLIENT PAUSE holds the last command back; it has not run.
+    Paused,
     /// The last command's reply passed the connection's limit.
     OverLimit,
     /// On a cluster, the last command's keys are mastered here by this node's map, but not
@@ -266,6 +272,9 @@ pub async fn serve(
                 "client closed for overcoming of output buffer limits"
             );
         }
+        Close::Evicted if connection.account.was_killed() => {
+            debug!(client_id, ?peer, "client killed by CLIENT KILL");
+        }
         Close::Evicted => warn!(
             client_id,
             ?peer,
@@ -305,6 +314,7 @@ impl Connection {
                 return close;
             }
             let step = self.answer_step();
+            self.note_subscribed();
             if step == Step::OverLimit {
                 // The cut reply must not reach the client: close without writing it.
                 return self.over_limit();
@@ -346,6 +356,12 @@ impl Connection {
                 }
                 Step::Unready(seen) => {
                     self.wait_for_map(seen).await;
+                    continue;
+                }
+                Step::Paused => {
+                    if let Err(close) = self.wait_for_unpause(&mut shutdown).await {
+                        return close;
+                    }
                     continue;
                 }
                 Step::Gather => {
@@ -392,9 +408,10 @@ impl Connection {
                         continue;
                     }
                     step = self.answer(&args, filling_len_max, true);
-                    if let Step::Unready(_) | Step::AwaitScript = step {
-                        // Not run: decoded and answered again once the map has moved, or once
-                        // the running script has ended or passed `busy-reply-threshold`.
+                    if matches!(step, Step::Unready(_) | Step::Paused | Step::AwaitScript) {
+                        // Not run: decoded and answered again once the map has moved, the
+                        // pause has ended, or the running script has ended or passed
+                        // `busy-reply-threshold`.
                         self.args = Some(args);
                         self.input.advance(consumed - size_bytes);
                         return step;
@@ -451,6 +468,20 @@ impl Connection {
             .map_err(|_| Close::OutputLimit)
     }
 
+    /// Tells the registry whether the client subscribes now (CLIENT KILL TYPE pubsub).
+    fn note_subscribed(&self) {
+        let Some(session) = self.session.as_ref() else {
+            return;
+        };
+        if let Some(registration) = &session.registration {
+            let subscribed = session.pubsub.is_subscribed();
+            let entry = &registration.entry;
+            if entry.subscribed.load(Ordering::Relaxed) != subscribed {
+                entry.subscribed.store(subscribed, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Runs one command into the output.
     fn answer(
         &mut self,
@@ -464,6 +495,11 @@ impl Connection {
             .as_mut()
             .expect("the session is home between commands");
         session.may_offload = may_offload;
+        let pending = session.transaction.as_ref().map(|t| t.queued());
+        if session.state.resp_clients.holds(args, pending) {
+            return Step::Paused;
+        }
+        let reply_mode = session.reply_mode;
         let mut reply =
             Reply::with_limit(&mut self.output.filling, session.protocol, filling_len_max)
                 .charged_to(&self.memory);
@@ -475,7 +511,12 @@ impl Connection {
             && !transaction.doomed()
         {
             let watching = !session.watched.is_empty();
-            match routing::route_transaction(&session.state, transaction.queued(), watching) {
+            match routing::route_transaction(
+                &session.state,
+                session.database,
+                transaction.queued(),
+                watching,
+            ) {
                 Routing::Forward(owner) => return Step::ForwardTransaction(owner),
                 Routing::CrossSlot | Routing::Unavailable | Routing::Refused(_) => {
                     session.transaction = None;
@@ -494,9 +535,9 @@ impl Connection {
             let may_wait = self
                 .unready_since
                 .is_none_or(|since| since.elapsed() < MAP_CATCH_UP);
-            match routing::route(&session.state, args) {
+            match routing::route(&session.state, session.database, args) {
                 Routing::Local => {
-                    if may_wait && !routing::masters_here(&session.state, args) {
+                    if may_wait && !routing::masters_here(&session.state, session.database, args) {
                         return Step::Unready(seen);
                     }
                 }
@@ -536,6 +577,11 @@ impl Connection {
             // request is, rather than answered with the refusal.
             self.output.filling.truncate(filling_before);
             return Step::Unready(seen);
+        }
+        if matches!(after, After::Continue | After::Close)
+            && session.reply_mode.drops_reply(reply_mode)
+        {
+            self.output.filling.truncate(filling_before);
         }
         match after {
             _ if overflowed => Step::OverLimit,
@@ -657,6 +703,19 @@ impl Connection {
         Close::Done
     }
 
+    /// Waits for CLIENT PAUSE to end (lifted, or past its deadline), CLIENT KILL, or shutdown.
+    async fn wait_for_unpause(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let state = Arc::clone(&self.session().state);
+        tokio::select! {
+            () = state.resp_clients.pause_lifted() => Ok(()),
+            () = self.account.told_to_close() => Err(Close::Evicted),
+            _ = shutdown.changed() => Err(Close::Shutdown),
+        }
+    }
+
     /// Waits until this node's map moves past version `seen`, or until the command waiting in
     /// `args` has waited [`MAP_CATCH_UP`] in all.
     async fn wait_for_map(&mut self, seen: u64) {
@@ -678,12 +737,12 @@ impl Connection {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<(), Close> {
         let args = self.args.take().expect("the arguments are home");
-        let protocol = self.session().protocol;
+        let (protocol, database) = (self.session().protocol, self.session().database);
         if let Some(block) = blocking::ForwardedBlock::of(&args) {
             self.args = Some(args);
             return self.run_forwarded_blocking(owner, &block, shutdown).await;
         }
-        let payload = routing::forward_payload(protocol, &args);
+        let payload = routing::forward_payload(protocol, database, &args);
         self.args = Some(args);
         self.forward_and_queue_reply(owner, &payload).await;
         Ok(())
@@ -698,10 +757,10 @@ impl Connection {
         block: &blocking::ForwardedBlock,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<(), Close> {
-        let protocol = self.session().protocol;
+        let (protocol, database) = (self.session().protocol, self.session().database);
         loop {
             let args = self.args.as_ref().expect("the arguments are home");
-            let Some(payload) = block.next_payload(protocol, args) else {
+            let Some(payload) = block.next_payload(protocol, database, args) else {
                 Reply::new(&mut self.output.filling, protocol).null_array();
                 return Ok(());
             };
@@ -744,7 +803,11 @@ impl Connection {
         let session = self.session();
         let transaction = session.transaction.take().expect("EXEC ends a transaction");
         session.watched.clear();
-        let payload = routing::forward_transaction_payload(session.protocol, transaction.queued());
+        let payload = routing::forward_transaction_payload(
+            session.protocol,
+            session.database,
+            transaction.queued(),
+        );
         self.forward_and_queue_reply(owner, &payload).await;
     }
 
@@ -773,7 +836,7 @@ impl Connection {
         let args = self.args.take().expect("the arguments are home");
         let session = self.session.take().expect("the session is home");
         let state = Arc::clone(&session.state);
-        let protocol = session.protocol;
+        let (protocol, database) = (session.protocol, session.database);
         let Some((session, local_part)) =
             routing::execute_off_the_runtime_if_long(session, &args).await
         else {
@@ -782,7 +845,7 @@ impl Connection {
         };
         self.session = Some(session);
         let mut parts = vec![local_part];
-        let payload = Arc::new(routing::forward_payload(protocol, &args));
+        let payload = Arc::new(routing::forward_payload(protocol, database, &args));
         let command = args.command().unwrap_or_default().to_ascii_lowercase();
         self.args = Some(args);
         let mut answers = tokio::task::JoinSet::new();
@@ -829,11 +892,15 @@ impl Connection {
         let memory = Arc::clone(&self.memory);
         let job = move || {
             session.may_offload = false;
+            let (filling_before, reply_mode) = (filling.len(), session.reply_mode);
             let mut reply = Reply::with_limit(&mut filling, session.protocol, filling_len_max)
                 .charged_to(&memory);
             let after = commands::execute(&mut session, &args, &mut reply);
             let overflow = (reply.overflowed(), reply.over_budget());
             drop(reply);
+            if session.reply_mode.drops_reply(reply_mode) {
+                filling.truncate(filling_before);
+            }
             (session, args, filling, after, overflow)
         };
         let Ok((session, args, filling, after, (overflowed, over_budget))) =
@@ -938,12 +1005,11 @@ impl Connection {
             }
             self.input.reserve(READ_CHUNK_BYTES);
             let unsent = self.output.unsent_bytes() > 0;
-            let may_be_told = self.account.may_be_told();
             let (mut reader, writer) = self.stream.split();
             let read = tokio::select! {
                 biased;
                 _ = shutdown.changed() => return Err(Close::Shutdown),
-                () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+                () = self.account.told_to_close() => return Err(Close::Evicted),
                 () = waiter.woken() => return Ok(true),
                 () = sleep_until_or_never(deadline) => return Ok(false),
                 read = reader.read_buf(&mut self.input) => read,
@@ -984,20 +1050,18 @@ impl Connection {
         if reading {
             self.input.reserve(READ_CHUNK_BYTES);
         }
-        let may_be_told = self.account.may_be_told();
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
         let (mut reader, writer) = self.stream.split();
-        let watched = unsent
-            || may_be_told
-            || soft_deadline.is_some()
-            || idle_deadline.is_some()
-            || mailbox.is_some();
+        let watched =
+            unsent || soft_deadline.is_some() || idle_deadline.is_some() || mailbox.is_some();
         if reading && !watched {
-            // The usual wait of an ordinary client: its next request, or shutdown.
+            // The usual wait of an ordinary client: its next request, CLIENT KILL, or
+            // shutdown.
             let read = tokio::select! {
                 biased;
                 read = reader.read_buf(&mut self.input) => read,
+                () = self.account.told_to_close() => return Err(Close::Evicted),
                 _ = shutdown.changed() => return Err(Close::Shutdown),
             };
             return self.after_read(read);
@@ -1008,7 +1072,7 @@ impl Connection {
             ready = writer.as_ref().writable(), if unsent => {
                 return ready.map_err(|_| Close::Done);
             }
-            () = self.account.told_to_close(), if may_be_told => return Err(Close::Evicted),
+            () = self.account.told_to_close() => return Err(Close::Evicted),
             () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => return Ok(()),
             () = sleep_until_or_never(soft_deadline) => return Err(Close::OutputLimit),
             () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),

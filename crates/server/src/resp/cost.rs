@@ -107,7 +107,7 @@ pub fn reads(name: &str) -> Reads {
 /// The elements of the value at `key`; 0 when there is none (or it cannot be read now: the
 /// command itself will say why).
 fn elements_at(session: &Session, key: &[u8]) -> usize {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     target
         .view(|current| current.map_or(0, |current| collection::element_count(&current)))
         .unwrap_or(0)

@@ -195,7 +195,7 @@ pub fn geoadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
             }
         }
     }
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, !xx, |zset| {
         Ok(add_points(zset, &points, nx, xx))
     });
@@ -236,7 +236,7 @@ fn add_points(
 
 /// GEOPOS key [member ...]: each member's longitude and latitude, or a null array.
 pub fn geopos(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         (2..args.len())
             .map(|position| {
@@ -274,7 +274,7 @@ pub fn geodist(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         let zset = zset?;
         let first = geohash::point_of(zset.score(args.get(2))?);
@@ -289,7 +289,7 @@ pub fn geodist(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 
 /// GEOHASH key [member ...]: each member's 11-character standard geohash, or null.
 pub fn geohash_command(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         (2..args.len())
             .map(|position| {
@@ -587,7 +587,11 @@ fn search(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: Form)
 
 /// Finds the points, then stores them when the request says so.
 fn answer<'a>(session: &mut Session, args: &'a Args, form: Form) -> Result<Answer<'a>, Failure> {
-    let target = Target::of(&session.state, args.get(form.source_position()));
+    let target = Target::of(
+        &session.state,
+        session.database,
+        args.get(form.source_position()),
+    );
     let found = collection::read(&target, |zset: Option<&ZSetValue>| {
         let request = Request::parse(args, form, zset)?;
         let points = match (zset, request.shape()) {
@@ -729,7 +733,7 @@ fn store<'m>(
     } else {
         Decision::StoreNative(Box::new(zset), Expiry::Never)
     };
-    let target = Target::of(&session.state, destination);
+    let target = Target::of(&session.state, session.database, destination);
     target
         .update(&mut session.writes, |_, _| Ok((decision, ())))
         .map_err(Failure::Engine)?;

@@ -135,7 +135,7 @@ pub fn hset(session: &mut Session, args: &Args, reply: &mut Reply<'_>, legacy_ok
         ));
         return After::Continue;
     }
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -159,7 +159,7 @@ pub fn hset(session: &mut Session, args: &Args, reply: &mut Reply<'_>, legacy_ok
 
 /// HSETNX key field value: 1 if the field was set, 0 if it existed.
 pub fn hsetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -177,7 +177,7 @@ pub fn hsetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// HGET key field
 pub fn hget(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         hash.and_then(|hash| hash.get(args.get(2)).map(<[u8]>::to_vec))
     });
@@ -189,7 +189,7 @@ pub fn hget(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// HMGET key field [field ...]
 pub fn hmget(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         (2..args.len())
             .map(|position| hash.and_then(|hash| hash.get(args.get(position)).map(<[u8]>::to_vec)))
@@ -219,7 +219,7 @@ pub enum Parts {
 
 /// HGETALL key, HKEYS key, HVALS key
 pub fn hgetall(session: &mut Session, args: &Args, reply: &mut Reply<'_>, parts: Parts) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         let Some(hash) = hash else {
             return Vec::new();
@@ -248,7 +248,7 @@ pub fn hgetall(session: &mut Session, args: &Args, reply: &mut Reply<'_>, parts:
 
 /// HDEL key field [field ...]: fields removed.
 pub fn hdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -267,7 +267,7 @@ pub fn hdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// HEXISTS key field
 pub fn hexists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         hash.is_some_and(|hash| hash.get(args.get(2)).is_some())
     });
@@ -278,7 +278,7 @@ pub fn hexists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 
 /// HLEN key
 pub fn hlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         hash.map_or(0, HashValue::len)
     });
@@ -289,7 +289,7 @@ pub fn hlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// HSTRLEN key field
 pub fn hstrlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         hash.and_then(|hash| hash.get(args.get(2)))
             .map_or(0, <[u8]>::len)
@@ -305,7 +305,7 @@ pub fn hincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         reply.error(keys::NOT_AN_INTEGER);
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -332,7 +332,7 @@ pub fn hincrbyfloat(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -
         reply.error("ERR value is not a valid float");
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -368,7 +368,7 @@ pub fn hscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |hash: Option<&HashValue>| {
         let mut out = Vec::new();
         for (field, value) in hash.into_iter().flat_map(HashValue::iter) {

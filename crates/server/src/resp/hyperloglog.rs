@@ -90,7 +90,7 @@ fn flatten<T>(result: Result<Result<T, Failure>, ResultCode>) -> Result<T, Failu
 
 /// PFADD key [element ...]: 1 if the estimate may have changed (or the key was created).
 fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
         let (mut value, mut updated) = match old {
@@ -143,7 +143,7 @@ fn pfcount(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 /// PFCOUNT of one key: the cached estimate, or a fresh one, which is then cached (a write, as
 /// in Redis).
 fn count_one(session: &mut Session, key: &[u8]) -> Result<u64, Failure> {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let result = target.update(&mut session.writes, |current, writer| {
         let Some(mut value) = owned_string(current.as_ref().map(|c| c.get()).as_ref())? else {
             return Ok((Decision::Keep, Ok(0)));
@@ -175,7 +175,7 @@ fn merge_keys(
 ) -> Result<bool, Failure> {
     let mut any_dense = false;
     for position in from..args.len() {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         let merged = target.view(|current| {
             let Some(current) = current else {
                 return Ok(Ok(false));
@@ -215,7 +215,7 @@ fn store_merged(
     registers: &[u8; REGISTER_COUNT],
     dense: bool,
 ) -> Result<(), Failure> {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     let result = target.update(&mut session.writes, |current, writer| {
         let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
         let merged = merged_value(old, registers, dense);

@@ -82,7 +82,8 @@ fn parse_create(
         .ok_or("ERR index type must be NUMERIC or STRING")?;
     position += 1;
     let mut collection = IndexCollection::Default;
-    let mut set_name = Some(session.state.config.resp.set.as_bytes().to_vec());
+    let database_set = session.state.resp_databases.set_name(session.database);
+    let mut set_name = Some(database_set.as_bytes().to_vec());
     let mut namespace_name = None;
     while position < args.len() {
         let word = args.get(position).to_ascii_lowercase();

@@ -16,6 +16,7 @@ use wire_resp::Args;
 
 use super::collection::{self, Collection};
 use super::commands::Command;
+use super::databases::Database;
 use super::hashes::HashValue;
 use super::lists::ListValue;
 use super::reply::Reply;
@@ -42,7 +43,7 @@ pub const COMMANDS: &[Command] = &[
         expire(s, a, r, ExpireForm::EXPIREAT)
     }),
     ("expiretime", 2, |s, a, r| expiretime(s, a, r, false)),
-    ("flushall", -1, flushdb),
+    ("flushall", -1, flushall),
     ("flushdb", -1, flushdb),
     ("persist", 2, persist),
     ("pexpire", -3, |s, a, r| {
@@ -81,10 +82,10 @@ pub struct Target<'s> {
 }
 
 impl<'s> Target<'s> {
-    /// The record for Redis key `key`.
-    pub fn of(state: &'s ServerState, key: &'s [u8]) -> Target<'s> {
+    /// The record for Redis key `key` in `database`.
+    pub fn of(state: &'s ServerState, database: Database, key: &'s [u8]) -> Target<'s> {
         let namespace = namespace_of(state);
-        let set = state.config.resp.set.as_bytes();
+        let set = state.resp_databases.set_name(database).as_bytes();
         Target {
             namespace,
             address: RecordAddress {
@@ -270,7 +271,7 @@ pub fn expiry_at(void_time: VoidTime) -> Expiry {
 pub fn del(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut removed = 0;
     for position in 1..args.len() {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         let existed = target.update(&mut session.writes, |current, _| {
             Ok((Decision::Delete, current.is_some()))
         });
@@ -291,7 +292,7 @@ pub fn del(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 pub fn exists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut found = 0;
     for position in 1..args.len() {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         if target.view(|current| current.is_some()) == Ok(true) {
             found += 1;
         }
@@ -302,7 +303,7 @@ pub fn exists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// TYPE key
 pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let name = target.view(|current| current.map_or("none", |c| collection::type_name(&c)));
     reply.simple(name.unwrap_or("none"));
     After::Continue
@@ -313,7 +314,7 @@ pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 /// void time is the whole second at or before the expiry asked for.
 pub fn ttl(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
     let now = now_of(session);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let void_time = target.view(|current| current.map(|c| c.void_time));
     let value = match void_time {
         Ok(None) | Err(_) => -2,
@@ -344,56 +345,81 @@ fn unix_seconds(void_time: VoidTime) -> i64 {
     i64::from(void_time.0) + i64::try_from(CITRUSLEAF_EPOCH_UNIX_SECONDS).unwrap_or(0)
 }
 
-/// DBSIZE: the records of the RESP set; on a cluster, those in the partitions this node
-/// masters (the connection adds up every node's).
+/// DBSIZE: the records of the session database's set; on a cluster, those in the partitions
+/// this node masters (the connection adds up every node's).
 pub fn dbsize(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
-    let state = &session.state;
-    let set = state.config.resp.set.as_str();
-    let objects = state
-        .namespace(state.config.resp_namespace().as_bytes())
-        .map_or(0, |ns| {
-            if state.is_clustered() {
-                return ns.set_master_objects(set.as_bytes());
-            }
-            ns.sets()
-                .into_iter()
-                .find(|s| s.name == set)
-                .map_or(0, |s| s.objects)
-        });
+    let objects = database_size(&session.state, session.database);
     reply.integer(i64::try_from(objects).unwrap_or(i64::MAX));
     After::Continue
 }
 
-/// FLUSHDB and FLUSHALL [ASYNC|SYNC]: truncate the RESP set, then reclaim its records.
+/// The keys of `database` (on a cluster, in the partitions this node masters).
+pub fn database_size(state: &ServerState, database: Database) -> u64 {
+    let set = state.resp_databases.set_name(database);
+    let namespace = namespace_of(state);
+    if state.is_clustered() {
+        return namespace.set_master_objects(set.as_bytes());
+    }
+    namespace
+        .sets()
+        .into_iter()
+        .find(|s| s.name == set)
+        .map_or(0, |s| s.objects)
+}
+
+/// FLUSHDB [ASYNC|SYNC]: truncate the session database's set, then reclaim its records.
 pub fn flushdb(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    if args.len() > 2
-        || (args.len() == 2
-            && !matches!(
-                args.get(1).to_ascii_uppercase().as_slice(),
-                b"ASYNC" | b"SYNC"
-            ))
-    {
-        reply.error(SYNTAX_ERROR);
+    if let Err(message) = check_flush_options(args) {
+        reply.error(message);
         return After::Continue;
     }
-    let state = &session.state;
-    let Some(namespace) = state.namespace(state.config.resp_namespace().as_bytes()) else {
-        reply.error("ERR no namespace");
-        return After::Continue;
-    };
-    let set = Some(state.config.resp.set.as_bytes());
-    match namespace.truncate(set, None) {
-        Ok(_) => {
-            if let Some(node) = state.cluster_node() {
-                let cutoff_ms = namespace.truncate_cutoff_ms(set);
-                node.replicate_truncate_and_wait(namespace.name(), set, cutoff_ms);
-            }
-            namespace.reclaim_truncated();
-            reply.ok();
-        }
-        Err(error) => reply.error(&format!("ERR {error}")),
+    match truncate_database(&session.state, session.database) {
+        Ok(()) => reply.ok(),
+        Err(message) => reply.error(&message),
     }
     After::Continue
+}
+
+/// FLUSHALL [ASYNC|SYNC]: FLUSHDB of every database.
+pub fn flushall(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if let Err(message) = check_flush_options(args) {
+        reply.error(message);
+        return After::Continue;
+    }
+    let state = std::sync::Arc::clone(&session.state);
+    for (database, _) in state.resp_databases.iter() {
+        if let Err(message) = truncate_database(&state, database) {
+            reply.error(&message);
+            return After::Continue;
+        }
+    }
+    reply.ok();
+    After::Continue
+}
+
+fn check_flush_options(args: &Args) -> Result<(), &'static str> {
+    let valid = args.len() == 1
+        || (args.len() == 2
+            && matches!(
+                args.get(1).to_ascii_uppercase().as_slice(),
+                b"ASYNC" | b"SYNC"
+            ));
+    if valid { Ok(()) } else { Err(SYNTAX_ERROR) }
+}
+
+/// Truncates the set of `database` (cluster-wide on a cluster) and reclaims its records.
+fn truncate_database(state: &ServerState, database: Database) -> Result<(), String> {
+    let namespace = namespace_of(state);
+    let set = Some(state.resp_databases.set_name(database).as_bytes());
+    namespace
+        .truncate(set, None)
+        .map_err(|error| format!("ERR {error}"))?;
+    if let Some(node) = state.cluster_node() {
+        let cutoff_ms = namespace.truncate_cutoff_ms(set);
+        node.replicate_truncate_and_wait(namespace.name(), set, cutoff_ms);
+    }
+    namespace.reclaim_truncated();
+    Ok(())
 }
 
 /// How EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT read their time argument.
@@ -526,7 +552,7 @@ fn expire(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: Expir
         reply.error(&invalid_expire(form.name));
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, _| {
         let Some(current) = current else {
             return Ok((Decision::Keep, 0));
@@ -550,7 +576,7 @@ fn expire(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: Expir
 /// EXPIRETIME key (`in_ms` false) and PEXPIRETIME key (`in_ms` true): the Unix time the key
 /// expires at; -2 missing, -1 no expiry.
 fn expiretime(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let value = match target.view(|current| current.map(|c| c.void_time)) {
         Ok(None) | Err(_) => -2,
         Ok(Some(VoidTime::NEVER)) => -1,
@@ -563,7 +589,7 @@ fn expiretime(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: 
 
 /// PERSIST key: 1 if the key had an expiry and now has none.
 fn persist(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, _| match current {
         Some(current) if current.get().void_time != VoidTime::NEVER => {
             Ok((Decision::Touch(Expiry::Never), 1))
@@ -645,19 +671,22 @@ fn decoded<C: Collection>(value: &[u8]) -> Option<Box<dyn NativeValue>> {
     Some(Box::new(collection))
 }
 
-/// Copies `source`'s value and expiry to `destination`, over what it holds when `replace`.
-/// `None`: no source; `Some(false)`: the destination exists and is kept.
-fn copy_key(
+/// Copies `source`'s value and expiry to `destination` (each a database and a key), over what
+/// it holds when `replace`. `None`: no source; `Some(false)`: the destination exists and is
+/// kept.
+pub fn copy_key(
     session: &mut Session,
-    source: &[u8],
-    destination: &[u8],
+    (source_database, source): (Database, &[u8]),
+    (destination_database, destination): (Database, &[u8]),
     replace: bool,
 ) -> Result<Option<bool>, ResultCode> {
-    let copied = Target::of(&session.state, source).view(|c| c.map(|c| Copied::of(&c)))?;
+    let state = std::sync::Arc::clone(&session.state);
+    let source_target = Target::of(&state, source_database, source);
+    let copied = source_target.view(|c| c.map(|c| Copied::of(&c)))?;
     let Some(copied) = copied else {
         return Ok(None);
     };
-    let target = Target::of(&session.state, destination);
+    let target = Target::of(&state, destination_database, destination);
     let stored = target.update(&mut session.writes, |current, writer| {
         if current.is_some() && !replace {
             return Ok((Decision::Keep, false));
@@ -677,14 +706,20 @@ fn rename(
 ) -> After {
     let (source, destination) = (args.get(1), args.get(2));
     let state = std::sync::Arc::clone(&session.state);
+    let database = session.database;
     let moved = namespace_of(&state).exclusive(|| {
         if source == destination {
-            let exists = Target::of(&state, source).view(|c| c.is_some())?;
+            let exists = Target::of(&state, database, source).view(|c| c.is_some())?;
             return Ok(exists.then_some(!only_if_missing));
         }
-        let stored = copy_key(session, source, destination, !only_if_missing)?;
+        let stored = copy_key(
+            session,
+            (database, source),
+            (database, destination),
+            !only_if_missing,
+        )?;
         if stored == Some(true) {
-            let target = Target::of(&state, source);
+            let target = Target::of(&state, database, source);
             target.update(&mut session.writes, |_, _| Ok((Decision::Delete, ())))?;
         }
         Ok(stored)
@@ -698,22 +733,29 @@ fn rename(
     After::Continue
 }
 
-/// COPY source destination [DB 0] [REPLACE]: 1 if copied (value and expiry), 0 if the source
-/// is missing or the destination exists without REPLACE. Database 0 is the only one.
+/// COPY source destination [DB destination-db] [REPLACE]: 1 if copied (value and expiry), 0
+/// if the source is missing or the destination exists without REPLACE. Another database is
+/// refused on a cluster, as Redis Cluster refuses it.
 fn copy(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let replace = match parse_copy_options(args) {
-        Ok(replace) => replace,
+    let (destination_database, replace) = match parse_copy_options(session, args) {
+        Ok(options) => options,
         Err(message) => {
             reply.error(message);
             return After::Continue;
         }
     };
     let (source, destination) = (args.get(1), args.get(2));
-    if source == destination {
+    if source == destination && destination_database == session.database {
         reply.error("ERR source and destination objects are the same");
         return After::Continue;
     }
+    if destination_database != session.database && session.state.is_clustered() {
+        reply.error("ERR Copying to another database is not allowed in cluster mode");
+        return After::Continue;
+    }
     let state = std::sync::Arc::clone(&session.state);
+    let source = (session.database, source);
+    let destination = (destination_database, destination);
     let copied = namespace_of(&state).exclusive(|| copy_key(session, source, destination, replace));
     match copied {
         Ok(copied) => reply.integer(i64::from(copied == Some(true))),
@@ -722,30 +764,24 @@ fn copy(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// COPY's options from position 3: whether REPLACE was given.
-fn parse_copy_options(args: &Args) -> Result<bool, &'static str> {
+/// COPY's options from position 3: the destination database (the session's by default) and
+/// whether REPLACE was given.
+fn parse_copy_options(session: &Session, args: &Args) -> Result<(Database, bool), &'static str> {
     let mut replace = false;
+    let mut database = session.database;
     let mut position = 3;
     while position < args.len() {
         match args.get(position).to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
             b"DB" if position + 1 < args.len() => {
                 position += 1;
-                match parse_i64(args.get(position)) {
-                    Ok(0) => {}
-                    Ok(db) if i32::try_from(db).is_err() => {
-                        return Err("ERR value is out of range, value must between \
-                                    -2147483648 and 2147483647");
-                    }
-                    Ok(_) => return Err("ERR DB index is out of range"),
-                    Err(()) => return Err(NOT_AN_INTEGER),
-                }
+                database = session.state.resp_databases.parse(args.get(position))?;
             }
             _ => return Err(SYNTAX_ERROR),
         }
         position += 1;
     }
-    Ok(replace)
+    Ok((database, replace))
 }
 
 #[cfg(test)]

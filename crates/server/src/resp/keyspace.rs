@@ -1,6 +1,6 @@
 //! Commands over the whole key space: KEYS, SCAN and RANDOMKEY. They walk the records of the
-//! RESP set partition by partition, a piece at a time (`engine::Namespace::scan_piece`), and
-//! answer the user keys stored with them.
+//! session database's set partition by partition, a piece at a time
+//! (`engine::Namespace::scan_piece`), and answer the user keys stored with them.
 //!
 //! SCAN's cursor is the next partition to walk (0 starts and ends an iteration). Each call
 //! walks whole partitions, in order, until it has examined at least COUNT keys or reached the
@@ -27,6 +27,7 @@ use wire_resp::Args;
 
 use super::collection;
 use super::commands::Command;
+use super::databases::Database;
 use super::glob::Glob;
 use super::keys::{self, Target};
 use super::reply::Reply;
@@ -47,10 +48,10 @@ const PIECE_ENTRIES: usize = 256;
 /// SCAN's COUNT when none is given.
 const SCAN_COUNT_DEFAULT: u64 = 10;
 
-/// The RESP namespace and the scope of its set.
-fn resp_scope(state: &ServerState) -> (&Namespace, ScanScope) {
+/// The RESP namespace and the scope of `database`'s set.
+fn resp_scope(state: &ServerState, database: Database) -> (&Namespace, ScanScope) {
     let namespace = keys::namespace_of(state);
-    let scope = namespace.scan_scope(state.config.resp.set.as_bytes());
+    let scope = namespace.scan_scope(state.resp_databases.set_name(database).as_bytes());
     (namespace, scope)
 }
 
@@ -102,12 +103,15 @@ fn partition_count() -> u16 {
 /// once its reply could not fit the connection's limit.
 fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let pattern = args.get(1);
-    if session.should_offload(match_cost(key_count(&session.state), pattern)) {
+    if session.should_offload(match_cost(
+        key_count(&session.state, session.database),
+        pattern,
+    )) {
         return After::Offload;
     }
     let match_all = pattern == b"*";
     let glob = Glob::new(pattern);
-    let (namespace, scope) = resp_scope(&session.state);
+    let (namespace, scope) = resp_scope(&session.state, session.database);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut found_bytes = 0;
     for partition in (0..partition_count()).filter(|p| walks(&session.state, namespace, *p)) {
@@ -125,15 +129,9 @@ fn keys_matching(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> A
     After::Continue
 }
 
-/// Keys in the RESP set now.
-fn key_count(state: &ServerState) -> usize {
-    let (namespace, _) = resp_scope(state);
-    let objects = namespace
-        .sets()
-        .into_iter()
-        .find(|set| set.name == state.config.resp.set)
-        .map_or(0, |set| set.objects);
-    usize::try_from(objects).unwrap_or(usize::MAX)
+/// Keys in `database` now.
+fn key_count(state: &ServerState, database: Database) -> usize {
+    usize::try_from(keys::database_size(state, database)).unwrap_or(usize::MAX)
 }
 
 /// The cost of matching `keys` keys against `pattern`: one step per key, and one more per 64
@@ -217,10 +215,10 @@ fn scan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     if session.should_offload(match_cost(count, pattern)) {
         return After::Offload;
     }
-    let (next, mut found) = scan_partitions(&session.state, &request);
+    let (next, mut found) = scan_partitions(&session.state, session.database, &request);
     if let Some(type_name) = request.type_name {
         found.retain(|key| {
-            type_of(&session.state, key)
+            type_of(&session.state, session.database, key)
                 .is_some_and(|t| t.as_bytes().eq_ignore_ascii_case(type_name))
         });
     }
@@ -233,8 +231,12 @@ fn scan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 
 /// Walks partitions from the request's cursor until COUNT keys were examined or none is left:
 /// the next cursor (0 when done) and the keys that passed MATCH.
-fn scan_partitions(state: &ServerState, request: &ScanRequest<'_>) -> (u16, Vec<Vec<u8>>) {
-    let (namespace, scope) = resp_scope(state);
+fn scan_partitions(
+    state: &ServerState,
+    database: Database,
+    request: &ScanRequest<'_>,
+) -> (u16, Vec<Vec<u8>>) {
+    let (namespace, scope) = resp_scope(state, database);
     let glob = request.pattern.map(Glob::new);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut examined: u64 = 0;
@@ -261,8 +263,8 @@ fn scan_partitions(state: &ServerState, request: &ScanRequest<'_>) -> (u16, Vec<
 }
 
 /// The type of the value at `key`, as TYPE names it; `None` if it is gone.
-fn type_of(state: &ServerState, key: &[u8]) -> Option<&'static str> {
-    let target = Target::of(state, key);
+fn type_of(state: &ServerState, database: Database, key: &[u8]) -> Option<&'static str> {
+    let target = Target::of(state, database, key);
     target
         .view(|current| current.map(|c| collection::type_name(&c)))
         .ok()
@@ -272,7 +274,7 @@ fn type_of(state: &ServerState, key: &[u8]) -> Option<&'static str> {
 /// RANDOMKEY: a key from the first partition holding any, starting at a random one (one of
 /// at most `PIECE_ENTRIES` keys there, at random); nil when there are none.
 fn randomkey(session: &mut Session, _args: &Args, reply: &mut Reply<'_>) -> After {
-    let (namespace, scope) = resp_scope(&session.state);
+    let (namespace, scope) = resp_scope(&session.state, session.database);
     let random = random_u64();
     let start = (random % u64::from(partition_count())) as u16;
     let mut candidates: Vec<Vec<u8>> = Vec::new();

@@ -243,7 +243,7 @@ pub fn push(
     end: End,
     only_existing: bool,
 ) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -277,7 +277,7 @@ pub fn pop(session: &mut Session, args: &Args, reply: &mut Reply<'_>, end: End) 
             );
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -314,7 +314,7 @@ enum Popped {
 
 /// LLEN key
 pub fn llen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |list: Option<&ListValue>| {
         list.map_or(0, ListValue::len)
     });
@@ -331,7 +331,7 @@ pub fn lrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     let Ok((start, stop)) = parse_range(args) else {
         return fail(reply, keys::NOT_AN_INTEGER);
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // The elements are written straight from the stored list, under its read lock; a long
     // range writes nothing and goes to the long-request pool instead.
     let outcome = collection::read(&target, |list: Option<&ListValue>| {
@@ -358,7 +358,7 @@ pub fn lrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// LINDEX key index
 pub fn lindex(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // Redis looks the key up first: a missing key answers null whatever the index.
     let outcome = collection::read(&target, |list: Option<&ListValue>| {
         list.map(|list| {
@@ -378,7 +378,7 @@ pub fn lindex(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// LSET key index element
 pub fn lset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -403,7 +403,7 @@ pub fn ltrim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     let Ok((start, stop)) = parse_range(args) else {
         return fail(reply, keys::NOT_AN_INTEGER);
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -429,7 +429,7 @@ pub fn lrem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     };
     let from = if count < 0 { End::Tail } else { End::Head };
     let limit = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -453,7 +453,7 @@ pub fn linsert(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         _ => return fail(reply, keys::SYNTAX_ERROR),
     };
     let (pivot, element) = (args.get(3), args.get(4));
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -572,7 +572,7 @@ pub fn lpos(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         Ok(options) => options,
         Err(text) => return fail(reply, &text),
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |list: Option<&ListValue>| {
         list.map_or_else(Vec::new, |list| options.find(list, args.get(2)))
     });

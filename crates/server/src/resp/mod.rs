@@ -13,11 +13,17 @@
 
 mod bitmaps;
 mod blocking;
+mod client_control;
+mod clients;
 mod collection;
 mod commands;
 mod connection;
 mod cost;
+mod databases;
+mod diagnostics;
 mod docs;
+mod dump;
+mod functions;
 mod geo;
 mod geohash;
 mod glob;
@@ -28,14 +34,18 @@ mod keys;
 mod keyspace;
 mod lists;
 mod msgpack;
-pub mod pubsub;
+mod parameters;
 mod pops;
+pub mod pubsub;
+mod rdb;
 mod reply;
 mod routing;
 mod scripting;
 mod server_info;
 mod sets;
+mod slowlog;
 mod sort;
+mod streams;
 mod strings;
 mod transactions;
 mod zsets;
@@ -57,6 +67,8 @@ pub struct Session {
     client_id: u64,
     /// Set by `CLIENT SETNAME` or `HELLO ... SETNAME`.
     name: Option<Vec<u8>>,
+    /// The database SELECT chose (`databases.rs`): the set its keys live in.
+    database: databases::Database,
     /// Scratch space for writes, and what they wait for before their replies go out.
     writes: keys::Writes,
     /// The transaction being queued, between MULTI and EXEC.
@@ -70,6 +82,13 @@ pub struct Session {
     pubsub: pubsub::Subscriptions,
     /// Whether a blocking command (BLPOP...) may block here, and what it waits for.
     blocking: blocking::Blocking,
+    /// This connection in the registry of live ones (none for a forwarded command).
+    registration: Option<clients::Registration>,
+    /// CLIENT REPLY: which replies the client gets.
+    reply_mode: client_control::ReplyMode,
+    /// CLIENT NO-EVICT and NO-TOUCH, as CLIENT INFO shows them.
+    no_evict: bool,
+    no_touch: bool,
 }
 
 /// What the connection does after a command.
@@ -92,8 +111,12 @@ pub enum After {
 }
 
 pub use blocking::BlockedClients;
+pub use clients::Clients;
+pub use databases::{DATABASES_MAX, Databases, database_set_name};
+pub use parameters::Settings;
 pub use routing::serve_forwarded;
 pub use scripting::Scripts;
+pub use slowlog::SlowLog;
 
 impl Session {
     /// A session for one command another node forwarded here (see `routing.rs`).
@@ -103,13 +126,26 @@ impl Session {
             protocol,
             client_id: 0,
             name: None,
+            database: databases::Database::default(),
             writes: keys::Writes::default(),
             transaction: None,
             watched: Vec::new(),
             may_offload: false,
             pubsub: pubsub::Subscriptions::default(),
             blocking: blocking::Blocking::allowed(),
+            registration: None,
+            reply_mode: client_control::ReplyMode::On,
+            no_evict: false,
+            no_touch: false,
         }
+    }
+
+    /// The client's `ip:port` (empty for a forwarded command).
+    pub fn peer_address(&self) -> String {
+        self.registration
+            .as_ref()
+            .map(|registration| registration.entry.peer_address.clone())
+            .unwrap_or_default()
     }
 
     /// Whether a command that may take long should ask for the long-request pool: it asks
@@ -137,17 +173,34 @@ pub async fn serve(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         + 1;
     let _connected = ConnectedGuard::new(&state);
+    let address = |address: std::io::Result<std::net::SocketAddr>| {
+        address
+            .map(|address| address.to_string())
+            .unwrap_or_default()
+    };
+    let registration = Clients::register(
+        &state,
+        client_id,
+        address(stream.peer_addr()),
+        address(stream.local_addr()),
+        account.closer(),
+    );
     let session = Session {
         state,
         protocol: 2,
         client_id,
         name: None,
+        database: databases::Database::default(),
         writes: keys::Writes::default(),
         transaction: None,
         watched: Vec::new(),
         may_offload: true,
         pubsub: pubsub::Subscriptions::default(),
         blocking: blocking::Blocking::allowed(),
+        registration: Some(registration),
+        reply_mode: client_control::ReplyMode::On,
+        no_evict: false,
+        no_touch: false,
     };
     connection::serve(stream, session, shutdown, account).await;
 }

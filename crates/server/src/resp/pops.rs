@@ -135,7 +135,7 @@ pub fn pop_first_list(
 ) -> Result<Option<ListPopped>, Failure> {
     isolated_if_several(session, keys.len(), |session| {
         for (key_index, key) in keys.iter().enumerate() {
-            let target = Target::of(&session.state, key);
+            let target = Target::of(&session.state, session.database, key);
             let popped = collection::modify(
                 &target,
                 &mut session.writes,
@@ -174,7 +174,7 @@ pub fn pop_first_zset(
 ) -> Result<Option<ZSetPopped>, Failure> {
     isolated_if_several(session, keys.len(), |session| {
         for (key_index, key) in keys.iter().enumerate() {
-            let target = Target::of(&session.state, key);
+            let target = Target::of(&session.state, session.database, key);
             let popped = collection::modify(
                 &target,
                 &mut session.writes,
@@ -208,7 +208,7 @@ pub fn move_element(
     skip_wrong_type: bool,
 ) -> Result<Option<Box<[u8]>>, Failure> {
     isolated_if_several(session, 2, |session| {
-        let source_target = Target::of(&session.state, source);
+        let source_target = Target::of(&session.state, session.database, source);
         let peek = |list: Option<&ListValue>| {
             let list = list?;
             let element = match from {
@@ -223,7 +223,7 @@ pub fn move_element(
             Err(Failure::WrongType) if skip_wrong_type => return Ok(None),
             Err(failure) => return Err(failure),
         };
-        let destination_target = Target::of(&session.state, destination);
+        let destination_target = Target::of(&session.state, session.database, destination);
         collection::read(&destination_target, |_: Option<&ListValue>| ())?;
         if source == destination {
             collection::modify(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use model::{Digest, PARTITION_COUNT, PartitionId, UserKey};
 use wire_resp::Args;
 
+use super::databases::Database;
 use super::reply::Reply;
 use super::{After, Session, commands, keys, keyspace};
 use crate::cluster::{ClusterView, Route};
@@ -41,8 +42,8 @@ pub enum Routing {
 /// Redis Cluster's words for a command over keys of several masters.
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
-/// Where `args` should run, by its keys' partitions (clustered servers only).
-pub fn route(state: &ServerState, args: &Args) -> Routing {
+/// Where `args` should run, by its keys' partitions in `database` (clustered servers only).
+pub fn route(state: &ServerState, database: Database, args: &Args) -> Routing {
     let view = state.cluster_view();
     if !view.is_clustered() {
         return Routing::Local;
@@ -64,7 +65,7 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     if is(b"ssubscribe") {
         // A shard channel's messages are published on its partition's master (SPUBLISH is
         // routed there), as Redis Cluster's are on its slot's shard.
-        return match keys_route(state, args) {
+        return match keys_route(state, database, args) {
             None | Some(Routing::Local) => Routing::Local,
             Some(Routing::Forward(_)) => Routing::Refused(SSUBSCRIBE_ELSEWHERE),
             Some(other) => other,
@@ -73,23 +74,36 @@ pub fn route(state: &ServerState, args: &Args) -> Routing {
     if is(b"watch") {
         // A watch lives in this connection's session, on this node's records: a key another
         // node masters changes there, unseen here.
-        return match keys_route(state, args) {
+        return match keys_route(state, database, args) {
             None | Some(Routing::Local) => Routing::Local,
             Some(Routing::Unavailable) => Routing::Unavailable,
             Some(_) => Routing::Refused(WATCH_ELSEWHERE),
         };
     }
-    keys_route(state, args).unwrap_or(Routing::Local)
+    keys_route(state, database, args).unwrap_or(Routing::Local)
 }
 
 /// Where the commands a transaction queued should run when EXEC comes (clustered servers
 /// only): here, or whole on the one other node that masters all their keys (when nothing is
 /// watched here); keys of several masters get CROSSSLOT, as in Redis Cluster. Commands
 /// without keys run wherever the others do.
-pub fn route_transaction(state: &ServerState, queued: &[Args], watching: bool) -> Routing {
+pub fn route_transaction(
+    state: &ServerState,
+    mut database: Database,
+    queued: &[Args],
+    watching: bool,
+) -> Routing {
     let mut routing = None;
     for args in queued {
-        match keys_route(state, args) {
+        // A queued SELECT changes the database of the commands after it.
+        if args
+            .command()
+            .is_some_and(|name| name.eq_ignore_ascii_case(b"select"))
+            && let Ok(selected) = state.resp_databases.parse(args.get(1))
+        {
+            database = selected;
+        }
+        match keys_route(state, database, args) {
             None => {}
             Some(here @ (Routing::CrossSlot | Routing::Unavailable)) => return here,
             Some(here) if routing.is_none_or(|seen| seen == here) => routing = Some(here),
@@ -147,9 +161,9 @@ fn store_key<'a>(name: &[u8], args: &'a Args) -> Option<&'a [u8]> {
 /// Whether this node's engine masters the partition of every key of `args`: its map may say
 /// so before the roles are applied (a change in progress), and a command run then would be
 /// refused.
-pub fn masters_here(state: &ServerState, args: &Args) -> bool {
+pub fn masters_here(state: &ServerState, database: Database, args: &Args) -> bool {
     let namespace = keys::namespace_of(state);
-    let set = state.config.resp.set.as_bytes();
+    let set = state.resp_databases.set_name(database).as_bytes();
     key_arguments(args).all(|key| {
         namespace.partition_role(partition_of(set, key)).0 == engine::PartitionRole::Master
     })
@@ -179,7 +193,9 @@ async fn execute_when_ready(session: Session, args: &Args) -> Option<(Session, V
     let mut session = session;
     loop {
         let seen = node.layout_version();
-        if !masters_here(&state, args) && node.wait_layout_after(seen, deadline).await {
+        if !masters_here(&state, session.database, args)
+            && node.wait_layout_after(seen, deadline).await
+        {
             continue;
         }
         let (ran, out, unavailable) = execute_off_the_runtime_if_long_noting(session, args).await?;
@@ -193,10 +209,10 @@ async fn execute_when_ready(session: Session, args: &Args) -> Option<(Session, V
 
 /// Where the keys of `args` are mastered: here, on one other node, on several (CROSSSLOT), or
 /// nowhere now; `None` when the command names no key.
-fn keys_route(state: &ServerState, args: &Args) -> Option<Routing> {
+fn keys_route(state: &ServerState, database: Database, args: &Args) -> Option<Routing> {
     let view = state.cluster_view();
     let namespace = keys::namespace_of(state).name();
-    let set = state.config.resp.set.as_bytes();
+    let set = state.resp_databases.set_name(database).as_bytes();
     let mut routing = None;
     for key in key_arguments(args) {
         let partition = partition_of(set, key);
@@ -216,8 +232,8 @@ fn keys_route(state: &ServerState, args: &Args) -> Option<Routing> {
 
 /// The payload forwarding a transaction: MULTI, the queued commands, EXEC, for a client
 /// speaking RESP `protocol`; the node that serves it answers with EXEC's reply alone.
-pub fn forward_transaction_payload(protocol: u8, queued: &[Args]) -> Vec<u8> {
-    let mut payload = vec![protocol];
+pub fn forward_transaction_payload(protocol: u8, database: Database, queued: &[Args]) -> Vec<u8> {
+    let mut payload = payload_start(protocol, database);
     wire_resp::encode_command(&mut payload, &[b"MULTI".as_slice()]);
     for args in queued {
         encode_args(&mut payload, args);
@@ -343,7 +359,9 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         | b"multi" | b"exec" | b"discard" | b"unwatch" | b"info" | b"config" | b"sindex.create"
         | b"sindex.drop" | b"sindex.list" | b"sindex.query" | b"publish" | b"pubsub"
         | b"subscribe" | b"psubscribe" | b"unsubscribe" | b"punsubscribe" | b"sunsubscribe"
-        | b"script" => (1, 1, 1),
+        | b"script" | b"swapdb" | b"slowlog" | b"latency" | b"debug" | b"wait" | b"waitaof" => {
+            (1, 1, 1)
+        }
         b"del" | b"exists" | b"touch" | b"unlink" | b"mget" | b"sdiff" | b"sinter" | b"sunion"
         | b"watch" | b"sdiffstore" | b"sinterstore" | b"sunionstore" | b"ssubscribe" => {
             (1, count, 1)
@@ -352,6 +370,8 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"rename" | b"renamenx" | b"smove" | b"copy" | b"geosearchstore" => (1, count.min(3), 1),
         b"pfcount" | b"pfmerge" => (1, count, 1),
         b"bitop" => (2, count, 1),
+        // OBJECT ENCODING key, MEMORY USAGE key: the key follows the subcommand.
+        b"object" | b"memory" => (2, count.min(3), 1),
         b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => (1, count - 1, 1),
         b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => (1, count.min(3), 1),
         b"lmpop" | b"zmpop" => counted_keys(args, 1),
@@ -363,6 +383,8 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
                 .unwrap_or(0);
             (3, count.min(3 + keys), 1)
         }
+        b"xread" | b"xreadgroup" => streams_keys(args),
+        b"xgroup" | b"xinfo" => (2, count.min(3), 1),
         b"sintercard" => {
             let keys = std::str::from_utf8(args.get(1.min(count - 1)))
                 .ok()
@@ -389,6 +411,26 @@ fn counted_keys(args: &Args, count_position: usize) -> (usize, usize, usize) {
         .unwrap_or(0);
     let first = count_position + 1;
     (first, count.min(first.saturating_add(keys)), 1)
+}
+
+/// Where XREAD's and XREADGROUP's keys are: after STREAMS, the first half of what follows.
+fn streams_keys(args: &Args) -> (usize, usize, usize) {
+    let count = args.len();
+    // XREADGROUP's group and consumer come first (GROUP g c), and may be named STREAMS.
+    let search_from = if args.get(0).eq_ignore_ascii_case(b"xreadgroup") {
+        4
+    } else {
+        1
+    };
+    let streams =
+        (search_from..count).find(|&position| args.get(position).eq_ignore_ascii_case(b"streams"));
+    match streams {
+        Some(position) => {
+            let first = position + 1;
+            (first, first + (count - first) / 2, 1)
+        }
+        None => (1, 1, 1),
+    }
 }
 
 /// Runs commands forwarded by another node: `payload` is the client's RESP version (one
@@ -485,9 +527,21 @@ async fn execute_off_the_runtime_if_long_noting(
     state.long_requests.run(job).await.ok()
 }
 
-/// The payload forwarding `args` for a client speaking RESP `protocol`.
-pub fn forward_payload(protocol: u8, args: &Args) -> Vec<u8> {
+/// The start of every forward payload: the client's RESP version, then, for a database other
+/// than 0, a SELECT of it (the node that serves the payload answers with the last command's
+/// reply only, so the SELECT's +OK is not seen).
+pub fn payload_start(protocol: u8, database: Database) -> Vec<u8> {
     let mut payload = vec![protocol];
+    if database != Database::default() {
+        let number = database.0.to_string();
+        wire_resp::encode_command(&mut payload, &[b"SELECT".as_slice(), number.as_bytes()]);
+    }
+    payload
+}
+
+/// The payload forwarding `args` for a client speaking RESP `protocol` in `database`.
+pub fn forward_payload(protocol: u8, database: Database, args: &Args) -> Vec<u8> {
+    let mut payload = payload_start(protocol, database);
     encode_args(&mut payload, args);
     payload
 }

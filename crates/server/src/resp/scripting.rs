@@ -1,5 +1,6 @@
 //! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD | EXISTS | FLUSH | KILL,
-//! on the Lua runtime the Aerospike UDFs use (`udf::redis`).
+//! on the Lua runtime the Aerospike UDFs use (`udf::redis`). Functions (FCALL, `functions.rs`)
+//! run through the same run registration, so BUSY and the kill rules cover both.
 //!
 //! - A script runs atomically, as in Redis: inside the namespace's exclusive section
 //!   (`Namespace::exclusive`, as EXEC), so no other command of either protocol interleaves
@@ -52,7 +53,7 @@ pub const COMMANDS: &[Command] = &[
 
 /// Lua memory one script run may allocate: enough for scripts that build replies of a few
 /// million elements, small enough that a runaway one cannot take the node's memory.
-const SCRIPT_MEMORY_BYTES_MAX: usize = 256 * 1024 * 1024;
+pub(super) const SCRIPT_MEMORY_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// Bytes of script bodies the cache holds (Redis 7.2 has no bound; 7.4 evicts EVAL's).
 const SCRIPT_CACHE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -61,8 +62,11 @@ const SCRIPT_CACHE_BYTES_MAX: usize = 64 * 1024 * 1024;
 const BUSY_REPLY_THRESHOLD_MS_DEFAULT: u64 = 5000;
 
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
-const BUSY: &str =
+pub(super) const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// BUSY while a function runs (Redis's `slowscripterr`).
+pub(super) const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against \
                           the dataset. You can either wait the script termination or kill the \
@@ -84,10 +88,35 @@ struct Script {
 
 /// The script running now.
 #[derive(Debug)]
-struct Running {
-    started: Instant,
+pub(super) struct Running {
+    pub(super) started: Instant,
     killed: Arc<AtomicBool>,
     wrote: AtomicBool,
+    pub(super) kind: RunKind,
+}
+
+/// What runs: an EVAL script, or a function (FCALL), which SCRIPT KILL does not stop and
+/// FUNCTION STATS describes.
+#[derive(Debug)]
+pub(super) enum RunKind {
+    Eval,
+    Function {
+        /// The function's name.
+        name: String,
+        /// The FCALL command that runs it.
+        command: Vec<Vec<u8>>,
+    },
+}
+
+impl RunKind {
+    fn is_eval(&self) -> bool {
+        matches!(self, RunKind::Eval)
+    }
+
+    /// The BUSY error others get while this runs past the threshold.
+    fn busy(&self) -> &'static str {
+        if self.is_eval() { BUSY } else { BUSY_FUNCTION }
+    }
 }
 
 /// The server's scripting state: the script cache, the Lua engine, and the script running.
@@ -102,6 +131,8 @@ pub struct Scripts {
     /// Woken when a script ends.
     ended: tokio::sync::Notify,
     busy_reply_threshold_ms: AtomicU64,
+    /// The function libraries (FUNCTION LOAD).
+    pub(super) functions: super::functions::Functions,
 }
 
 #[derive(Debug, Default)]
@@ -129,12 +160,14 @@ impl Default for Scripts {
             active: AtomicBool::new(false),
             ended: tokio::sync::Notify::new(),
             busy_reply_threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS_DEFAULT),
+            functions: super::functions::Functions::default(),
         }
     }
 }
 
 impl Scripts {
-    fn running(&self) -> Option<Arc<Running>> {
+    /// The script or function running now.
+    pub(super) fn running(&self) -> Option<Arc<Running>> {
         if !self.active.load(Ordering::Acquire) {
             return None;
         }
@@ -258,7 +291,7 @@ pub fn while_busy(session: &Session, args: &Args, reply: &mut Reply<'_>) -> Opti
         .threshold()
         .is_some_and(|threshold| running.started.elapsed() >= threshold)
     {
-        reply.error(BUSY);
+        reply.error(running.kind.busy());
         return Some(After::Continue);
     }
     // On the pool or inside EXEC the command waits at the namespace's gate instead.
@@ -268,9 +301,16 @@ pub fn while_busy(session: &Session, args: &Args, reply: &mut Reply<'_>) -> Opti
 /// Whether `args` runs a script (EXEC runs a transaction holding one on the pool).
 pub fn is_script(args: &Args) -> bool {
     let name = args.get(0);
-    [&b"eval"[..], b"eval_ro", b"evalsha", b"evalsha_ro"]
-        .iter()
-        .any(|script| name.eq_ignore_ascii_case(script))
+    [
+        &b"eval"[..],
+        b"eval_ro",
+        b"evalsha",
+        b"evalsha_ro",
+        b"fcall",
+        b"fcall_ro",
+    ]
+    .iter()
+    .any(|script| name.eq_ignore_ascii_case(script))
 }
 
 /// Commands Redis serves while a script is busy (`CMD_ALLOW_BUSY`).
@@ -280,6 +320,11 @@ fn allowed_while_busy(args: &Args) -> bool {
         b"auth" | b"hello" | b"multi" | b"discard" | b"watch" | b"unwatch" | b"quit" | b"reset"
         | b"shutdown" => true,
         b"script" => args.len() == 2 && args.get(1).eq_ignore_ascii_case(b"kill"),
+        b"function" => {
+            args.len() == 2
+                && (args.get(1).eq_ignore_ascii_case(b"kill")
+                    || args.get(1).eq_ignore_ascii_case(b"stats"))
+        }
         _ => false,
     }
 }
@@ -313,7 +358,7 @@ enum Lookup {
 
 /// Whether the script may write: the `_RO` commands run it read-only.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
+pub(super) enum Access {
     ReadWrite,
     ReadOnly,
 }
@@ -385,24 +430,24 @@ fn eval_generic(
     let body = cached.as_ref().map_or(args.get(1), |script| &script.body);
     let keys: Vec<&[u8]> = (3..3 + key_count).map(|i| args.get(i)).collect();
     let argv: Vec<&[u8]> = (3 + key_count..args.len()).map(|i| args.get(i)).collect();
-    let state = Arc::clone(&session.state);
-    let namespace = keys::namespace_of(&state);
-    let value = namespace.exclusive(|| {
-        let run = ScriptRun {
-            sha: &sha,
-            body,
-            keys: &keys,
-            args: &argv,
-            memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
-        };
-        run_exclusive(session, run, parsed, read_only, cached.is_none())
-    });
+    let run = ScriptRun {
+        sha: &sha,
+        body,
+        keys: &keys,
+        args: &argv,
+        memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
+    };
+    let value = run_exclusive(session, run, parsed, read_only, cached.is_none());
     write_value(reply, &value);
     After::Continue
 }
 
 /// Why a script may not run here, as Redis words it.
-fn refusal(session: &Session, parsed: ParsedScript, access: Access) -> Option<&'static str> {
+pub(super) fn refusal(
+    session: &Session,
+    parsed: ParsedScript,
+    access: Access,
+) -> Option<&'static str> {
     if session.state.is_clustered() && parsed.flags.no_cluster {
         return Some("ERR Can not run script on cluster, 'no-cluster' flag is set.");
     }
@@ -423,25 +468,14 @@ fn run_exclusive(
 ) -> RedisValue {
     let state = Arc::clone(&session.state);
     let scripts = &state.scripts;
-    let running = Arc::new(Running {
-        started: Instant::now(),
-        killed: Arc::new(AtomicBool::new(false)),
-        wrote: AtomicBool::new(false),
+    let outcome = run_registered(session, RunKind::Eval, read_only, |host, killed| {
+        scripts.with_engine(|engine| {
+            if new_body {
+                engine.compile(run.sha, run.body, parsed.code_offset)?;
+            }
+            Ok::<_, String>(engine.run(run, parsed.code_offset, host, killed))
+        })
     });
-    let _guard = RunGuard::begin(scripts, Arc::clone(&running));
-    let saved_protocol = session.protocol;
-    let mut host = SessionHost {
-        session,
-        running: &running,
-        read_only,
-    };
-    let outcome = scripts.with_engine(|engine| {
-        if new_body {
-            engine.compile(run.sha, run.body, parsed.code_offset)?;
-        }
-        Ok::<_, String>(engine.run(run, parsed.code_offset, &mut host, &running.killed))
-    });
-    host.session.protocol = saved_protocol;
     match outcome {
         Ok(Ok(value)) => {
             if new_body {
@@ -458,9 +492,45 @@ fn run_exclusive(
     }
 }
 
+/// Runs `body` as the script or function running now (for BUSY, SCRIPT KILL and FUNCTION
+/// KILL), with a host that runs its commands as this session's; the session's protocol and
+/// database are its own again afterwards (a script's SELECT lasts until it ends, as in
+/// Redis 7).
+///
+/// The run is registered before it enters the namespace's exclusive section, where it runs:
+/// a command that arrives meanwhile sees it and waits on the runtime (or gets BUSY), rather
+/// than wait at the section's gate on a runtime thread, where, with every thread of a small
+/// machine blocked so, nothing could serve SCRIPT KILL.
+pub(super) fn run_registered<T>(
+    session: &mut Session,
+    kind: RunKind,
+    read_only: bool,
+    body: impl FnOnce(&mut SessionHost<'_>, &Arc<AtomicBool>) -> T,
+) -> T {
+    let state = Arc::clone(&session.state);
+    let namespace = keys::namespace_of(&state);
+    let running = Arc::new(Running {
+        started: Instant::now(),
+        killed: Arc::new(AtomicBool::new(false)),
+        wrote: AtomicBool::new(false),
+        kind,
+    });
+    let _guard = RunGuard::begin(&state.scripts, Arc::clone(&running));
+    let (saved_protocol, saved_database) = (session.protocol, session.database);
+    let mut host = SessionHost {
+        session,
+        running: &running,
+        read_only,
+    };
+    let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
+    host.session.protocol = saved_protocol;
+    host.session.database = saved_database;
+    outcome
+}
+
 /// Runs a script's commands with the caller's session, as Redis runs them with its script
 /// client: the same dispatch as every command, after the checks Redis makes in a script.
-struct SessionHost<'s> {
+pub(super) struct SessionHost<'s> {
     session: &'s mut Session,
     running: &'s Running,
     read_only: bool,
@@ -510,7 +580,9 @@ impl SessionHost<'_> {
             }
             self.running.wrote.store(true, Ordering::Relaxed);
         }
-        if state.is_clustered() && routing::route(state, args) != Routing::Local {
+        if state.is_clustered()
+            && routing::route(state, self.session.database, args) != Routing::Local
+        {
             return Some("ERR Script attempted to access a non local key in a cluster node");
         }
         None
@@ -546,7 +618,7 @@ fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
 
 /// Commands Redis flags `write` or `may-replicate`: refused in read-only scripts, and once
 /// called they make the script unkillable.
-fn is_write(name: &[u8]) -> bool {
+pub(super) fn is_write(name: &[u8]) -> bool {
     const WRITES: &[&str] = &[
         "append",
         "bitfield",
@@ -732,7 +804,7 @@ fn parse_aggregate(
 }
 
 /// Writes a script's reply for the caller's protocol.
-fn write_value(reply: &mut Reply<'_>, value: &RedisValue) {
+pub(super) fn write_value(reply: &mut Reply<'_>, value: &RedisValue) {
     match value {
         RedisValue::Status(text) => reply.encoded(&line(b'+', text)),
         RedisValue::Error(text) => reply.encoded(&line(b'-', text)),
@@ -812,14 +884,7 @@ fn script(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
                 reply.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             }
         }
-        (b"KILL", 2) => match scripts.running() {
-            None => reply.error(NOTBUSY),
-            Some(running) if running.wrote.load(Ordering::Relaxed) => reply.error(UNKILLABLE),
-            Some(running) => {
-                running.killed.store(true, Ordering::Relaxed);
-                reply.ok();
-            }
-        },
+        (b"KILL", 2) => kill(scripts, Killer::Script, reply),
         (b"DEBUG", 3) => reply.error("ERR SCRIPT DEBUG is not supported by Osprey"),
         (b"HELP", 2) => script_help(reply),
         _ => reply.error(&format!(
@@ -828,6 +893,32 @@ fn script(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         )),
     }
     After::Continue
+}
+
+/// Which command asks to kill: each stops only its own kind of run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Killer {
+    Script,
+    Function,
+}
+
+/// SCRIPT KILL and FUNCTION KILL: stop the run at its next check, unless it wrote or is of
+/// the other kind (Redis's `scriptKill`).
+pub(super) fn kill(scripts: &Scripts, killer: Killer, reply: &mut Reply<'_>) {
+    let Some(running) = scripts.running() else {
+        return reply.error(NOTBUSY);
+    };
+    if running.wrote.load(Ordering::Relaxed) {
+        return reply.error(UNKILLABLE);
+    }
+    match (killer, running.kind.is_eval()) {
+        (Killer::Script, false) => reply.error(BUSY_FUNCTION),
+        (Killer::Function, true) => reply.error(BUSY),
+        _ => {
+            running.killed.store(true, Ordering::Relaxed);
+            reply.ok();
+        }
+    }
 }
 
 /// SCRIPT LOAD: compiles and caches the script, answers its SHA1.

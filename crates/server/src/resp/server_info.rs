@@ -1,5 +1,4 @@
-//! INFO and CONFIG: what a Redis tool asks a server about itself, answered from live figures
-//! and from Osprey's real settings.
+//! INFO: what a Redis tool asks a server about itself, answered from live figures.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -8,14 +7,12 @@ use engine::NamespaceSummary;
 use wire_resp::Args;
 
 use super::commands::{Command, REDIS_VERSION};
-use super::glob::Glob;
-use super::pubsub::notify;
 use super::reply::Reply;
 use super::{After, Session};
 use crate::state::ServerState;
 
-/// INFO and CONFIG.
-pub const COMMANDS: &[Command] = &[("config", -2, config), ("info", -1, info)];
+/// INFO (CONFIG is `parameters.rs`).
+pub const COMMANDS: &[Command] = &[("info", -1, info)];
 
 /// The sections INFO knows, in the order it prints them.
 const SECTIONS: &[&str] = &[
@@ -51,24 +48,29 @@ fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// The RESP namespace's summary and its RESP set's key count.
+/// The RESP namespace's summary and the key count of each database.
 struct RespSummary {
     namespace: NamespaceSummary,
-    keys: u64,
+    database_keys: Vec<u64>,
 }
 
 fn resp_summary(state: &ServerState) -> RespSummary {
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
-    let keys = namespace
-        .sets()
-        .into_iter()
-        .find(|set| set.name == state.config.resp.set)
-        .map_or(0, |set| set.objects);
+    let sets = namespace.sets();
+    let database_keys = state
+        .resp_databases
+        .iter()
+        .map(|(_, name)| {
+            sets.iter()
+                .find(|set| set.name == name)
+                .map_or(0, |set| set.objects)
+        })
+        .collect();
     RespSummary {
         namespace: namespace.summary(),
-        keys,
+        database_keys,
     }
 }
 
@@ -114,7 +116,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         "persistence" => write!(
             text,
             "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:{}\r\n",
-            u8::from(append_fsync(state).is_some())
+            u8::from(super::parameters::append_fsync(state).is_some())
         ),
         "stats" => write!(
             text,
@@ -137,8 +139,10 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         _ => {
             let mut line = String::from("# Keyspace\r\n");
-            if summary.keys > 0 {
-                let _ = write!(line, "db0:keys={}\r\n", summary.keys);
+            for (database, keys) in summary.database_keys.iter().enumerate() {
+                if *keys > 0 {
+                    let _ = write!(line, "db{database}:keys={keys},expires=0,avg_ttl=0\r\n");
+                }
             }
             text.push_str(&line);
             Ok(())
@@ -155,148 +159,4 @@ fn human_bytes(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
-}
-
-/// Redis's `appendfsync` for the RESP namespace's storage (`None`: in memory only): `always`
-/// with commit-to-device, else `everysec` (writes reach the file within flush-max-ms).
-fn append_fsync(state: &ServerState) -> Option<&'static str> {
-    let namespace = state.namespace(state.config.resp_namespace().as_bytes())?;
-    let storage = namespace.config().storage.as_ref()?;
-    Some(if storage.commit_to_device {
-        "always"
-    } else {
-        "everysec"
-    })
-}
-
-/// The Redis settings Osprey has, with their values: each is fixed while it runs.
-fn parameters(state: &ServerState) -> Vec<(&'static str, String)> {
-    let resp = &state.config.resp;
-    let fsync = append_fsync(state);
-    vec![
-        ("appendfsync", fsync.unwrap_or("everysec").to_owned()),
-        (
-            "appendonly",
-            if fsync.is_some() { "yes" } else { "no" }.to_owned(),
-        ),
-        ("bind", resp.address.clone()),
-        (
-            "client-output-buffer-limit",
-            resp.output_buffer_limits().unwrap_or_default().redis_text(),
-        ),
-        (
-            "client-query-buffer-limit",
-            wire_resp::QUERY_BUFFER_LIMIT_BYTES.to_string(),
-        ),
-        ("databases", "1".to_owned()),
-        ("maxclients", resp.maxclients.to_string()),
-        ("maxmemory", "0".to_owned()),
-        (
-            "maxmemory-clients",
-            state.client_memory.limit_bytes().to_string(),
-        ),
-        ("maxmemory-policy", "noeviction".to_owned()),
-        (
-            "notify-keyspace-events",
-            notify::flags_text(state.pubsub.notify_flags.load(Ordering::Relaxed)),
-        ),
-        ("port", resp.port.to_string()),
-        (
-            "proto-max-bulk-len",
-            wire_resp::RequestLimits::DEFAULT
-                .bulk_length_max_bytes
-                .to_string(),
-        ),
-        ("save", String::new()),
-        ("timeout", resp.timeout.to_string()),
-    ]
-    .into_iter()
-    .chain(super::scripting::parameters(state))
-    .collect()
-}
-
-/// CONFIG GET pattern [pattern ...] | SET name value [name value ...] | RESETSTAT
-fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let subcommand = args.get(1).to_ascii_uppercase();
-    match subcommand.as_slice() {
-        b"GET" if args.len() >= 3 => config_get(session, args, reply),
-        b"SET" if args.len() >= 4 && args.len().is_multiple_of(2) => {
-            config_set(session, args, reply)
-        }
-        b"RESETSTAT" if args.len() == 2 => {
-            session.state.resp_commands.store(0, Ordering::Relaxed);
-            reply.ok();
-        }
-        _ => reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(args.get(1))
-        )),
-    }
-    After::Continue
-}
-
-fn config_get(session: &Session, args: &Args, reply: &mut Reply<'_>) {
-    let parameters = parameters(&session.state);
-    let patterns: Vec<Glob> = (2..args.len())
-        .map(|position| Glob::new(&args.get(position).to_ascii_lowercase()))
-        .collect();
-    let matching: Vec<&(&str, String)> = parameters
-        .iter()
-        .filter(|(name, _)| patterns.iter().any(|glob| glob.matches(name.as_bytes())))
-        .collect();
-    reply.map(matching.len());
-    for (name, value) in matching {
-        reply.bulk(name.as_bytes());
-        reply.bulk(value.as_bytes());
-    }
-}
-
-/// Every setting is fixed at start-up: setting one to its current value is accepted (tools
-/// often do so), any other value is refused as Redis refuses an immutable setting.
-fn config_set(session: &Session, args: &Args, reply: &mut Reply<'_>) {
-    let parameters = parameters(&session.state);
-    for position in (2..args.len()).step_by(2) {
-        let name = args.get(position).to_ascii_lowercase();
-        let printable = String::from_utf8_lossy(&name).into_owned();
-        if name == b"notify-keyspace-events" {
-            let Some(flags) = notify::parse_flags(args.get(position + 1)) else {
-                reply.error(&format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{printable}') - {}",
-                    notify::INVALID_CLASS
-                ));
-                return;
-            };
-            session
-                .state
-                .pubsub
-                .notify_flags
-                .store(flags, Ordering::Relaxed);
-            continue;
-        }
-        match super::scripting::set_parameter(&session.state, &name, args.get(position + 1)) {
-            Some(Ok(())) => continue,
-            Some(Err(message)) => return reply.error(&message),
-            None => {}
-        }
-        match parameters
-            .iter()
-            .find(|(known, _)| known.as_bytes() == name)
-        {
-            None => {
-                reply.error(&format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{printable}'"
-                ));
-                return;
-            }
-            Some((_, value)) if value.as_bytes() != args.get(position + 1) => {
-                reply.error(&format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{printable}') - \
-                     can't set immutable config"
-                ));
-                return;
-            }
-            Some(_) => {}
-        }
-    }
-    reply.ok();
 }

@@ -270,7 +270,7 @@ fn saturating_usize(count: u64) -> usize {
 
 /// SADD key member [member ...]: members added.
 pub fn sadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, true, |set: &mut SetValue| {
         let added: i64 = (2..args.len())
             .map(|position| i64::from(set.insert(args.get(position))))
@@ -284,7 +284,7 @@ pub fn sadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// SREM key member [member ...]: members removed.
 pub fn srem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let removed: i64 = (2..args.len())
             .map(|position| i64::from(set.remove(args.get(position))))
@@ -298,7 +298,7 @@ pub fn srem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// SMEMBERS key: every member (a set reply).
 pub fn smembers(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // Written under the read lock, straight from the set: no copy of the members.
     let outcome = collection::read(&target, |set: Option<&SetValue>| match set {
         Some(set) => reply_members(reply, Shape::Set, set.iter()),
@@ -309,7 +309,7 @@ pub fn smembers(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Af
 
 /// SISMEMBER key member: 1 if `member` is in the set.
 pub fn sismember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |set: Option<&SetValue>| {
         set.is_some_and(|set| set.contains(args.get(2)))
     });
@@ -320,7 +320,7 @@ pub fn sismember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> A
 
 /// SMISMEMBER key member [member ...]: 1 or 0 per member.
 pub fn smismember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |set: Option<&SetValue>| {
         (2..args.len())
             .map(|position| set.is_some_and(|set| set.contains(args.get(position))))
@@ -336,7 +336,7 @@ pub fn smismember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> 
 
 /// SCARD key: the number of members.
 pub fn scard(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |set: Option<&SetValue>| {
         set.map_or(0, SetValue::len)
     });
@@ -360,7 +360,7 @@ pub fn spop(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// SPOP key
 fn spop_one(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let member = with_rng(|rng| set.pop_random(rng));
         Ok(Change::when(member.is_some(), member))
@@ -379,7 +379,7 @@ fn spop_count(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
         return After::Continue;
     };
     let count = saturating_usize(count);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, false, |set: &mut SetValue| {
         let popped = if count >= set.len() {
             set.take_all()
@@ -410,7 +410,7 @@ pub fn srandmember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) ->
 
 /// SRANDMEMBER key
 fn srandmember_one(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |set: Option<&SetValue>| {
         match set.and_then(|set| with_rng(|rng| set.random_member(rng))) {
             Some(member) => reply.bulk(member),
@@ -433,7 +433,7 @@ fn srandmember_count(session: &mut Session, args: &Args, reply: &mut Reply<'_>) 
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // Written under the read lock, straight from the set: no copy of the members.
     let outcome = collection::read(&target, |set: Option<&SetValue>| match set {
         Some(set) => reply_random(reply, set, count),
@@ -504,7 +504,7 @@ pub fn sscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
         failure.reply(reply);
         return After::Continue;
     }
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |set: Option<&SetValue>| {
         let Some(set) = set else {
             return Ok(Vec::new());
@@ -548,12 +548,12 @@ fn move_member(
     destination: &[u8],
     member: &[u8],
 ) -> Result<bool, Failure> {
-    let source_target = Target::of(&session.state, source);
+    let source_target = Target::of(&session.state, session.database, source);
     let holds = |set: Option<&SetValue>| set.map(|set| set.contains(member));
     let Some(present) = collection::read(&source_target, holds)? else {
         return Ok(false);
     };
-    let destination_target = Target::of(&session.state, destination);
+    let destination_target = Target::of(&session.state, session.database, destination);
     collection::read(&destination_target, |_: Option<&SetValue>| ())?;
     if source == destination || !present {
         return Ok(present);
@@ -680,7 +680,7 @@ fn combined(session: &Session, keys: &[&[u8]], operation: Operation) -> Result<S
     let sizes = keys
         .iter()
         .map(|key| {
-            let target = Target::of(&session.state, key);
+            let target = Target::of(&session.state, session.database, key);
             collection::read(&target, |set: Option<&SetValue>| set.map(SetValue::len))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -693,7 +693,7 @@ fn combined(session: &Session, keys: &[&[u8]], operation: Operation) -> Result<S
 
 /// A copy of the set at `key` (empty when missing).
 fn copy_of(session: &Session, key: &[u8]) -> Result<SetValue, Failure> {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     collection::read(&target, |set: Option<&SetValue>| {
         set.cloned().unwrap_or_default()
     })
@@ -701,7 +701,7 @@ fn copy_of(session: &Session, key: &[u8]) -> Result<SetValue, Failure> {
 
 /// Calls `look` with the set at `key`, if there is one.
 fn with_set(session: &Session, key: &[u8], look: impl FnOnce(&SetValue)) -> Result<(), Failure> {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     collection::read(&target, |set: Option<&SetValue>| set.map(look)).map(|_| ())
 }
 
@@ -773,7 +773,7 @@ fn store(session: &mut Session, destination: &[u8], mut set: SetValue) -> Result
         set.members.shrink_to_fit();
         Decision::StoreNative(Box::new(set), Expiry::Never)
     };
-    let target = Target::of(&session.state, destination);
+    let target = Target::of(&session.state, session.database, destination);
     target
         .update(&mut session.writes, |_, _| Ok((decision, ())))
         .map_err(Failure::Engine)?;

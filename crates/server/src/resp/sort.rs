@@ -366,7 +366,7 @@ fn load(
     key: &[u8],
     request: &mut Request<'_>,
 ) -> Result<Option<Source>, Failure> {
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     // Each element reads the BY key and each GET key.
     let keys_per_element = 1 + usize::from(request.by.is_some()) + request.gets.len();
     let long = |len: usize| session.should_offload(len.saturating_mul(keys_per_element));
@@ -511,7 +511,7 @@ fn lookup(session: &Session, pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> 
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(element);
     key.extend_from_slice(suffix);
-    let target = Target::of(&session.state, &key);
+    let target = Target::of(&session.state, session.database, &key);
     match field {
         Some(field) => collection::read(&target, |hash: Option<&HashValue>| {
             hash.and_then(|hash| hash.get(field)).map(<[u8]>::to_vec)
@@ -546,7 +546,7 @@ fn store(
     } else {
         Decision::StoreNative(Box::new(list), Expiry::Never)
     };
-    let target = Target::of(&session.state, destination);
+    let target = Target::of(&session.state, session.database, destination);
     target
         .update(&mut session.writes, |_, _| Ok((decision, ())))
         .map_err(Failure::Engine)?;

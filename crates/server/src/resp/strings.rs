@@ -116,7 +116,7 @@ fn write_integer(writer: &mut engine::BinWriter, value: i64) {
 
 /// GET key
 pub fn get(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // The reply is written under the read lock, straight from the record.
     let found = target.view(|current| {
         current.map(|c| {
@@ -255,7 +255,7 @@ type SetOutcome = (bool, Option<Option<StringValue>>);
 
 /// Writes as `request` says, atomically.
 fn set_value(session: &mut Session, request: SetRequest<'_>) -> Result<SetOutcome, ResultCode> {
-    let target = Target::of(&session.state, request.key);
+    let target = Target::of(&session.state, session.database, request.key);
     if !request.return_old {
         // Only whether the key exists matters: a value kept on the device is not read back.
         return target.overwrite(&mut session.writes, |existing, writer| {
@@ -415,7 +415,7 @@ fn getex(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
     };
     let now = keys::now_of(session);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, _| {
         let Some(current) = current else {
             return Ok((Decision::Keep, GetExOutcome::Missing));
@@ -457,7 +457,7 @@ pub fn increment(
         reply.error(keys::NOT_AN_INTEGER);
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => 0,
@@ -483,7 +483,7 @@ pub fn increment(
 /// APPEND key value
 pub fn append(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let suffix = args.get(2);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let mut bytes = match current.map(|c| string_of(&c.get())) {
             None => Vec::new(),
@@ -503,7 +503,7 @@ pub fn append(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// STRLEN key
 pub fn strlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     match target.view(|current| current.map(|c| string_of(&c))) {
         Ok(None) => reply.integer(0),
         Ok(Some(Ok(value))) => reply.integer(value.into_bytes().len() as i64),
@@ -517,7 +517,7 @@ pub fn strlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 pub fn mget(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     reply.array(args.len() - 1);
     for position in 1..args.len() {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         match target.view(|current| current.and_then(|c| string_of(&c).ok())) {
             Ok(Some(value)) => reply.bulk(&value.into_bytes()),
             _ => reply.null(),
@@ -534,11 +534,12 @@ pub fn mset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         return After::Continue;
     }
     let state = session.state.clone();
+    let database = session.database;
     // In the exclusive section: no command sees some of the keys set and not the others.
     let stored = keys::namespace_of(&state).exclusive(|| {
         for position in (1..args.len()).step_by(2) {
             let value = args.get(position + 1);
-            let target = Target::of(&state, args.get(position));
+            let target = Target::of(&state, database, args.get(position));
             target.update(&mut session.writes, |_, writer| {
                 write_string(writer, value);
                 Ok((Decision::Store(Expiry::Never), ()))
@@ -555,7 +556,7 @@ pub fn mset(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// GETDEL key
 pub fn getdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, _| {
         match current.map(|c| string_of(&c.get())) {
             None => Ok((Decision::Keep, None)),
@@ -580,9 +581,10 @@ fn msetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         return After::Continue;
     }
     let state = Arc::clone(&session.state);
+    let database = session.database;
     let stored = keys::namespace_of(&state).exclusive(|| {
         for position in (1..args.len()).step_by(2) {
-            if Target::of(&state, args.get(position)).view(|c| c.is_some())? {
+            if Target::of(&state, database, args.get(position)).view(|c| c.is_some())? {
                 return Ok(false);
             }
         }
@@ -605,7 +607,7 @@ fn msetnx(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 /// Deletes the keys MSETNX wrote before the one at `failed`.
 fn undo_msetnx(session: &mut Session, args: &Args, failed: usize) {
     for position in (1..failed).step_by(2) {
-        let target = Target::of(&session.state, args.get(position));
+        let target = Target::of(&session.state, session.database, args.get(position));
         // The key was written by this section a moment ago; deleting it cannot fail.
         let _ = target.update(&mut session.writes, |_, _| Ok((Decision::Delete, ())));
     }
@@ -618,7 +620,7 @@ const NOT_A_FLOAT: &str = "ERR value is not a valid float";
 /// uses long doubles), printed as [`human_double`] does.
 fn incrbyfloat(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let increment = args.get(2);
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => Some(0.0),
@@ -680,7 +682,7 @@ fn getrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         reply.error(keys::NOT_AN_INTEGER);
         return After::Continue;
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     match target.view(|current| current.map(|c| string_of(&c))) {
         Ok(None) => reply.bulk(b""),
         Ok(Some(Ok(value))) => {
@@ -729,8 +731,9 @@ fn setrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     };
     let value = args.get(3);
     let state = Arc::clone(&session.state);
+    let database = session.database;
     let record_bytes_max = u64::from(keys::namespace_of(&state).config().max_record_size_bytes);
-    let target = Target::of(&state, args.get(1));
+    let target = Target::of(&state, database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let old = match current.map(|c| string_of(&c.get())) {
             None => None,

@@ -68,6 +68,8 @@ pub struct WatchedKey {
     watch: Watch,
     /// Whether the key existed when watched (its expiry then aborts EXEC).
     existed: bool,
+    /// The database the key was watched in.
+    database: super::databases::Database,
     key: Vec<u8>,
 }
 
@@ -174,7 +176,7 @@ fn changed(session: &Session, key: &WatchedKey) -> bool {
     if key.watch.is_dirty() {
         return true;
     }
-    let target = Target::of(&session.state, &key.key);
+    let target = Target::of(&session.state, key.database, &key.key);
     let exists = target.view(|current| current.is_some()).unwrap_or(false);
     key.existed && !exists
 }
@@ -186,18 +188,20 @@ fn watch(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         return After::Continue;
     }
     let state = session.state.clone();
+    let database = session.database;
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
     for position in 1..args.len() {
         let key = args.get(position);
-        let target = Target::of(&state, key);
+        let target = Target::of(&state, database, key);
         // Watch first, then look: a write in between dirties the watch.
         let watch = namespace.watch(target.digest());
         let existed = target.view(|current| current.is_some()).unwrap_or(false);
         session.watched.push(WatchedKey {
             watch,
             existed,
+            database,
             key: key.to_vec(),
         });
     }

@@ -861,7 +861,7 @@ pub fn zadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         };
         elements.push((score, args.get(pair + 1)));
     }
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, !flags.xx, |zset| {
         add_all(zset, &elements, flags)
     });
@@ -919,7 +919,7 @@ pub fn zincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         ..AddFlags::default()
     };
     let elements = [(increment, args.get(3))];
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(&target, &mut session.writes, true, |zset| {
         add_all(zset, &elements, flags)
     });
@@ -930,7 +930,7 @@ pub fn zincrby(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 
 /// ZREM key member [member ...]
 pub fn zrem(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -965,7 +965,7 @@ pub fn zpop(session: &mut Session, args: &Args, reply: &mut Reply<'_>, max: bool
     } else {
         None
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -1026,7 +1026,7 @@ fn zremrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>, by: By) 
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::modify(
         &target,
         &mut session.writes,
@@ -1080,7 +1080,7 @@ fn rank_window(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
 
 /// ZCARD key
 pub fn zcard(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         zset.map_or(0, ZSetValue::len)
     });
@@ -1089,7 +1089,7 @@ pub fn zcard(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
 
 /// ZSCORE key member
 pub fn zscore(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         zset.and_then(|zset| zset.score(args.get(2)))
     });
@@ -1098,7 +1098,7 @@ pub fn zscore(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 
 /// ZMSCORE key member [member ...]
 pub fn zmscore(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         (2..args.len())
             .map(|position| zset.and_then(|zset| zset.score(args.get(position))))
@@ -1121,7 +1121,7 @@ pub fn zcount(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         zset.map_or(0, |zset| zset.by_score(&range).count())
     });
@@ -1137,7 +1137,7 @@ pub fn zlexcount(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> A
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         zset.and_then(|zset| zset.lex_walk(&range, false))
             .map_or(0, |walk| {
@@ -1162,7 +1162,7 @@ fn zrank(session: &mut Session, args: &Args, reply: &mut Reply<'_>, reverse: boo
         reply.error(keys::SYNTAX_ERROR);
         return After::Continue;
     }
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         let zset = zset?;
         let (rank, score) = zset.rank(args.get(2))?;
@@ -1360,7 +1360,7 @@ fn range_command(
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     // The reply is written under the read lock, straight from the tree: no member is copied
     // twice. `read` fails only before it calls this, so a failure is the whole reply.
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
@@ -1387,7 +1387,7 @@ pub fn zscan(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
             return After::Continue;
         }
     };
-    let target = Target::of(&session.state, args.get(1));
+    let target = Target::of(&session.state, session.database, args.get(1));
     let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
         zset.into_iter()
             .flat_map(ZSetValue::iter)

@@ -279,4 +279,151 @@ local function run(f)
   return raw_xpcall(f, handler)
 end
 
-return env, run, redis
+-- Functions (FUNCTION LOAD, FCALL). A library's code runs once, at load, with `fenv` as its
+-- environment; then only the load API is visible (redis.register_function, redis.log and the
+-- versions), as in Redis. The callbacks it registers keep `fenv`, which afterwards reads the
+-- ordinary globals: Redis swaps its globals' __index the same way.
+local string_lower, string_find = string.lower, string.find
+local registering = nil
+local function raise(text) raw_error({ err = "ERR " .. text }, 0) end
+
+-- Redis's order of the flags (FUNCTION LIST answers them so).
+local FLAG_ORDER = { "no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys" }
+
+local function function_flags(t)
+  local flags, j = {}, 1
+  while true do
+    local flag = t[j]
+    if flag == nil then break end
+    if type(flag) ~= "string" and type(flag) ~= "number" then raise("unknown flag given") end
+    local found = false
+    for _, name in G.ipairs(FLAG_ORDER) do
+      if string_lower(tostring(flag)) == name then flags[name] = true; found = true end
+    end
+    if not found then raise("unknown flag given") end
+    j = j + 1
+  end
+  return flags
+end
+
+local function is_string(v) return type(v) == "string" or type(v) == "number" end
+
+local function named_arguments(args)
+  if type(args) ~= "table" then
+    raise("calling redis.register_function with a single argument is only applicable to Lua " ..
+      "table (representing named arguments).")
+  end
+  local name, callback, description, flags = nil, nil, nil, {}
+  for k, v in next, args do
+    if not is_string(k) then raise("named argument key given to redis.register_function is not a string") end
+    local key = string_lower(tostring(k))
+    if key == "function_name" then
+      if not is_string(v) then raise("function_name argument given to redis.register_function must be a string") end
+      name = tostring(v)
+    elseif key == "description" then
+      if not is_string(v) then raise("description argument given to redis.register_function must be a string") end
+      description = tostring(v)
+    elseif key == "callback" then
+      if type(v) ~= "function" then raise("callback argument given to redis.register_function must be a function") end
+      callback = v
+    elseif key == "flags" then
+      if type(v) ~= "table" then
+        raise("flags argument to redis.register_function must be a table representing function flags")
+      end
+      flags = function_flags(v)
+    else
+      raise("unknown argument given to redis.register_function")
+    end
+  end
+  if name == nil then raise("redis.register_function must get a function name argument") end
+  if callback == nil then raise("redis.register_function must get a callback argument") end
+  return name, callback, description, flags
+end
+
+local function register_function(...)
+  if registering == nil then raise("redis.register_function can only be called on FUNCTION LOAD command") end
+  local count = select("#", ...)
+  if count < 1 or count > 2 then raise("wrong number of arguments to redis.register_function") end
+  local name, callback, description, flags
+  if count == 1 then
+    name, callback, description, flags = named_arguments((...))
+  else
+    local first, second = ...
+    if not is_string(first) then raise("first argument to redis.register_function must be a string") end
+    if type(second) ~= "function" then raise("second argument to redis.register_function must be a function") end
+    name, callback, description, flags = tostring(first), second, nil, {}
+  end
+  if name == "" or string_find(name, "[^%w_]") then
+    raise("Library names can only contain letters, numbers, or underscores(_) and must be at " ..
+      "least one character long")
+  end
+  for _, registered in G.ipairs(registering) do
+    if registered.name == name then raise("Function already exists in the library") end
+  end
+  local ordered = {}
+  for _, flag in G.ipairs(FLAG_ORDER) do
+    if flags[flag] then ordered[#ordered + 1] = flag end
+  end
+  registering[#registering + 1] = { name = name, callback = callback, description = description, flags = ordered }
+end
+
+local load_redis = {
+  register_function = register_function,
+  log = host.log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = host.version, REDIS_VERSION_NUM = host.version_num,
+}
+-- A missing field of the load API reads as Redis words it (its tables share the globals'
+-- error metatable).
+local load_redis_proxy = {}
+protected[load_redis_proxy] = true
+raw_setmetatable(load_redis_proxy, {
+  __index = function(_, name)
+    local value = load_redis[name]
+    if value == nil then
+      raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = refuse,
+  __metatable = false,
+})
+local load_api = { redis = load_redis_proxy }
+local api = G
+
+local fenv = {}
+protected[fenv] = true
+raw_setmetatable(fenv, {
+  __index = function(_, name)
+    local value = api[name]
+    if value == nil then
+      raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = refuse,
+  __metatable = false,
+})
+
+-- Runs a library's code: true and the functions it registered, or false and Redis's text.
+local function load_library(f)
+  registering, api = {}, load_api
+  local ok, err = raw_pcall(f)
+  local registered = registering
+  registering, api = nil, G
+  if ok then return true, registered end
+  err = take_pending(err)
+  if host.aborted() then return false, "ERR FUNCTION LOAD timeout" end
+  if type(err) == "table" and is_string(err.err) then return false, tostring(err.err) end
+  return false, "ERR " .. tostring(err)
+end
+
+-- Runs a function's callback with its keys and arguments: true and its value, or false and its
+-- error.
+local function call_function(f, keys, args)
+  return raw_xpcall(f, handler, keys, args)
+end
+
+local library = { env = fenv, load = load_library, call = call_function }
+
+return env, run, redis, library

@@ -264,7 +264,7 @@ fn read_fields(
             })
             .collect::<Vec<_>>()
     };
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     target
         .view(|current| match current {
             None => Ok(read(&[])),
@@ -286,7 +286,7 @@ fn write_fields(
         .max()
         .unwrap_or(0);
     let bytes_max = record_bytes_max(session);
-    let target = Target::of(&session.state, key);
+    let target = Target::of(&session.state, session.database, key);
     target.update(&mut session.writes, |current, writer| {
         let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
         let existed = old.is_some();

@@ -1,6 +1,7 @@
 //! Keyspace notifications (`notify-keyspace-events`): after a Redis command changes a key,
-//! a message on `__keyspace@0__:<key>` (the event name) and on `__keyevent@0__:<event>` (the
-//! key), with Redis's event names and classes.
+//! a message on `__keyspace@<db>__:<key>` (the event name) and on
+//! `__keyevent@<db>__:<event>` (the key), with the session's database, Redis's event names
+//! and classes.
 //!
 //! Whether a command changed a key is what the engine says: before the command runs, an
 //! engine watch is set on each key it may change (only while notifications are on, and only
@@ -247,7 +248,7 @@ pub fn before(session: &Session, name: &str, args: &Args) -> Option<Pending> {
     let mut watched = Vec::new();
     for &(keys, event) in events.keys {
         for position in key_positions(keys, args.len()) {
-            let target = Target::of(&session.state, args.get(position));
+            let target = Target::of(&session.state, session.database, args.get(position));
             watched.push((position, event, namespace.watch(target.digest())));
         }
     }
@@ -262,7 +263,7 @@ pub fn after(session: &Session, args: &Args, pending: Pending) {
             continue;
         }
         let key = args.get(*position);
-        let exists = Target::of(&session.state, key)
+        let exists = Target::of(&session.state, session.database, key)
             .view(|current| current.is_some())
             .unwrap_or(false);
         let gone = !exists;
@@ -299,12 +300,13 @@ fn notify(session: &Session, flags: u32, class: u32, event: &str, key: &[u8]) {
     }
     let hub = &session.state.pubsub;
     if flags & KEYSPACE != 0 {
-        let mut channel = b"__keyspace@0__:".to_vec();
+        let database = session.database.0;
+        let mut channel = format!("__keyspace@{database}__:").into_bytes();
         channel.extend_from_slice(key);
         hub.publish(&channel, event.as_bytes(), false);
     }
     if flags & KEYEVENT != 0 {
-        let channel = format!("__keyevent@0__:{event}");
+        let channel = format!("__keyevent@{}__:{event}", session.database.0);
         hub.publish(channel.as_bytes(), key, false);
     }
 }

@@ -1,0 +1,203 @@
+//! WAIT, WAITAOF, LATENCY and DEBUG: what tools and test suites ask a Redis server about its
+//! replication, its latency and its internals, answered from what Osprey has.
+
+use std::time::Duration;
+
+use wire_resp::Args;
+
+use super::commands::{Command, subcommand_error};
+use super::reply::Reply;
+use super::{After, Session, keys};
+
+/// WAIT, WAITAOF, LATENCY, DEBUG.
+pub const COMMANDS: &[Command] = &[
+    ("debug", -2, debug),
+    ("latency", -2, latency),
+    ("wait", 3, wait),
+    ("waitaof", 4, waitaof),
+];
+
+/// The longest DEBUG SLEEP: it holds a long-request thread while it sleeps.
+const DEBUG_SLEEP_MAX: Duration = Duration::from_secs(3600);
+
+/// WAIT numreplicas timeout: Osprey acknowledges a write only once its replicas hold it, so
+/// the answer is at once the replicas every acknowledged write reached.
+fn wait(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    if keys::parse_i64(args.get(1)).is_err() {
+        reply.error("ERR value is not an integer or out of range");
+        return After::Continue;
+    }
+    match keys::parse_i64(args.get(2)) {
+        Err(()) => reply.error("ERR timeout is not an integer or out of range"),
+        Ok(timeout) if timeout < 0 => reply.error("ERR timeout is negative"),
+        Ok(_) => reply.integer(i64::try_from(replica_count(session)).unwrap_or(i64::MAX)),
+    }
+    After::Continue
+}
+
+/// Replicas of each write of the RESP namespace: its replication factor less the master,
+/// capped by the nodes there are; 0 on a single node.
+fn replica_count(session: &Session) -> usize {
+    let state = &session.state;
+    if !state.is_clustered() {
+        return 0;
+    }
+    let resp_namespace = state.config.resp_namespace();
+    let factor = state
+        .config
+        .namespaces
+        .iter()
+        .find(|namespace| namespace.name == resp_namespace)
+        .map_or(1, |namespace| usize::from(namespace.replication_factor));
+    let nodes = state.cluster_view().peers().len() + 1;
+    factor.min(nodes).saturating_sub(1)
+}
+
+fn waitaof(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    reply.error(
+        "ERR WAITAOF is not served by Osprey: it has no append-only file (a write is \
+         acknowledged once its storage and its replicas hold it)",
+    );
+    After::Continue
+}
+
+const LATENCY_HELP: &[&str] = &[
+    "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
+    "HISTORY <event>",
+    "    Return time-latency samples for the <event> class.",
+    "LATEST",
+    "    Return the latest latency samples for all events.",
+    "RESET [<event> ...]",
+    "    Reset latency data of one or more <event> classes.",
+    "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+    "    If no commands are specified then all histograms are replied.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// Redis's LATENCY DOCTOR while latency monitoring has never been on.
+const DOCTOR_DISABLED: &str = "I'm sorry, Dave, I can't do that. Latency monitoring is disabled \
+     in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold \
+     <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest \
+     to take a look at https://redis.io/topics/latency-monitor.\n";
+
+/// Redis's LATENCY DOCTOR with monitoring on and no event recorded.
+const DOCTOR_QUIET: &str = "Dave, no latency spike was observed during the lifetime of this \
+     Redis instance, not in the slightest bit. I honestly think you ought to sit down calmly, \
+     take a stress pill, and think things over.\n";
+
+/// LATENCY LATEST | HISTORY event | RESET [event ...] | GRAPH event | DOCTOR | HISTOGRAM |
+/// HELP: Osprey records no latency events, so it answers as Redis does with none recorded.
+fn latency(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_uppercase();
+    match (subcommand.as_slice(), args.len()) {
+        (b"LATEST", 2) | (b"HISTORY", 3) => reply.array(0),
+        (b"HISTOGRAM", _) => reply.map(0),
+        (b"RESET", _) => reply.integer(0),
+        (b"GRAPH", 3) => reply.error(&format!(
+            "ERR No samples available for event '{}'",
+            String::from_utf8_lossy(args.get(2))
+        )),
+        (b"DOCTOR", 2) => {
+            let settings = &session.state.resp_settings;
+            let threshold_ms = settings
+                .latency_monitor_threshold_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let text = if threshold_ms == 0 {
+                DOCTOR_DISABLED
+            } else {
+                DOCTOR_QUIET
+            };
+            reply.verbatim(text.as_bytes());
+        }
+        (b"HELP", 2) => {
+            reply.array(LATENCY_HELP.len());
+            LATENCY_HELP.iter().for_each(|line| reply.simple(line));
+        }
+        _ => reply.error(&subcommand_error(
+            "latency",
+            &[
+                "doctor",
+                "graph",
+                "histogram",
+                "history",
+                "latest",
+                "reset",
+                "help",
+            ],
+            args,
+        )),
+    }
+    After::Continue
+}
+
+/// DEBUG SLEEP seconds | SET-ACTIVE-EXPIRE 0|1 | OBJECT key | CHANGE-REPL-ID | HELP
+fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_uppercase();
+    match (subcommand.as_slice(), args.len()) {
+        (b"SLEEP", 3) => return debug_sleep(session, args.get(2), reply),
+        // The engine's expiry sweeps run on their own; the switch is accepted and changes
+        // nothing (an expired key is never served either way).
+        (b"SET-ACTIVE-EXPIRE", 3) | (b"CHANGE-REPL-ID", 2) => reply.ok(),
+        (b"OBJECT", 3) => super::dump::debug_object(session, args.get(2), reply),
+        (b"HELP", 2) => {
+            reply.array(DEBUG_HELP.len());
+            DEBUG_HELP.iter().for_each(|line| reply.simple(line));
+        }
+        _ => reply.error(&format!(
+            "ERR DEBUG {} is not served by Osprey (it serves SLEEP, SET-ACTIVE-EXPIRE, \
+             OBJECT, CHANGE-REPL-ID and HELP)",
+            printable(args.get(1))
+        )),
+    }
+    After::Continue
+}
+
+const DEBUG_HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANGE-REPL-ID",
+    "    Answered OK: Osprey has no replication ID.",
+    "OBJECT <key>",
+    "    Show low level info about the `key` and associated value.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Accepted; Osprey's expiry sweeps run on their own.",
+    "SLEEP <seconds>",
+    "    Stop the connection for <seconds> (may be fractional); others are served.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// DEBUG SLEEP runs on the long-request pool (a runtime worker never sleeps): the connection
+/// waits, the others go on.
+fn debug_sleep(session: &Session, seconds: &[u8], reply: &mut Reply<'_>) -> After {
+    let seconds = std::str::from_utf8(seconds)
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let sleep = Duration::try_from_secs_f64(seconds.max(0.0))
+        .unwrap_or(DEBUG_SLEEP_MAX)
+        .min(DEBUG_SLEEP_MAX);
+    if !sleep.is_zero() {
+        if session.may_offload {
+            return After::Offload;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside EXEC, on a runtime worker: sleeping here would stop other clients.
+            reply.error("ERR DEBUG SLEEP is not allowed inside MULTI by Osprey");
+            return After::Continue;
+        }
+        std::thread::sleep(sleep);
+    }
+    reply.ok();
+    After::Continue
+}
+
+fn printable(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(128)]).into_owned()
+}
