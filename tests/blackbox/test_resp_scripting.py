@@ -260,6 +260,69 @@ def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server,
         admin.config_set("busy-reply-threshold", 5000)
 
 
+def test_a_command_that_waits_for_a_script_is_answered_once_it_ends(resp_server, key):
+    """A command that arrives while a script runs, before busy-reply-threshold, waits and is
+    answered once the script ends; on a bare connection (no reconnect-and-retry by the client),
+    so a command dropped while it waited would show as a time-out."""
+    script = """
+        local function now() local t = redis.call('TIME') return t[1] * 1e6 + t[2] end
+        local began = now()
+        while now() - began < 500000 do end
+        return 'done'
+    """
+    slow = long_client(resp_server)
+    thread, outcome = run_in_thread(lambda: slow.eval(script, 0))
+    bare = redis.Connection(host="127.0.0.1", port=resp_server.resp_port, socket_timeout=5)
+    try:
+        time.sleep(0.1)  # the script runs
+        bare.send_command("SET", key, "after")
+        assert bare.read_response() == b"OK"
+        thread.join(timeout=10)
+        assert outcome.get("value") == b"done", outcome
+        bare.send_command("GET", key)
+        assert bare.read_response() == b"after"
+    finally:
+        bare.disconnect()
+
+
+def test_a_command_answered_busy_inside_multi_aborts_the_transaction(resp_server, key):
+    """Inside MULTI, a command refused with BUSY while a script runs dooms the transaction, as
+    in Redis: once the script is killed, EXEC answers EXECABORT and runs none of the queue.
+    (redis-py's client object reconnects on BUSY, so the transaction uses its bare connection.)"""
+    admin = resp_server.redis()
+    admin.config_set("busy-reply-threshold", 100)
+    transaction = redis.Connection(host="127.0.0.1", port=resp_server.resp_port, socket_timeout=5)
+
+    def call(*args):
+        transaction.send_command(*args)
+        try:
+            return transaction.read_response()
+        except redis.ResponseError as error:
+            return error
+
+    try:
+        admin.set(key, 1)
+        assert call("MULTI") == b"OK"
+        assert call("INCR", key) == b"QUEUED"
+        looping = long_client(resp_server)
+        thread, outcome = run_in_thread(lambda: looping.eval("while true do end", 0))
+        deadline = time.monotonic() + 10
+        while (answer := call("INCR", key)) == b"QUEUED":  # until the script runs
+            assert time.monotonic() < deadline, "never BUSY"
+            time.sleep(0.05)
+        assert "Redis is busy running a script" in str(answer), answer
+        assert admin.script_kill() is True
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert call("INCR", key) == b"QUEUED"
+        assert str(call("EXEC")) == "Transaction discarded because of previous errors."
+        assert admin.get(key) == b"1"
+        assert call("PING") == b"PONG"  # no longer in MULTI
+    finally:
+        transaction.disconnect()
+        admin.config_set("busy-reply-threshold", 5000)
+
+
 def test_a_script_that_wrote_is_unkillable_and_ends_on_its_own(resp_server, key):
     admin = resp_server.redis()
     admin.config_set("busy-reply-threshold", 200)

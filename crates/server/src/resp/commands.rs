@@ -91,6 +91,11 @@ const NAME_BYTES_MAX: usize = 32;
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     if let Some(after) = scripting::while_busy(session, args, reply) {
+        if after == After::Continue {
+            // Answered BUSY: inside MULTI the refusal dooms the transaction, as any command
+            // Redis rejects before queuing it does (EXEC then answers EXECABORT).
+            transactions::doom(session);
+        }
         return after;
     }
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {

@@ -408,8 +408,10 @@ impl Connection {
                         continue;
                     }
                     step = self.answer(&args, filling_len_max, true);
-                    if matches!(step, Step::Unready(_) | Step::Paused) {
-                        // Not run: decoded and answered again once the map has moved.
+                    if matches!(step, Step::Unready(_) | Step::Paused | Step::AwaitScript) {
+                        // Not run: decoded and answered again once the map has moved, the
+                        // pause has ended, or the running script has ended or passed
+                        // `busy-reply-threshold`.
                         self.args = Some(args);
                         self.input.advance(consumed - size_bytes);
                         return step;
@@ -420,7 +422,6 @@ impl Connection {
                             step,
                             Step::Offload
                                 | Step::Block
-                                | Step::AwaitScript
                                 | Step::Forward(_)
                                 | Step::Gather
                                 | Step::ForwardTransaction(_)

@@ -3,7 +3,8 @@
 //! that does (`routing::route_transaction`); WATCH takes keys this node masters.
 //!
 //! - Between MULTI and EXEC, commands are checked (known, right arity) and queued; one that
-//!   fails the check is answered with its error and dooms the transaction (EXECABORT).
+//!   fails the check, or is answered BUSY while a script runs, is answered with its error and
+//!   dooms the transaction (EXECABORT).
 //! - EXEC runs the queue inside the namespace's exclusive section (`Namespace::exclusive`), so
 //!   no other command, from either protocol, interleaves with it: all-or-nothing visibility.
 //!   A command that fails at run time does not undo the others, as in Redis.
@@ -70,6 +71,13 @@ pub struct WatchedKey {
     /// The database the key was watched in.
     database: super::databases::Database,
     key: Vec<u8>,
+}
+
+/// Inside MULTI, makes EXEC refuse the transaction (a command was refused before queuing).
+pub fn doom(session: &mut Session) {
+    if let Some(transaction) = session.transaction.as_mut() {
+        transaction.doomed = true;
+    }
 }
 
 /// Inside MULTI, queues `args` instead of running it (answering `+QUEUED` or the check's
