@@ -240,6 +240,26 @@ fn decode_packed<C: Collection>(current: &Current<'_>) -> Option<C> {
         .filter(|collection| !collection.is_empty())
 }
 
+/// Stores `value` (of `len` elements) at `destination` in the session's database, replacing
+/// what was there, with no expiry, or deletes `destination` when `len` is 0, as Redis's STORE
+/// commands do; returns `len`.
+pub fn store_replacing(
+    session: &mut super::Session,
+    destination: &[u8],
+    value: Box<dyn NativeValue>,
+    len: usize,
+) -> Result<usize, Failure> {
+    let decision = match len {
+        0 => Decision::Delete,
+        _ => Decision::StoreNative(value, Expiry::Never),
+    };
+    let target = Target::of(&session.state, session.database, destination);
+    target
+        .update(&mut session.writes, |_, _| Ok((decision, ())))
+        .map_err(Failure::Engine)?;
+    Ok(len)
+}
+
 /// Redis's name for the type of the record (TYPE): `string`, `hash`, `list`, `set`, `zset`,
 /// or `record` for an Aerospike record that is none of these.
 pub fn type_name(current: &Current<'_>) -> &'static str {

@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use engine::{Decision, Expiry};
 use wire_resp::Args;
 
 use super::collection::{self, Change, Failure, finish};
@@ -728,16 +727,7 @@ fn store<'m>(
         zset.insert(member, score);
         count += 1;
     }
-    let decision = if count == 0 {
-        Decision::Delete
-    } else {
-        Decision::StoreNative(Box::new(zset), Expiry::Never)
-    };
-    let target = Target::of(&session.state, session.database, destination);
-    target
-        .update(&mut session.writes, |_, _| Ok((decision, ())))
-        .map_err(Failure::Engine)?;
-    Ok(count)
+    collection::store_replacing(session, destination, Box::new(zset), count)
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use std::cell::RefCell;
 use std::hash::{BuildHasher as _, RandomState};
 use std::sync::Arc;
 
-use engine::{Decision, Expiry};
 use indexmap::IndexSet;
 use model::ParticleType;
 use rand::rngs::SmallRng;
@@ -767,17 +766,8 @@ fn difference(session: &Session, keys: &[&[u8]]) -> Result<SetValue, Failure> {
 /// `destination` when `set` is empty; returns the set's size.
 fn store(session: &mut Session, destination: &[u8], mut set: SetValue) -> Result<usize, Failure> {
     let len = set.len();
-    let decision = if set.is_empty() {
-        Decision::Delete
-    } else {
-        set.members.shrink_to_fit();
-        Decision::StoreNative(Box::new(set), Expiry::Never)
-    };
-    let target = Target::of(&session.state, session.database, destination);
-    target
-        .update(&mut session.writes, |_, _| Ok((decision, ())))
-        .map_err(Failure::Engine)?;
-    Ok(len)
+    set.members.shrink_to_fit();
+    collection::store_replacing(session, destination, Box::new(set), len)
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@
 
 use std::cmp::Ordering;
 
-use engine::{Decision, Expiry};
 use wire_resp::Args;
 
 use super::collection::{self, Failure};
@@ -541,16 +540,7 @@ fn store(
     for value in values {
         list.push_back(&value.unwrap_or_default());
     }
-    let decision = if count == 0 {
-        Decision::Delete
-    } else {
-        Decision::StoreNative(Box::new(list), Expiry::Never)
-    };
-    let target = Target::of(&session.state, session.database, destination);
-    target
-        .update(&mut session.writes, |_, _| Ok((decision, ())))
-        .map_err(Failure::Engine)?;
-    Ok(count)
+    collection::store_replacing(session, destination, Box::new(list), count)
 }
 
 #[cfg(test)]
