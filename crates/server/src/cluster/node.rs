@@ -798,20 +798,28 @@ impl ClusterNode {
         }
     }
 
-    /// Whether this node should form the group: every seed answered a while ago, none has a
-    /// group, and this node's id is the highest of them all.
+    /// Whether this node should form the group: every seed answered a while ago and sent
+    /// heartbeats, none has a group, and this node's id is the highest of them all.
+    ///
+    /// A seed's heartbeats come on the connection it dials, which may lag this node's own
+    /// dial by the seed's reconnect backoff (a node that restarts soon after leaving): until
+    /// one arrives, its metadata version is unknown, and it may lead a formed group.
     fn may_bootstrap(&self, seeds_answered_at: &mut Option<Instant>) -> bool {
         let peers = self.fabric.peers();
+        let heard = self.heard.lock();
         let answered = self
             .config
             .seeds
             .iter()
             .filter(|seed| **seed != self.info.fabric_addr)
             .all(|seed| {
-                peers
-                    .iter()
-                    .any(|p| p.address == *seed && p.node_id.is_some() && p.connected)
+                peers.iter().any(|p| {
+                    p.address == *seed
+                        && p.connected
+                        && p.node_id.is_some_and(|id| heard.contains_key(&id))
+                })
             });
+        drop(heard);
         if !answered {
             *seeds_answered_at = None;
             return false;

@@ -40,46 +40,65 @@ fn seed() -> u64 {
 }
 
 async fn start_nodes(network: &MemoryNetwork, dir: &std::path::Path) -> Vec<Arc<ClusterNode>> {
-    let seeds: Vec<String> = (0..NODES).map(|i| format!("node{i}:1")).collect();
     let mut nodes = Vec::new();
     for i in 0..NODES {
-        let namespace = Arc::new(Namespace::new(
-            NamespaceConfig::with_defaults("test"),
-            Arc::new(SystemClock),
-        ));
-        let setup = NodeSetup {
-            config: ClusterConfig {
-                fabric_address: format!("node{i}"),
-                fabric_port: 1,
-                seeds: seeds.clone(),
-                ..ClusterConfig::default()
-            },
-            cluster_name: "sim".to_owned(),
-            node_id: model::NodeId(0xA0 + i as u64),
-            service_address: format!("127.0.0.1:{}", 3000 + i),
-            resp_address: None,
-            namespaces: vec![(namespace, 2)],
-            commit_levels: vec![CommitLevelOverride::Off],
-            metadata: MetadataStore::Dir(dir.join(format!("node{i}"))),
-            network: Arc::new(network.endpoint(&format!("node{i}:1"))),
-        };
-        nodes.push(ClusterNode::start(setup).await.expect("node starts"));
+        nodes.push(start_node(network, dir, i).await);
     }
     nodes
 }
 
+/// Node `i` (id `0xA0 + i`, at `node<i>:1`, metadata under `dir/node<i>`), seeded with the
+/// first [`NODES`] nodes' addresses.
+async fn start_node(network: &MemoryNetwork, dir: &std::path::Path, i: usize) -> Arc<ClusterNode> {
+    let seeds: Vec<String> = (0..NODES).map(|i| format!("node{i}:1")).collect();
+    let namespace = Arc::new(Namespace::new(
+        NamespaceConfig::with_defaults("test"),
+        Arc::new(SystemClock),
+    ));
+    let setup = NodeSetup {
+        config: ClusterConfig {
+            fabric_address: format!("node{i}"),
+            fabric_port: 1,
+            seeds,
+            ..ClusterConfig::default()
+        },
+        cluster_name: "sim".to_owned(),
+        node_id: model::NodeId(0xA0 + i as u64),
+        service_address: format!("127.0.0.1:{}", 3000 + i),
+        resp_address: None,
+        namespaces: vec![(namespace, 2)],
+        commit_levels: vec![CommitLevelOverride::Off],
+        metadata: MetadataStore::Dir(dir.join(format!("node{i}"))),
+        network: Arc::new(network.endpoint(&format!("node{i}:1"))),
+    };
+    ClusterNode::start(setup).await.expect("node starts")
+}
+
 /// Waits until every node has a map with every node in it.
 async fn wait_converged(nodes: &[Arc<ClusterNode>]) {
-    for _ in 0..600 {
-        let formed = nodes
-            .iter()
-            .all(|node| node.partition_generation() > 0 && node.summary().size == NODES);
+    assert!(
+        wait_size(nodes, nodes.len(), Duration::from_secs(30)).await,
+        "the simulated cluster did not form within 30 s"
+    );
+}
+
+/// Whether every node of `nodes` served by a map of `size` nodes, all of one version,
+/// within `wait`.
+async fn wait_size(nodes: &[Arc<ClusterNode>], size: usize, wait: Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < deadline {
+        let version = nodes[0].layout_version();
+        let formed = nodes.iter().all(|node| {
+            node.partition_generation() > 0
+                && node.summary().size == size
+                && node.layout_version() == version
+        });
         if formed {
-            return;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the simulated cluster did not form within 30 s");
+    false
 }
 
 /// An upsert of `digest` in set `s`, with no condition and no deadline.
@@ -217,4 +236,57 @@ async fn three_nodes_agree_on_one_map_and_replicate_before_acknowledging() {
         node.shutdown().await;
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The story of simulation seed 885327473: a node left, was restarted at once with empty
+/// metadata, found every seed answering its dials, and, hearing no heartbeat yet (the seeds
+/// dial it back only after their reconnect backoff), took them for an unformed cluster and
+/// bootstrapped a group of its own. Its vote outranked the real leader's and the cluster
+/// never settled. A node now forms a group only after every seed's heartbeat said it has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_right_after_leaving_joins_the_group_instead_of_forming_one() {
+    let network = MemoryNetwork::new();
+    let dir = std::env::temp_dir().join(format!("osprey-cluster-rejoin-{}", std::process::id()));
+    let mut nodes = start_nodes(&network, &dir).await;
+    wait_converged(&nodes).await;
+    // It joins a formed group, whose leader is elected in term 1: the group it would form
+    // alone would elect it in term 1 too, with a vote that outranks the leader's (a higher id).
+    nodes.push(start_node(&network, &dir, NODES).await);
+    wait_converged(&nodes).await;
+
+    let leaving = nodes.pop().expect("the fourth node");
+    nodes[0]
+        .leave(model::NodeId(0xA0 + NODES as u64))
+        .expect("may leave");
+    assert!(
+        wait_size(&nodes, NODES, Duration::from_secs(30)).await,
+        "the node left"
+    );
+    leaving.shutdown().await;
+    // Long enough for the members' dials to the departed node to back off to their longest.
+    tokio::time::sleep(Duration::from_millis(2 * fabric::RECONNECT_BACKOFF_MS_MAX)).await;
+
+    // The group's leader and term: a node that joins leaves both as they are.
+    let leader_and_term = |nodes: &[Arc<ClusterNode>]| -> Vec<(Option<u64>, u64)> {
+        let term = |node: &ClusterNode| node.meta().metrics().borrow().current_term;
+        nodes
+            .iter()
+            .map(|node| (node.meta().current_leader(), term(node)))
+            .collect()
+    };
+    let before = leader_and_term(&nodes)[0];
+
+    let _ = std::fs::remove_dir_all(dir.join(format!("node{NODES}")));
+    nodes.push(start_node(&network, &dir, NODES).await);
+    let joined = wait_size(&nodes, NODES + 1, Duration::from_secs(30)).await;
+    let after = leader_and_term(&nodes);
+    for node in &nodes {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(joined, "the restarted node joined within 30 s");
+    assert!(
+        after.iter().all(|seen| *seen == before),
+        "{before:?} then {after:?}"
+    );
 }
