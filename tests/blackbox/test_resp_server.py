@@ -40,7 +40,8 @@ def test_config_get_matches_patterns_and_set_refuses_changes(r):
     assert r.config_get("appendonly") == {"appendonly": "no"}
     assert r.config_get("databases") == {"databases": "16"}
     several = r.config_get("max*")
-    assert set(several) == {"maxclients", "maxmemory", "maxmemory-clients", "maxmemory-policy"}
+    assert set(several) == {"maxclients", "maxmemory", "maxmemory-clients", "maxmemory-policy",
+                            "maxmemory-samples", "maxmemory-eviction-tenacity"}
     assert r.config_get("nosuchsetting") == {}
     assert r.config_set("save", "") is True, "setting the current value is accepted"
     with pytest.raises(redis.ResponseError, match="can't set immutable config"):

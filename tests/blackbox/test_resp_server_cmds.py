@@ -155,6 +155,64 @@ def test_config_set_round_trips_and_several_parameters_are_all_or_nothing(o):
     assert o.execute_command("CONFIG", "HELP")[0].startswith(b"CONFIG <subcommand>")
 
 
+def test_config_get_names_every_parameter_redis_server_names(o, real_redis):
+    """Tools and Redis's own tests read and set any of redis-server's parameters; Osprey
+    refused all but a few, and a unit whose first line set `hash-max-ziplist-entries` never
+    ran."""
+    assert set(o.config_get("*")) == set(real_redis.config_get("*"))
+
+
+def test_kept_parameters_are_checked_remembered_and_answered_under_both_names(o):
+    o.config_set("hash-max-ziplist-entries", 16)
+    assert o.config_get("hash-max-*-entries") == {
+        "hash-max-listpack-entries": "16", "hash-max-ziplist-entries": "16"}
+    o.execute_command("CONFIG", "SET", "stream-node-max-bytes", "2kb", "activedefrag", "YES",
+                      "cluster-preferred-endpoint-type", "HOSTNAME", "shutdown-on-sigterm",
+                      "save  now")
+    assert o.config_get("stream-node-max-bytes") == {"stream-node-max-bytes": "2048"}
+    assert o.config_get("activedefrag") == {"activedefrag": "yes"}
+    assert o.config_get("cluster-preferred-endpoint-type") == {
+        "cluster-preferred-endpoint-type": "hostname"}
+    assert o.config_get("shutdown-on-sigterm") == {"shutdown-on-sigterm": "save now"}
+    # All or nothing: a kept parameter set before a failing one is restored.
+    with pytest.raises(redis.ResponseError, match="argument 'list-compress-depth'"):
+        o.execute_command("CONFIG", "SET", "set-max-intset-entries", "7",
+                          "list-compress-depth", "-1")
+    assert o.config_get("set-max-intset-entries") == {"set-max-intset-entries": "512"}
+    o.execute_command("CONFIG", "SET", "hash-max-listpack-entries", "512", "stream-node-max-bytes",
+                      "4096", "activedefrag", "no", "cluster-preferred-endpoint-type", "ip",
+                      "shutdown-on-sigterm", "default")
+
+
+KEPT_ERRORS = [
+    ("CONFIG", "SET", "hash-max-ziplist-entries", "x"),
+    ("CONFIG", "SET", "hash-max-ziplist-entries", "-1"),
+    ("CONFIG", "SET", "stream-node-max-bytes", "1tb"),
+    ("CONFIG", "SET", "active-defrag-cycle-min", "100"),
+    ("CONFIG", "SET", "activerehashing", "maybe"),
+    ("CONFIG", "SET", "oom-score-adj", "always"),
+    ("CONFIG", "SET", "shutdown-on-sigint", "later"),
+    ("CONFIG", "SET", "daemonize", "no"),
+    ("CONFIG", "SET", "io-threads", "4"),
+    ("CONFIG", "SET", "hz", "10", "hz", "11"),
+]
+
+
+@pytest.mark.parametrize("args", KEPT_ERRORS, ids=" ".join)
+def test_kept_and_immutable_parameters_refuse_as_redis_server_does(o, real_redis, args):
+    assert error_of(o, *args) == error_of(real_redis, *args)
+
+
+def test_parameters_osprey_does_not_honour_accept_only_their_value(o):
+    """A password, TLS port or replica setting that Osprey would store and not act on would
+    mislead: those accept only the value Osprey behaves by."""
+    for name, value in [("requirepass", "secret"), ("tls-port", "6380"), ("maxmemory", "1gb"),
+                        ("appendonly", "yes"), ("protected-mode", "yes")]:
+        with pytest.raises(redis.ResponseError, match="can't set immutable config"):
+            o.config_set(name, value)
+    assert o.config_get("requirepass") == {"requirepass": ""}
+
+
 def slowlog_of(client):
     return client.execute_command("SLOWLOG", "GET", "-1")
 

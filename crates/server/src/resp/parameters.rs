@@ -1,8 +1,12 @@
-//! CONFIG: the Redis parameters Osprey has, in one table that drives GET, SET and the help.
+//! CONFIG: every parameter of redis-server 7.0, in one table that drives GET, SET and the help.
 //!
 //! A parameter is settable at run time (its setter applies it), fixed while Osprey runs (a
 //! start-up setting, or a Redis setting Osprey answers with a fixed value: SET accepts its
-//! current value only, as tools often set one), or immutable as in Redis (`databases`).
+//! current value only, as tools often set one), immutable as in Redis (`databases`), or kept:
+//! one of Redis's tuning knobs for its own internals (encodings, rehashing, defragmentation,
+//! AOF/RDB and replication timings), which has no counterpart in Osprey. A kept parameter is
+//! checked as Redis checks it, remembered, and answered by GET, so that tools and test suites
+//! that set them go on; it changes nothing (docs/internals/redis-mapping.md lists them).
 //!
 //! Invariants:
 //! - CONFIG SET of several parameters is all or nothing, as in Redis 7: every name is checked
@@ -12,7 +16,10 @@
 //! - GET answers each matching parameter once, under its own name and under its alias when
 //!   the pattern matches that, as Redis does.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
 
 use wire_resp::Args;
 
@@ -34,6 +41,8 @@ pub struct Settings {
     pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold`: stored and reported; Osprey records no latency events.
     pub latency_monitor_threshold_ms: AtomicU64,
+    /// The kept parameters set since start (by name; the others have Redis's default).
+    kept: Mutex<HashMap<&'static str, String>>,
 }
 
 impl Default for Settings {
@@ -41,6 +50,7 @@ impl Default for Settings {
         Settings {
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold_ms: AtomicU64::new(0),
+            kept: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -58,6 +68,8 @@ enum Access {
     /// Fixed while Osprey runs: its current value is accepted, any other refused.
     Fixed,
     Settable(Setter),
+    /// Checked, remembered and reported; no effect in Osprey.
+    Kept,
 }
 
 /// How a value is checked before it is set.
@@ -67,9 +79,27 @@ enum Kind {
         min: i64,
         max: i64,
     },
+    /// An integer, or a size with a unit (`64mb`, `1gb`, `2k`), as Redis's memory parameters.
+    Memory {
+        min: i64,
+        max: i64,
+    },
     Bool,
+    /// One of the names.
+    Enum(&'static [&'static str]),
+    /// Words, each one of the names (Redis's multi-argument enums).
+    Flags(&'static [&'static str]),
     /// Checked by its setter (or its fixed value).
     Text,
+}
+
+/// Where a parameter's value comes from.
+#[derive(Clone, Copy)]
+enum Value {
+    /// Read from the server.
+    Live(Getter),
+    /// Redis's default, or what a kept parameter was set to since.
+    Default(&'static str),
 }
 
 /// One parameter.
@@ -78,10 +108,11 @@ struct Parameter {
     alias: Option<&'static str>,
     kind: Kind,
     access: Access,
-    get: Getter,
+    value: Value,
 }
 
 const INT_MAX: i64 = i32::MAX as i64;
+const INT_MIN: i64 = i32::MIN as i64;
 
 /// Every parameter, by name.
 static PARAMETERS: &[Parameter] = &[
@@ -126,12 +157,11 @@ static PARAMETERS: &[Parameter] = &[
             max: INT_MAX,
         },
         access: Access::Immutable,
-        get: |state| state.config.resp.databases.to_string(),
+        value: Value::Live(|state| state.config.resp.databases.to_string()),
     },
     fixed("dir", Kind::Text, |state| {
         state.config.service.work_directory.display().to_string()
     }),
-    fixed("hll-sparse-max-bytes", Kind::Text, |_| "3000".to_owned()),
     settable(
         "latency-monitor-threshold",
         None,
@@ -240,9 +270,909 @@ static PARAMETERS: &[Parameter] = &[
         },
         |state| state.config.resp.timeout.to_string(),
     ),
+    // Redis's other parameters, from here on in name order (see the module's comment).
+    redis(
+        Access::Kept,
+        "hll-sparse-max-bytes",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "3000",
+    ),
+    redis(
+        Access::Kept,
+        "acl-pubsub-default",
+        None,
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+    ),
+    redis(Access::Immutable, "aclfile", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "acllog-max-len",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "128",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-cycle-max",
+        None,
+        Kind::Integer { min: 1, max: 99 },
+        "25",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-cycle-min",
+        None,
+        Kind::Integer { min: 1, max: 99 },
+        "1",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-ignore-bytes",
+        None,
+        Kind::Memory {
+            min: 1,
+            max: i64::MAX,
+        },
+        "104857600",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-max-scan-fields",
+        None,
+        Kind::Integer {
+            min: 1,
+            max: i64::MAX,
+        },
+        "1000",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-threshold-lower",
+        None,
+        Kind::Integer { min: 0, max: 1000 },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "active-defrag-threshold-upper",
+        None,
+        Kind::Integer { min: 0, max: 1000 },
+        "100",
+    ),
+    redis(
+        Access::Kept,
+        "active-expire-effort",
+        None,
+        Kind::Integer { min: 1, max: 10 },
+        "1",
+    ),
+    redis(Access::Kept, "activedefrag", None, Kind::Bool, "no"),
+    redis(Access::Kept, "activerehashing", None, Kind::Bool, "yes"),
+    redis(
+        Access::Immutable,
+        "always-show-logo",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(Access::Kept, "aof-disable-auto-gc", None, Kind::Bool, "no"),
+    redis(Access::Kept, "aof-load-truncated", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "aof-rewrite-incremental-fsync",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "aof-timestamp-enabled",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "aof-use-rdb-preamble",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Immutable,
+        "aof_rewrite_cpulist",
+        None,
+        Kind::Text,
+        "",
+    ),
+    redis(
+        Access::Immutable,
+        "appenddirname",
+        None,
+        Kind::Text,
+        "appendonlydir",
+    ),
+    redis(
+        Access::Immutable,
+        "appendfilename",
+        None,
+        Kind::Text,
+        "appendonly.aof",
+    ),
+    redis(
+        Access::Kept,
+        "auto-aof-rewrite-min-size",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "67108864",
+    ),
+    redis(
+        Access::Kept,
+        "auto-aof-rewrite-percentage",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "100",
+    ),
+    redis(Access::Immutable, "bgsave_cpulist", None, Kind::Text, ""),
+    redis(Access::Kept, "bind-source-addr", None, Kind::Text, ""),
+    redis(Access::Immutable, "bio_cpulist", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "cluster-allow-pubsubshard-when-down",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-allow-reads-when-down",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-allow-replica-migration",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-announce-bus-port",
+        None,
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-announce-hostname",
+        None,
+        Kind::Text,
+        "",
+    ),
+    redis(Access::Kept, "cluster-announce-ip", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "cluster-announce-port",
+        None,
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-announce-tls-port",
+        None,
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(
+        Access::Immutable,
+        "cluster-config-file",
+        None,
+        Kind::Text,
+        "nodes.conf",
+    ),
+    redis(Access::Immutable, "cluster-enabled", None, Kind::Bool, "no"),
+    redis(
+        Access::Kept,
+        "cluster-link-sendbuf-limit",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-migration-barrier",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "1",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-node-timeout",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "15000",
+    ),
+    redis(
+        Access::Immutable,
+        "cluster-port",
+        None,
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-preferred-endpoint-type",
+        None,
+        Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-replica-no-failover",
+        Some("cluster-slave-no-failover"),
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-replica-validity-factor",
+        Some("cluster-slave-validity-factor"),
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "cluster-require-full-coverage",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(Access::Kept, "crash-log-enabled", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "crash-memcheck-enabled",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(Access::Immutable, "daemonize", None, Kind::Bool, "no"),
+    redis(Access::Kept, "dbfilename", None, Kind::Text, "dump.rdb"),
+    redis(Access::Immutable, "disable-thp", None, Kind::Bool, "yes"),
+    redis(Access::Kept, "dynamic-hz", None, Kind::Bool, "yes"),
+    redis(
+        Access::Immutable,
+        "enable-debug-command",
+        None,
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+    ),
+    redis(
+        Access::Immutable,
+        "enable-module-command",
+        None,
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+    ),
+    redis(
+        Access::Immutable,
+        "enable-protected-configs",
+        None,
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "hash-max-listpack-entries",
+        Some("hash-max-ziplist-entries"),
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "512",
+    ),
+    redis(
+        Access::Kept,
+        "hash-max-listpack-value",
+        Some("hash-max-ziplist-value"),
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "64",
+    ),
+    redis(
+        Access::Kept,
+        "hz",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(Access::Kept, "ignore-warnings", None, Kind::Text, ""),
+    redis(
+        Access::Immutable,
+        "io-threads",
+        None,
+        Kind::Integer { min: 1, max: 128 },
+        "1",
+    ),
+    redis(
+        Access::Immutable,
+        "io-threads-do-reads",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(Access::Kept, "jemalloc-bg-thread", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "lazyfree-lazy-eviction",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(Access::Kept, "lazyfree-lazy-expire", None, Kind::Bool, "no"),
+    redis(
+        Access::Kept,
+        "lazyfree-lazy-server-del",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "lazyfree-lazy-user-del",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "lazyfree-lazy-user-flush",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "lfu-decay-time",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "1",
+    ),
+    redis(
+        Access::Kept,
+        "lfu-log-factor",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "list-compress-depth",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "list-max-listpack-size",
+        Some("list-max-ziplist-size"),
+        Kind::Integer {
+            min: INT_MIN,
+            max: INT_MAX,
+        },
+        "-2",
+    ),
+    redis(Access::Immutable, "logfile", None, Kind::Text, ""),
+    redis(
+        Access::Fixed,
+        "loglevel",
+        None,
+        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
+        "notice",
+    ),
+    redis(Access::Kept, "masterauth", None, Kind::Text, ""),
+    redis(Access::Kept, "masteruser", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "maxmemory-eviction-tenacity",
+        None,
+        Kind::Integer { min: 0, max: 100 },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "maxmemory-samples",
+        None,
+        Kind::Integer {
+            min: 1,
+            max: INT_MAX,
+        },
+        "5",
+    ),
+    redis(
+        Access::Kept,
+        "min-replicas-max-lag",
+        Some("min-slaves-max-lag"),
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "min-replicas-to-write",
+        Some("min-slaves-to-write"),
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "no-appendfsync-on-rewrite",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "oom-score-adj",
+        None,
+        Kind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "oom-score-adj-values",
+        None,
+        Kind::Text,
+        "0 200 800",
+    ),
+    redis(Access::Immutable, "pidfile", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "proc-title-template",
+        None,
+        Kind::Text,
+        "{title} {listen-addr} {server-mode}",
+    ),
+    redis(
+        Access::Kept,
+        "propagation-error-behavior",
+        None,
+        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+    ),
+    redis(Access::Fixed, "protected-mode", None, Kind::Bool, "no"),
+    redis(Access::Kept, "rdb-del-sync-files", None, Kind::Bool, "no"),
+    redis(
+        Access::Kept,
+        "rdb-save-incremental-fsync",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(Access::Immutable, "rdbchecksum", None, Kind::Bool, "yes"),
+    redis(Access::Kept, "rdbcompression", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "repl-backlog-size",
+        None,
+        Kind::Memory {
+            min: 1,
+            max: i64::MAX,
+        },
+        "1048576",
+    ),
+    redis(
+        Access::Kept,
+        "repl-backlog-ttl",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "3600",
+    ),
+    redis(
+        Access::Kept,
+        "repl-disable-tcp-nodelay",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "repl-diskless-load",
+        None,
+        Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+    ),
+    redis(Access::Kept, "repl-diskless-sync", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "repl-diskless-sync-delay",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "5",
+    ),
+    redis(
+        Access::Kept,
+        "repl-diskless-sync-max-replicas",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "repl-ping-replica-period",
+        Some("repl-ping-slave-period"),
+        Kind::Integer {
+            min: 1,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(
+        Access::Kept,
+        "repl-timeout",
+        None,
+        Kind::Integer {
+            min: 1,
+            max: INT_MAX,
+        },
+        "60",
+    ),
+    redis(
+        Access::Kept,
+        "replica-announce-ip",
+        Some("slave-announce-ip"),
+        Kind::Text,
+        "",
+    ),
+    redis(
+        Access::Kept,
+        "replica-announce-port",
+        Some("slave-announce-port"),
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(Access::Kept, "replica-announced", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "replica-ignore-disk-write-errors",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "replica-ignore-maxmemory",
+        Some("slave-ignore-maxmemory"),
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "replica-lazy-flush",
+        Some("slave-lazy-flush"),
+        Kind::Bool,
+        "no",
+    ),
+    redis(
+        Access::Kept,
+        "replica-priority",
+        Some("slave-priority"),
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "100",
+    ),
+    redis(
+        Access::Kept,
+        "replica-read-only",
+        Some("slave-read-only"),
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "replica-serve-stale-data",
+        Some("slave-serve-stale-data"),
+        Kind::Bool,
+        "yes",
+    ),
+    redis(Access::Fixed, "replicaof", Some("slaveof"), Kind::Text, ""),
+    redis(Access::Fixed, "requirepass", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "sanitize-dump-payload",
+        None,
+        Kind::Enum(&["no", "yes", "clients"]),
+        "no",
+    ),
+    redis(Access::Immutable, "server_cpulist", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "set-max-intset-entries",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "512",
+    ),
+    redis(Access::Immutable, "set-proc-title", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "shutdown-on-sigint",
+        None,
+        Kind::Flags(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
+    redis(
+        Access::Kept,
+        "shutdown-on-sigterm",
+        None,
+        Kind::Flags(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
+    redis(
+        Access::Kept,
+        "shutdown-timeout",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "10",
+    ),
+    redis(
+        Access::Immutable,
+        "socket-mark-id",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: u32::MAX as i64,
+        },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "stop-writes-on-bgsave-error",
+        None,
+        Kind::Bool,
+        "yes",
+    ),
+    redis(
+        Access::Kept,
+        "stream-node-max-bytes",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "4096",
+    ),
+    redis(
+        Access::Kept,
+        "stream-node-max-entries",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "100",
+    ),
+    redis(
+        Access::Immutable,
+        "supervised",
+        None,
+        Kind::Enum(&["upstart", "systemd", "auto", "no"]),
+        "no",
+    ),
+    redis(Access::Immutable, "syslog-enabled", None, Kind::Bool, "no"),
+    redis(
+        Access::Immutable,
+        "syslog-facility",
+        None,
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+    ),
+    redis(Access::Immutable, "syslog-ident", None, Kind::Text, "redis"),
+    redis(
+        Access::Immutable,
+        "tcp-backlog",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "511",
+    ),
+    redis(
+        Access::Kept,
+        "tcp-keepalive",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "300",
+    ),
+    redis(
+        Access::Kept,
+        "tls-auth-clients",
+        None,
+        Kind::Enum(&["no", "yes", "optional"]),
+        "yes",
+    ),
+    redis(Access::Kept, "tls-ca-cert-dir", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-ca-cert-file", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-cert-file", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-ciphers", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-ciphersuites", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-client-cert-file", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-client-key-file", None, Kind::Text, ""),
+    redis(
+        Access::Kept,
+        "tls-client-key-file-pass",
+        None,
+        Kind::Text,
+        "",
+    ),
+    redis(Access::Kept, "tls-cluster", None, Kind::Bool, "no"),
+    redis(Access::Kept, "tls-dh-params-file", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-key-file", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-key-file-pass", None, Kind::Text, ""),
+    redis(
+        Access::Fixed,
+        "tls-port",
+        None,
+        Kind::Integer { min: 0, max: 65535 },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "tls-prefer-server-ciphers",
+        None,
+        Kind::Bool,
+        "no",
+    ),
+    redis(Access::Kept, "tls-protocols", None, Kind::Text, ""),
+    redis(Access::Kept, "tls-replication", None, Kind::Bool, "no"),
+    redis(
+        Access::Kept,
+        "tls-session-cache-size",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "20480",
+    ),
+    redis(
+        Access::Kept,
+        "tls-session-cache-timeout",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        "300",
+    ),
+    redis(Access::Kept, "tls-session-caching", None, Kind::Bool, "yes"),
+    redis(
+        Access::Kept,
+        "tracking-table-max-keys",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "1000000",
+    ),
+    redis(Access::Immutable, "unixsocket", None, Kind::Text, ""),
+    redis(
+        Access::Immutable,
+        "unixsocketperm",
+        None,
+        Kind::Integer { min: 0, max: 0o777 },
+        "0",
+    ),
+    redis(
+        Access::Kept,
+        "zset-max-listpack-entries",
+        Some("zset-max-ziplist-entries"),
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        "128",
+    ),
+    redis(
+        Access::Kept,
+        "zset-max-listpack-value",
+        Some("zset-max-ziplist-value"),
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        "64",
+    ),
 ];
 
 const NOT_AN_INTEGER: &str = "argument couldn't be parsed into an integer";
+const NOT_A_MEMORY_VALUE: &str = "argument must be a memory value";
+
+impl Parameter {
+    /// The value CONFIG GET answers.
+    fn current(&self, state: &ServerState) -> String {
+        match self.value {
+            Value::Live(get) => get(state),
+            Value::Default(default) => state
+                .resp_settings
+                .kept
+                .lock()
+                .get(self.name)
+                .cloned()
+                .unwrap_or_else(|| default.to_owned()),
+        }
+    }
+}
 
 const fn fixed(name: &'static str, kind: Kind, get: Getter) -> Parameter {
     Parameter {
@@ -250,7 +1180,24 @@ const fn fixed(name: &'static str, kind: Kind, get: Getter) -> Parameter {
         alias: None,
         kind,
         access: Access::Fixed,
-        get,
+        value: Value::Live(get),
+    }
+}
+
+/// One of Redis's parameters with its default (kept, fixed at it, or immutable).
+const fn redis(
+    access: Access,
+    name: &'static str,
+    alias: Option<&'static str>,
+    kind: Kind,
+    default: &'static str,
+) -> Parameter {
+    Parameter {
+        name,
+        alias,
+        kind,
+        access,
+        value: Value::Default(default),
     }
 }
 
@@ -266,7 +1213,7 @@ const fn settable(
         alias,
         kind,
         access: Access::Settable(set),
-        get,
+        value: Value::Live(get),
     }
 }
 
@@ -357,7 +1304,7 @@ fn config_get(state: &ServerState, args: &Args, reply: &mut Reply<'_>) {
     for parameter in PARAMETERS {
         let names = std::iter::once(parameter.name).chain(parameter.alias);
         for name in names.filter(|name| matches(name)) {
-            found.push((name, (parameter.get)(state)));
+            found.push((name, parameter.current(state)));
         }
     }
     reply.map(found.len());
@@ -395,8 +1342,8 @@ fn checked_pairs<'a>(
         let failed = |reason: &str| set_failed(name, reason);
         let fixed_elsewhere = match parameter.access {
             Access::Immutable => true,
-            Access::Fixed => (parameter.get)(state).as_bytes() != value,
-            Access::Settable(_) => false,
+            Access::Fixed => parameter.current(state).as_bytes() != value,
+            Access::Settable(_) | Access::Kept => false,
         };
         if fixed_elsewhere {
             return Err(failed("can't set immutable config"));
@@ -409,9 +1356,9 @@ fn checked_pairs<'a>(
         }
         checked.push((parameter, value));
     }
-    for &(parameter, value) in &checked {
-        check_kind(parameter.kind, value)
-            .map_err(|reason| set_failed(parameter.name.as_bytes(), &reason))?;
+    // Redis's error names the parameter as the client did (an alias, too).
+    for (&(name, value), (parameter, _)) in pairs.iter().zip(&checked) {
+        check_kind(parameter.kind, value).map_err(|reason| set_failed(name, &reason))?;
     }
     Ok(checked)
 }
@@ -420,22 +1367,31 @@ fn checked_pairs<'a>(
 fn apply(state: &ServerState, checked: &[(&'static Parameter, &[u8])]) -> Result<(), String> {
     let before: Vec<String> = checked
         .iter()
-        .map(|(parameter, _)| (parameter.get)(state))
+        .map(|(parameter, _)| parameter.current(state))
         .collect();
     for (done, &(parameter, value)) in checked.iter().enumerate() {
-        let Access::Settable(set) = parameter.access else {
-            continue;
-        };
-        if let Err(reason) = set(state, value) {
+        if let Err(reason) = set(state, parameter, value) {
             for (&(earlier, _), old) in checked[..done].iter().zip(&before) {
-                if let Access::Settable(restore) = earlier.access {
-                    let _ = restore(state, old.as_bytes());
-                }
+                let _ = set(state, earlier, old.as_bytes());
             }
             return Err(set_failed(parameter.name.as_bytes(), &reason));
         }
     }
     Ok(())
+}
+
+/// Sets one parameter whose value passed its check.
+fn set(state: &ServerState, parameter: &'static Parameter, value: &[u8]) -> Result<(), String> {
+    match parameter.access {
+        Access::Settable(set) => set(state, value),
+        Access::Kept => {
+            let value = check_kind(parameter.kind, value)?;
+            let mut kept = state.resp_settings.kept.lock();
+            kept.insert(parameter.name, value);
+            Ok(())
+        }
+        Access::Fixed | Access::Immutable => Ok(()),
+    }
 }
 
 fn set_failed(name: &[u8], reason: &str) -> String {
@@ -445,24 +1401,62 @@ fn set_failed(name: &[u8], reason: &str) -> String {
     )
 }
 
-/// Redis's check of a value against its parameter's type and range.
-fn check_kind(kind: Kind, value: &[u8]) -> Result<(), String> {
+/// Redis's check of a value against its parameter's type and range; the value as GET then
+/// answers it (a size in bytes, names in lower case).
+fn check_kind(kind: Kind, value: &[u8]) -> Result<String, String> {
+    let in_range = |number: i64, min: i64, max: i64| {
+        if number < min || number > max {
+            return Err(format!(
+                "argument must be between {min} and {max} inclusive"
+            ));
+        }
+        Ok(number.to_string())
+    };
+    let lower = String::from_utf8_lossy(value).to_ascii_lowercase();
     match kind {
         Kind::Integer { min, max } => {
             let number = keys::parse_i64(value).map_err(|()| NOT_AN_INTEGER.to_owned())?;
-            if number < min || number > max {
-                return Err(format!(
-                    "argument must be between {min} and {max} inclusive"
-                ));
-            }
-            Ok(())
+            in_range(number, min, max)
         }
-        Kind::Bool if value.eq_ignore_ascii_case(b"yes") || value.eq_ignore_ascii_case(b"no") => {
-            Ok(())
+        Kind::Memory { min, max } => {
+            let bytes = memory_bytes(&lower).ok_or_else(|| NOT_A_MEMORY_VALUE.to_owned())?;
+            in_range(bytes, min, max)
         }
+        Kind::Bool if lower == "yes" || lower == "no" => Ok(lower),
         Kind::Bool => Err("argument must be 'yes' or 'no'".to_owned()),
-        Kind::Text => Ok(()),
+        Kind::Enum(names) if names.contains(&lower.as_str()) => Ok(lower),
+        Kind::Flags(names)
+            if !lower.trim().is_empty()
+                && lower.split_whitespace().all(|word| names.contains(&word)) =>
+        {
+            Ok(lower.split_whitespace().collect::<Vec<_>>().join(" "))
+        }
+        Kind::Enum(names) | Kind::Flags(names) => Err(format!(
+            "argument(s) must be one of the following: {}",
+            names.join(", ")
+        )),
+        Kind::Text => Ok(String::from_utf8_lossy(value).into_owned()),
     }
+}
+
+/// Redis's `memtoull`: digits, then an optional unit (`b`, `k` = 1000, `kb` = 1024, `m`, `mb`,
+/// `g`, `gb`), case-insensitive; `None` for anything else or a result past `i64::MAX`.
+fn memory_bytes(lower: &str) -> Option<i64> {
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit() && c != '-')
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(digits_end);
+    let multiplier: i64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<i64>().ok()?.checked_mul(multiplier)
 }
 
 #[cfg(test)]
@@ -485,13 +1479,37 @@ mod tests {
     #[test]
     fn values_are_checked_as_redis_checks_them() {
         let range = Kind::Integer { min: -1, max: 10 };
-        assert_eq!(check_kind(range, b"10"), Ok(()));
+        assert_eq!(check_kind(range, b"10"), Ok("10".to_owned()));
         assert_eq!(
             check_kind(range, b"11"),
             Err("argument must be between -1 and 10 inclusive".to_owned())
         );
         assert_eq!(check_kind(range, b"x"), Err(NOT_AN_INTEGER.to_owned()));
-        assert_eq!(check_kind(Kind::Bool, b"YES"), Ok(()));
+        assert_eq!(check_kind(Kind::Bool, b"YES"), Ok("yes".to_owned()));
         assert!(check_kind(Kind::Bool, b"on").is_err());
+        let memory = Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        };
+        assert_eq!(check_kind(memory, b"2KB"), Ok("2048".to_owned()));
+        assert_eq!(check_kind(memory, b"3m"), Ok("3000000".to_owned()));
+        assert_eq!(check_kind(memory, b"1gb"), Ok("1073741824".to_owned()));
+        assert_eq!(
+            check_kind(memory, b"1tb"),
+            Err(NOT_A_MEMORY_VALUE.to_owned())
+        );
+        assert_eq!(
+            check_kind(memory, b"bla"),
+            Err(NOT_A_MEMORY_VALUE.to_owned())
+        );
+        let policy = Kind::Enum(&["ip", "hostname"]);
+        assert_eq!(check_kind(policy, b"IP"), Ok("ip".to_owned()));
+        assert_eq!(
+            check_kind(policy, b"dns"),
+            Err("argument(s) must be one of the following: ip, hostname".to_owned())
+        );
+        let flags = Kind::Flags(&["default", "save", "now"]);
+        assert_eq!(check_kind(flags, b"save  NOW"), Ok("save now".to_owned()));
+        assert!(check_kind(flags, b"save later").is_err());
     }
 }
