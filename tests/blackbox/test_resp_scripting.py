@@ -198,6 +198,33 @@ def test_a_concurrent_client_never_sees_a_script_half_done(resp_server, key):
     assert all(first == second for first, second in seen), [p for p in seen if p[0] != p[1]][:3]
 
 
+def test_a_pipeline_of_scripts_is_answered_in_order_with_what_follows_it(resp_server, key):
+    """Scripts a pipeline sends back to back run in one trip to the long-request pool; the
+    replies must still come one per request, in order, with the commands between and after
+    them (a GET, a failing script, a MULTI) answered where they stand."""
+    r = resp_server.redis()
+    sha = r.script_load("return redis.call('INCR', KEYS[1])")
+    pipe = r.pipeline(transaction=False)
+    for _ in range(100):
+        pipe.evalsha(sha, 1, key)
+    pipe.get(key)
+    pipe.eval("return redis.call('INCR', KEYS[1])", 1, key)
+    pipe.eval("return redis.call('NOSUCHCOMMAND')", 0)
+    pipe.evalsha(sha, 1, key)
+    pipe.execute_command("MULTI")
+    pipe.evalsha(sha, 1, key)
+    pipe.execute_command("EXEC")
+    for _ in range(10):
+        pipe.evalsha(sha, 1, key)
+    replies = pipe.execute(raise_on_error=False)
+    assert replies[:100] == list(range(1, 101))
+    assert replies[100] == b"100" and replies[101] == 101
+    assert isinstance(replies[102], redis.ResponseError)
+    assert "Unknown Redis command" in str(replies[102])
+    assert replies[103:107] == [102, b"OK", b"QUEUED", [103]]
+    assert replies[107:] == list(range(104, 114))
+
+
 def test_a_script_inside_a_transaction_runs_with_it(resp_server, key):
     pipe = resp_server.redis().pipeline(transaction=True)
     pipe.set(key, 1)

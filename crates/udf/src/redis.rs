@@ -22,6 +22,7 @@ mod cjson;
 mod cmsgpack;
 mod convert;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -215,6 +216,11 @@ const REDIS_VERSION: &str = "7.2.0";
 /// `redis.REDIS_VERSION_NUM`: 0x00MMmmpp.
 const REDIS_VERSION_NUM: i64 = 0x0007_0200;
 
+/// Runs between two steps of the collector (Redis's `LUA_GC_CYCLE_PERIOD`).
+const GC_STEP_RUNS: u32 = 50;
+/// Growth of the Lua state since its last full collection that triggers another.
+const GC_FULL_GROWTH_BYTES: usize = 16 * 1024 * 1024;
+
 /// Lua's text for memory exhaustion.
 const OOM_MESSAGE: &str = "not enough memory";
 
@@ -238,6 +244,8 @@ pub struct RedisScripting {
     functions: HashMap<String, Function>,
     /// The Lua side of functions: `env` (libraries' environment), `load`, `call`.
     library: Table,
+    /// Runs since the collector last stepped, and the state's size after its last full cycle.
+    collector: Cell<(u32, usize)>,
 }
 
 impl RedisScripting {
@@ -265,6 +273,7 @@ impl RedisScripting {
             state,
             functions: HashMap::new(),
             library,
+            collector: Cell::new((0, 0)),
         })
     }
 
@@ -479,9 +488,27 @@ impl RedisScripting {
         let globals = self.lua.globals();
         let _ = globals.raw_set("KEYS", mlua::Value::Nil);
         let _ = globals.raw_set("ARGV", mlua::Value::Nil);
-        // Redis steps the collector every 50 scripts; after a script that may have left a lot
-        // (or was aborted) a full cycle keeps the state's size close to what it holds.
-        let _ = self.lua.gc_collect();
+        self.collect_garbage();
+    }
+
+    /// As Redis: a basic step of the collector every [`GC_STEP_RUNS`] runs (Lua's own incremental
+    /// collector does the rest); a full cycle after an aborted run, or once the state has
+    /// grown [`GC_FULL_GROWTH_BYTES`] since the last one, so that it stays close to what it
+    /// holds. A full cycle marks every library and cached script: after each run it cost
+    /// more than a small script itself.
+    fn collect_garbage(&self) {
+        let (runs, size_after_full) = self.collector.get();
+        let used = self.lua.used_memory();
+        let aborted = self.state.abort.load(Ordering::Relaxed) != ABORT_NONE;
+        if aborted || used > size_after_full.saturating_add(GC_FULL_GROWTH_BYTES) {
+            let _ = self.lua.gc_collect();
+            self.collector.set((0, self.lua.used_memory()));
+        } else if runs + 1 >= GC_STEP_RUNS {
+            let _ = self.lua.gc_step();
+            self.collector.set((0, size_after_full));
+        } else {
+            self.collector.set((runs + 1, size_after_full));
+        }
     }
 }
 
