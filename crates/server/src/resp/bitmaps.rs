@@ -168,7 +168,18 @@ fn setbit(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let bytes_max = record_bytes_max(session);
     let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
-        let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
+        let current = current.as_ref().map(|c| c.get());
+        // A bit that already has the value: answered in place, nothing copied or written.
+        let bit_unchanged = |bytes: &[u8]| {
+            let within = usize::try_from(offset / 8).is_ok_and(|byte| byte < bytes.len());
+            within && bit_at(bytes, offset) == on
+        };
+        if let Some(current) = &current
+            && with_string_bytes(current, bit_unchanged) == Ok(true)
+        {
+            return Ok((Decision::Keep, on));
+        }
+        let old = owned_string(current.as_ref())?;
         let existed = old.is_some();
         let mut bytes = old.unwrap_or_default();
         let grew = grow_to_bit(&mut bytes, offset, bytes_max)?;

@@ -92,7 +92,18 @@ fn flatten<T>(result: Result<Result<T, Failure>, ResultCode>) -> Result<T, Failu
 fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
-        let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
+        let current = current.as_ref().map(|c| c.get());
+        let changes_nothing = |bytes: &[u8]| {
+            encoding::check(bytes) == Ok(Encoding::Dense)
+                && (2..args.len())
+                    .all(|position| !encoding::dense_raises(bytes, args.get(position)))
+        };
+        if let Some(current) = &current
+            && with_string_bytes(current, changes_nothing) == Ok(true)
+        {
+            return Ok((Decision::Keep, Ok(false)));
+        }
+        let old = owned_string(current.as_ref())?;
         let (mut value, mut updated) = match old {
             None => (encoding::empty(), true),
             Some(bytes) if encoding::check(&bytes).is_ok() => (bytes, false),

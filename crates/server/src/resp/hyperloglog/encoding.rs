@@ -157,6 +157,13 @@ pub fn add(value: &mut Vec<u8>, element: &[u8]) -> Result<bool, Corrupted> {
     set_register(value, index, run)
 }
 
+/// Whether adding `element` to `value`, a dense value, would raise a register: read in place,
+/// so that an add that changes nothing copies nothing (most adds, once a value is dense).
+pub fn dense_raises(value: &[u8], element: &[u8]) -> bool {
+    let (index, run) = register_of(element);
+    dense_read(&value[HEADER_BYTES..], index) < run
+}
+
 /// Raises register `index` to `run` if it is lower: whether it was. May turn a sparse value
 /// dense. Marks the cache stale when it changes something.
 pub fn set_register(value: &mut Vec<u8>, index: usize, run: u8) -> Result<bool, Corrupted> {
