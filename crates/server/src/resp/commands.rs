@@ -17,8 +17,8 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
-    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, parameters, pops, pubsub, scripting,
-    server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
+    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, memory_limit, parameters, pops,
+    pubsub, scripting, server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -97,6 +97,13 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
             transactions::doom(session);
         }
         return after;
+    }
+    let arrived = !scripting::in_script() && !transactions::in_exec();
+    if arrived && memory_limit::refuses(&session.state, args, session.transaction.is_some()) {
+        // Inside MULTI the refusal dooms the transaction, as Redis's `rejectCommand` does.
+        reply.error(memory_limit::OOM);
+        transactions::doom(session);
+        return After::Continue;
     }
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;

@@ -323,7 +323,8 @@ fn fcall_generic(
         name: function.name.clone(),
         command: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
     };
-    let value = scripting::run_registered(session, kind, read_only, |host, killed| {
+    let limits = (read_only, function.flags.allow_oom);
+    let value = scripting::run_registered(session, kind, limits, |host, killed| {
         let run = ScriptRun {
             sha: &function.name,
             body: b"",

@@ -33,6 +33,7 @@ mod indexes;
 mod keys;
 mod keyspace;
 mod lists;
+mod memory_limit;
 mod msgpack;
 mod parameters;
 mod pops;

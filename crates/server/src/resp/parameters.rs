@@ -41,6 +41,8 @@ pub struct Settings {
     pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold`: stored and reported; Osprey records no latency events.
     pub latency_monitor_threshold_ms: AtomicU64,
+    /// `maxmemory`, and the memory it is compared with.
+    pub memory_limit: super::memory_limit::MemoryLimit,
     /// The kept parameters set since start (by name; the others have Redis's default).
     kept: Mutex<HashMap<&'static str, String>>,
 }
@@ -50,6 +52,7 @@ impl Default for Settings {
         Settings {
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold_ms: AtomicU64::new(0),
+            memory_limit: super::memory_limit::MemoryLimit::default(),
             kept: Mutex::new(HashMap::new()),
         }
     }
@@ -210,7 +213,27 @@ static PARAMETERS: &[Parameter] = &[
         },
         |state| state.config.resp.maxclients.to_string(),
     ),
-    fixed("maxmemory", Kind::Text, |_| "0".to_owned()),
+    settable(
+        "maxmemory",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        |state| state.resp_settings.memory_limit.limit_bytes().to_string(),
+        |state, value| {
+            let bytes = check_kind(
+                Kind::Memory {
+                    min: 0,
+                    max: i64::MAX,
+                },
+                value,
+            )?;
+            let bytes = bytes.parse().map_err(|_| NOT_A_MEMORY_VALUE.to_owned())?;
+            state.resp_settings.memory_limit.set_limit_bytes(bytes);
+            Ok(())
+        },
+    ),
     fixed("maxmemory-clients", Kind::Text, |state| {
         state.client_memory.limit_bytes().to_string()
     }),
@@ -1439,11 +1462,11 @@ fn check_kind(kind: Kind, value: &[u8]) -> Result<String, String> {
     }
 }
 
-/// Redis's `memtoull`: digits, then an optional unit (`b`, `k` = 1000, `kb` = 1024, `m`, `mb`,
+/// Redis's `memtoull`: digits (no sign), then an optional unit (`b`, `k` = 1000, `kb` = 1024, `m`, `mb`,
 /// `g`, `gb`), case-insensitive; `None` for anything else or a result past `i64::MAX`.
 fn memory_bytes(lower: &str) -> Option<i64> {
     let digits_end = lower
-        .find(|c: char| !c.is_ascii_digit() && c != '-')
+        .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(lower.len());
     let (digits, unit) = lower.split_at(digits_end);
     let multiplier: i64 = match unit {

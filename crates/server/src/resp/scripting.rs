@@ -37,6 +37,7 @@ use wire_resp::Args;
 
 use super::commands::{self, Command};
 use super::keys;
+use super::memory_limit;
 use super::reply::Reply;
 use super::routing::{self, Routing};
 use super::{After, Session};
@@ -275,6 +276,11 @@ impl Drop for RunGuard<'_> {
     }
 }
 
+/// Whether this thread runs a script now (its commands are the script's calls).
+pub fn in_script() -> bool {
+    IN_SCRIPT.with(Cell::get)
+}
+
 /// Before any command: while a script runs (on another thread), a command Redis refuses then
 /// gets `BUSY` once the script has run past `busy-reply-threshold`, and before that waits for
 /// its turn (`After::AwaitScript`) where it may; `None` lets the command run.
@@ -454,6 +460,20 @@ pub(super) fn refusal(
     if access == Access::ReadOnly && !parsed.flags.compat && !parsed.flags.no_writes {
         return Some("ERR Can not execute a script with write flag using *_ro command.");
     }
+    // A script with flags that may write is refused whole past `maxmemory` (one without
+    // flags is checked at its calls).
+    let flags = parsed.flags;
+    if !flags.compat
+        && !flags.no_writes
+        && !flags.allow_oom
+        && session
+            .state
+            .resp_settings
+            .memory_limit
+            .exceeded(&session.state)
+    {
+        return Some(memory_limit::OOM);
+    }
     None
 }
 
@@ -468,7 +488,8 @@ fn run_exclusive(
 ) -> RedisValue {
     let state = Arc::clone(&session.state);
     let scripts = &state.scripts;
-    let outcome = run_registered(session, RunKind::Eval, read_only, |host, killed| {
+    let limits = (read_only, parsed.flags.allow_oom);
+    let outcome = run_registered(session, RunKind::Eval, limits, |host, killed| {
         scripts.with_engine(|engine| {
             if new_body {
                 engine.compile(run.sha, run.body, parsed.code_offset)?;
@@ -504,7 +525,7 @@ fn run_exclusive(
 pub(super) fn run_registered<T>(
     session: &mut Session,
     kind: RunKind,
-    read_only: bool,
+    (read_only, allow_oom): (bool, bool),
     body: impl FnOnce(&mut SessionHost<'_>, &Arc<AtomicBool>) -> T,
 ) -> T {
     let state = Arc::clone(&session.state);
@@ -521,6 +542,7 @@ pub(super) fn run_registered<T>(
         session,
         running: &running,
         read_only,
+        allow_oom,
     };
     let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
     host.session.protocol = saved_protocol;
@@ -534,6 +556,8 @@ pub(super) struct SessionHost<'s> {
     session: &'s mut Session,
     running: &'s Running,
     read_only: bool,
+    /// `allow-oom`: its calls pass `maxmemory`.
+    allow_oom: bool,
 }
 
 impl ScriptHost for SessionHost<'_> {
@@ -573,6 +597,15 @@ impl SessionHost<'_> {
         }
         if not_allowed_from_script(&name, args) {
             return Some("ERR This Redis command is not allowed from script");
+        }
+        // Redis's `scriptVerifyOOM`: past `maxmemory`, a call that may grow the data set fails
+        // until the script has written (then it is not stopped halfway).
+        if !self.allow_oom
+            && !self.running.wrote.load(Ordering::Relaxed)
+            && memory_limit::may_grow(args)
+            && state.resp_settings.memory_limit.exceeded(state)
+        {
+            return Some(memory_limit::OOM);
         }
         if is_write(&name) {
             if self.read_only {

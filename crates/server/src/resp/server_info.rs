@@ -74,10 +74,22 @@ fn resp_summary(state: &ServerState) -> RespSummary {
     }
 }
 
+/// INFO's `used_memory`: the RESP namespace's data, primary-index and set-index bytes.
+pub fn used_memory_bytes(state: &ServerState) -> u64 {
+    let namespace = state
+        .namespace(state.config.resp_namespace().as_bytes())
+        .expect("the RESP namespace is validated at start-up");
+    used_memory_of(&namespace.summary())
+}
+
+fn used_memory_of(ns: &NamespaceSummary) -> u64 {
+    ns.data_used_bytes + ns.index_used_bytes + ns.set_index_used_bytes
+}
+
 fn write_section(text: &mut String, section: &str, state: &ServerState, summary: &RespSummary) {
     let ns = &summary.namespace;
     let uptime_s = state.started.elapsed().as_secs();
-    let used_memory = ns.data_used_bytes + ns.index_used_bytes + ns.set_index_used_bytes;
+    let used_memory = used_memory_of(ns);
     let _ = match section {
         "server" => write!(
             text,
@@ -99,12 +111,13 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         "memory" => write!(
             text,
             "# Memory\r\nused_memory:{used_memory}\r\nused_memory_human:{}\r\n\
-             used_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\
+             used_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:{}\r\n\
              maxmemory_policy:noeviction\r\nmem_clients_normal:{}\r\nmaxmemory_clients:{}\r\n\
              mem_allocator:{}\r\n",
             human_bytes(used_memory),
             crate::info::resident_set_bytes(),
             ns.data_used_bytes,
+            state.resp_settings.memory_limit.limit_bytes(),
             state.client_memory.total_bytes(),
             state.client_memory.limit_bytes(),
             if cfg!(feature = "jemalloc") {

@@ -18,11 +18,14 @@
 //! - The queue holds at most `QUEUED_BYTES_MAX` bytes of arguments; past it the connection
 //!   closes, as Redis closes a client over its query buffer limit.
 
+use std::cell::Cell;
+
 use engine::Watch;
 use wire_resp::Args;
 
 use super::commands::{self, Command};
 use super::keys::Target;
+use super::memory_limit;
 use super::reply::Reply;
 use super::{After, Session};
 
@@ -71,6 +74,16 @@ pub struct WatchedKey {
     /// The database the key was watched in.
     database: super::databases::Database,
     key: Vec<u8>,
+}
+
+thread_local! {
+    /// Whether this thread runs the commands of an EXEC now.
+    static IN_EXEC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread runs the commands of an EXEC now (they were checked as they queued).
+pub fn in_exec() -> bool {
+    IN_EXEC.with(Cell::get)
 }
 
 /// Inside MULTI, makes EXEC refuse the transaction (a command was refused before queuing).
@@ -148,6 +161,14 @@ fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
         reply.error("EXECABORT Transaction discarded because of previous errors.");
         return After::Continue;
     }
+    let limit = &session.state.resp_settings.memory_limit;
+    if transaction.queued.iter().any(memory_limit::may_grow) && limit.exceeded(&session.state) {
+        reply.error(&format!(
+            "EXECABORT Transaction discarded because of: {}",
+            memory_limit::OOM
+        ));
+        return After::Continue;
+    }
     let state = session.state.clone();
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
@@ -161,11 +182,13 @@ fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
         let mut after = After::Continue;
         // A transaction runs whole where it is: its commands may not move to the pool.
         let may_offload = std::mem::replace(&mut session.may_offload, false);
+        IN_EXEC.with(|flag| flag.set(true));
         for args in &transaction.queued {
             if commands::execute(session, args, reply) == After::Close {
                 after = After::Close;
             }
         }
+        IN_EXEC.with(|flag| flag.set(false));
         session.may_offload = may_offload;
         after
     })

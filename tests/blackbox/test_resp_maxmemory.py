@@ -1,0 +1,118 @@
+"""`maxmemory` with Redis's noeviction policy: past the limit, commands that may grow the data
+set are refused with Redis's OOM error, where and as redis-server 7.0 refuses them (as they
+arrive, inside MULTI, at EXEC, in scripts); everything else goes on. Each sequence runs on
+Osprey and on a reference redis-server, both set to `maxmemory 1` over a non-empty data set,
+and their replies are compared.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import harness
+
+
+@pytest.fixture(scope="module")
+def real_redis():
+    with harness.reference_redis_server() as port:
+        client = redis.Redis(port=port)
+        yield client
+        client.close()
+
+
+@pytest.fixture
+def o(resp_server):
+    return resp_server.redis()
+
+
+def replies(client: redis.Redis, commands: list[tuple]) -> list:
+    """Each command's reply, or its error's text, on one connection."""
+    connection = client.connection_pool.get_connection()
+    try:
+        answers = []
+        for command in commands:
+            connection.send_command(*command)
+            try:
+                answers.append(connection.read_response())
+            except redis.ResponseError as error:
+                answers.append(f"error: {error}")
+        return answers
+    finally:
+        client.connection_pool.release(connection)
+
+
+def past_the_limit(client: redis.Redis, key: str, commands: list[tuple]) -> list:
+    """`commands` with `maxmemory 1` over a data set holding `key`, then the limit lifted."""
+    client.set(key, "before")
+    client.config_set("maxmemory", 1)
+    try:
+        return replies(client, commands)
+    finally:
+        client.config_set("maxmemory", 0)
+
+
+SEQUENCES = {
+    "growing commands refused, others served": [
+        ("SET", "{k}", "v"), ("LPUSH", "{k}:list", "x"), ("GET", "{k}"), ("EXPIRE", "{k}", "100"),
+        ("DEL", "{k}:other"), ("INCR", "{k}:counter"), ("APPEND", "{k}", "more")],
+    "a refusal inside MULTI dooms it": [
+        ("MULTI",), ("GET", "{k}"), ("SET", "{k}", "v"), ("EXEC",), ("GET", "{k}")],
+    "DISCARD is served": [("MULTI",), ("GET", "{k}"), ("DISCARD",), ("PING",)],
+    "compat script: refused at its first growing call": [
+        ("EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "{k}"),
+        ("EVAL", "return redis.pcall('SET', KEYS[1], 'v')['err']", "1", "{k}"),
+        ("EVAL", "return redis.call('GET', KEYS[1])", "1", "{k}")],
+    "compat script: not stopped once it wrote": [
+        ("EVAL", "redis.call('DEL', KEYS[2]) return redis.call('SET', KEYS[1], 'v')", "2", "{k}",
+         "{k}:gone"),
+        ("GET", "{k}")],
+    "scripts with flags: refused unless no-writes or allow-oom": [
+        ("EVAL", "#!lua\nreturn 1", "0"),
+        ("EVAL", "#!lua flags=no-writes\nreturn 2", "0"),
+        ("EVAL", "#!lua flags=allow-oom\nreturn redis.call('SET', KEYS[1], 'w')", "1", "{k}"),
+        ("GET", "{k}")],
+}
+
+
+def with_key(commands: list[tuple], key: str) -> list[tuple]:
+    return [tuple(str(word).replace("{k}", key) for word in command) for command in commands]
+
+
+@pytest.mark.parametrize("name", SEQUENCES)
+def test_past_maxmemory_osprey_answers_as_redis_server(o, real_redis, name):
+    key = harness.unique("oom")
+    commands = with_key(SEQUENCES[name], key)
+    assert past_the_limit(o, key, commands) == past_the_limit(real_redis, key, commands)
+
+
+def test_exec_of_a_transaction_that_may_grow_is_aborted_once_past_the_limit(o, real_redis):
+    """The limit is passed while the transaction is queued (from another connection): EXEC
+    answers EXECABORT naming OOM, as Redis does; one of reads only runs."""
+    def run(client: redis.Redis, key: str) -> list:
+        client.set(key, "before")
+        other = redis.Redis(port=client.connection_pool.connection_kwargs["port"])
+        growing = replies(client, [("MULTI",), ("SET", key, "v"), ("GET", key)])
+        other.config_set("maxmemory", 1)
+        try:
+            growing += replies(client, [("EXEC",)])
+            growing += replies(client, [("MULTI",), ("GET", key), ("EXEC",)])
+        finally:
+            other.config_set("maxmemory", 0)
+            other.close()
+        return growing
+
+    key = harness.unique("oom")
+    assert run(o, key) == run(real_redis, key)
+
+
+def test_the_limit_is_reported_and_takes_units(o):
+    o.config_set("maxmemory", "10mb")
+    try:
+        assert o.config_get("maxmemory") == {"maxmemory": str(10 * 1024 * 1024)}
+        assert o.info("memory")["maxmemory"] == 10 * 1024 * 1024
+        # 10 MiB is far above this data set: writes go on.
+        assert o.set(harness.unique("oom"), "v") is True
+    finally:
+        o.config_set("maxmemory", 0)
+    assert o.info("memory")["maxmemory"] == 0
