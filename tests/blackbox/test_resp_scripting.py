@@ -175,7 +175,9 @@ def test_read_only_scripts_refuse_writes(r, key):
 def test_a_concurrent_client_never_sees_a_script_half_done(resp_server, key):
     """The script sets two keys to the same value many times over; a second client reads both
     with MGET as fast as it can. Run atomically, every read sees them equal."""
-    writer, reader = resp_server.redis(), resp_server.redis()
+    # The reader may wait out all three scripts (seconds each on a loaded machine): a reader
+    # with the default 5 s time-out died silently in its thread and left nothing seen.
+    writer, reader = resp_server.redis(), long_client(resp_server)
     a, b = key + ":a", key + ":b"
     writer.mset({a: 0, b: 0})
     script = "for i = 1, 20000 do redis.call('SET', KEYS[1], i) redis.call('SET', KEYS[2], i) end"
@@ -223,6 +225,44 @@ def test_a_pipeline_of_scripts_is_answered_in_order_with_what_follows_it(resp_se
     assert "Unknown Redis command" in str(replies[102])
     assert replies[103:107] == [102, b"OK", b"QUEUED", [103]]
     assert replies[107:] == list(range(104, 114))
+
+
+def test_scripts_of_many_clients_at_once_each_wait_their_turn(key):
+    """Two connections' scripts could reach the long-request pool together (each offloaded
+    while none ran) and the second panicked its pool thread ("two scripts run at once"),
+    closing its connection. Now a script waits for the one running, on its pool thread."""
+    server = harness.start_server(
+        service={"long-request-threads": 4},
+        namespaces=[harness.namespace("test")],
+        tag="osprey-scripts-at-once",
+    )
+    try:
+        sha = server.redis().script_load(
+            "local n = redis.call('INCR', KEYS[1]) for i = 1, 2000 do end return n")
+        errors: list[str] = []
+
+        def run_scripts() -> None:
+            client = server.redis()
+            try:
+                for _ in range(20):
+                    pipe = client.pipeline(transaction=False)
+                    for _ in range(20):
+                        pipe.evalsha(sha, 1, key)
+                    pipe.execute()
+            except redis.RedisError as error:
+                errors.append(repr(error))
+
+        threads = [threading.Thread(target=run_scripts) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert int(server.redis().get(key)) == 8 * 20 * 20
+        assert "panicked" not in server.log_text()
+    finally:
+        server.close_clients()
+        server.stop()
 
 
 def test_a_script_inside_a_transaction_runs_with_it(resp_server, key):

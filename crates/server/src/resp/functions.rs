@@ -338,6 +338,7 @@ fn fcall_generic(
             None => RedisValue::Error(b"ERR Function not found".to_vec()),
         }
     });
+    let value = value.unwrap_or_else(|busy| RedisValue::Error(busy.as_bytes().to_vec()));
     scripting::write_value(reply, &value);
     After::Continue
 }

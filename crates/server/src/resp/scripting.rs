@@ -94,6 +94,20 @@ pub(super) struct Running {
     killed: Arc<AtomicBool>,
     wrote: AtomicBool,
     pub(super) kind: RunKind,
+    /// The thread running it: a script a transaction runs is part of the transaction's run.
+    thread: std::thread::ThreadId,
+}
+
+impl Running {
+    fn new(kind: RunKind) -> Running {
+        Running {
+            started: Instant::now(),
+            killed: Arc::new(AtomicBool::new(false)),
+            wrote: AtomicBool::new(false),
+            kind,
+            thread: std::thread::current().id(),
+        }
+    }
 }
 
 /// What runs: an EVAL script, or a function (FCALL), which SCRIPT KILL does not stop and
@@ -129,8 +143,10 @@ pub struct Scripts {
     running: Mutex<Option<Arc<Running>>>,
     /// Whether a script runs: the cheap check every command makes.
     active: AtomicBool,
-    /// Woken when a script ends.
+    /// Woken when a script ends: connections waiting on the runtime.
     ended: tokio::sync::Notify,
+    /// Notified when a script ends: pool threads waiting for their turn.
+    turn: parking_lot::Condvar,
     busy_reply_threshold_ms: AtomicU64,
     /// The function libraries (FUNCTION LOAD).
     pub(super) functions: super::functions::Functions,
@@ -160,6 +176,7 @@ impl Default for Scripts {
             running: Mutex::new(None),
             active: AtomicBool::new(false),
             ended: tokio::sync::Notify::new(),
+            turn: parking_lot::Condvar::new(),
             busy_reply_threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS_DEFAULT),
             functions: super::functions::Functions::default(),
         }
@@ -252,18 +269,41 @@ fn engine_in(
 }
 
 /// Clears the running script when its run ends, also on a panic.
-struct RunGuard<'a> {
+pub(super) struct RunGuard<'a> {
     scripts: &'a Scripts,
 }
 
 impl<'a> RunGuard<'a> {
-    fn begin(scripts: &'a Scripts, running: Arc<Running>) -> RunGuard<'a> {
+    /// Registers `fresh` as the run, once no other runs: a run that another thread has
+    /// registered is waited for (this is a pool thread), until it ends or passes
+    /// `busy-reply-threshold` (then its BUSY error). Two connections' scripts can reach the
+    /// pool together, as each was offloaded while none ran. A run this thread registered
+    /// already (a transaction holding scripts) is the one its scripts belong to: no guard.
+    fn claim(
+        scripts: &'a Scripts,
+        fresh: Arc<Running>,
+    ) -> Result<(Option<RunGuard<'a>>, Arc<Running>), &'static str> {
         let mut slot = scripts.running.lock();
-        assert!(slot.is_none(), "two scripts run at once");
-        *slot = Some(running);
-        scripts.active.store(true, Ordering::Release);
-        IN_SCRIPT.with(|flag| flag.set(true));
-        RunGuard { scripts }
+        loop {
+            let Some(current) = slot.as_ref() else {
+                *slot = Some(Arc::clone(&fresh));
+                scripts.active.store(true, Ordering::Release);
+                IN_SCRIPT.with(|flag| flag.set(true));
+                return Ok((Some(RunGuard { scripts }), fresh));
+            };
+            if current.thread == std::thread::current().id() {
+                return Ok((None, Arc::clone(current)));
+            }
+            let Some(threshold) = scripts.threshold() else {
+                scripts.turn.wait(&mut slot);
+                continue;
+            };
+            let deadline = current.started + threshold;
+            if Instant::now() >= deadline {
+                return Err(current.kind.busy());
+            }
+            scripts.turn.wait_until(&mut slot, deadline);
+        }
     }
 }
 
@@ -273,7 +313,18 @@ impl Drop for RunGuard<'_> {
         *self.scripts.running.lock() = None;
         self.scripts.active.store(false, Ordering::Release);
         self.scripts.ended.notify_waiters();
+        self.scripts.turn.notify_all();
     }
+}
+
+/// Registers a transaction that holds scripts as the run (for BUSY and SCRIPT KILL), before
+/// it takes the exclusive section: its scripts run as part of it. `Err` is the BUSY error of
+/// a run on another thread past `busy-reply-threshold`.
+pub(super) fn claim_for_transaction(
+    state: &ServerState,
+) -> Result<Option<RunGuard<'_>>, &'static str> {
+    let fresh = Arc::new(Running::new(RunKind::Eval));
+    RunGuard::claim(&state.scripts, fresh).map(|(guard, _)| guard)
 }
 
 /// Whether this thread runs a script now (its commands are the script's calls).
@@ -497,6 +548,7 @@ fn run_exclusive(
             Ok::<_, String>(engine.run(run, parsed.code_offset, host, killed))
         })
     });
+    let outcome = outcome.unwrap_or_else(|busy| Err(busy.to_owned()));
     match outcome {
         Ok(Ok(value)) => {
             if new_body {
@@ -522,21 +574,18 @@ fn run_exclusive(
 /// a command that arrives meanwhile sees it and waits on the runtime (or gets BUSY), rather
 /// than wait at the section's gate on a runtime thread, where, with every thread of a small
 /// machine blocked so, nothing could serve SCRIPT KILL.
+///
+/// `Err` is the BUSY error of a run on another thread that passed `busy-reply-threshold`
+/// while this one waited for its turn.
 pub(super) fn run_registered<T>(
     session: &mut Session,
     kind: RunKind,
     (read_only, allow_oom): (bool, bool),
     body: impl FnOnce(&mut SessionHost<'_>, &Arc<AtomicBool>) -> T,
-) -> T {
+) -> Result<T, &'static str> {
     let state = Arc::clone(&session.state);
     let namespace = keys::namespace_of(&state);
-    let running = Arc::new(Running {
-        started: Instant::now(),
-        killed: Arc::new(AtomicBool::new(false)),
-        wrote: AtomicBool::new(false),
-        kind,
-    });
-    let _guard = RunGuard::begin(&state.scripts, Arc::clone(&running));
+    let (_guard, running) = RunGuard::claim(&state.scripts, Arc::new(Running::new(kind)))?;
     let (saved_protocol, saved_database) = (session.protocol, session.database);
     let mut host = SessionHost {
         session,
@@ -547,7 +596,7 @@ pub(super) fn run_registered<T>(
     let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
     host.session.protocol = saved_protocol;
     host.session.database = saved_database;
-    outcome
+    Ok(outcome)
 }
 
 /// Runs a script's commands with the caller's session, as Redis runs them with its script

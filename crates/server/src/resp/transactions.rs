@@ -173,6 +173,19 @@ fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
+    // A transaction holding scripts runs as one script run, registered before it takes the
+    // section (see `scripting::claim_for_transaction`).
+    let _run = if transaction.queued.iter().any(super::scripting::is_script) {
+        match super::scripting::claim_for_transaction(&state) {
+            Ok(guard) => guard,
+            Err(busy) => {
+                reply.error(busy);
+                return After::Continue;
+            }
+        }
+    } else {
+        None
+    };
     namespace.exclusive(|| {
         if watched.iter().any(|key| changed(session, key)) {
             reply.null_array();
