@@ -18,7 +18,7 @@ use crate::state::ServerState;
 use super::{
     After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
     geo, hashes, hyperloglog, indexes, keys, keyspace, lists, parameters, pops, pubsub, scripting,
-    server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
+    server_info, sets, slowlog, sort, streams, strings, transactions, zset_algebra, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -58,6 +58,7 @@ const TABLES: &[&[Command]] = &[
     blocking::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    zset_algebra::COMMANDS,
     geo::COMMANDS,
     streams::COMMANDS,
     sort::COMMANDS,
@@ -446,8 +447,11 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
         | "slowlog" | "latency" | "debug" | "wait" | "waitaof" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
-        // Their keys follow a key count: Redis reports them as movable keys.
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
+        // Their keys follow a key count or a keyword: Redis reports them as movable keys.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"
+        | "zinter" | "zdiff" | "zintercard" | "xread" | "xreadgroup" => (0, 0, 0),
+        // The destination; the keys after the count are movable.
+        "zunionstore" | "zinterstore" | "zdiffstore" => (1, 1, 1),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)
@@ -460,7 +464,7 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "bitop" => (2, -1, 1),
         "object" | "memory" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
-        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),
+        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" | "zrangestore" => (1, 2, 1),
         _ => (1, 1, 1),
     }
 }

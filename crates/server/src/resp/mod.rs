@@ -48,6 +48,7 @@ mod sort;
 mod streams;
 mod strings;
 mod transactions;
+mod zset_algebra;
 mod zsets;
 
 use std::sync::Arc;
