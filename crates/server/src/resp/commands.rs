@@ -17,8 +17,9 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
-    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, parameters, pops, pubsub, scripting,
-    server_info, sets, slowlog, sort, streams, strings, transactions, zset_algebra, zsets,
+    geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, parameters, pops, pubsub,
+    scripting, server_info, sets, slowlog, sort, streams, strings, transactions, zset_algebra,
+    zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -50,6 +51,7 @@ const TABLES: &[&[Command]] = &[
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
+    lcs::COMMANDS,
     bitmaps::COMMANDS,
     hyperloglog::COMMANDS,
     hashes::COMMANDS,
@@ -464,7 +466,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "bitop" => (2, -1, 1),
         "object" | "memory" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
-        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" | "zrangestore" => (1, 2, 1),
+        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" | "lcs" | "zrangestore" => {
+            (1, 2, 1)
+        }
         _ => (1, 1, 1),
     }
 }

@@ -205,6 +205,8 @@ const GROUPS: &[(&str, &[Doc])] = &[
             "key increment:integer"),
         ("incrbyfloat", "2.6.0", "Increment the float value of a key by the given amount",
             "key increment:double"),
+        ("lcs", "7.0.0", "Find longest common substring",
+            "key1:key key2:key [LEN] [IDX] [MINMATCHLEN min-match-len:integer] [WITHMATCHLEN]"),
         ("mget", "1.0.0", "Get the values of all the given keys", "key [key ...]"),
         ("mset", "1.0.1", "Set multiple keys to multiple values", "key value [key value ...]"),
         ("msetnx", "1.0.1", "Set multiple keys to multiple values, only if none of the keys exist",

@@ -32,6 +32,7 @@ mod hyperloglog;
 mod indexes;
 mod keys;
 mod keyspace;
+mod lcs;
 mod lists;
 mod msgpack;
 mod parameters;
