@@ -168,6 +168,11 @@ pub(super) fn names() -> impl Iterator<Item = &'static str> {
     TABLES.iter().copied().flatten().map(|command| command.0)
 }
 
+/// The table's name and arity of the command named `name` (lower case).
+pub(super) fn arity_of(name: &str) -> Option<(&'static str, i32)> {
+    lookup(name.as_bytes()).map(|((name, arity, _), _)| (name, arity))
+}
+
 fn lookup(name: &[u8]) -> Option<(Command, Reads)> {
     let mut lower = [0u8; NAME_BYTES_MAX];
     let lower = lower.get_mut(..name.len())?;
@@ -399,6 +404,14 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     match subcommand.as_slice() {
         b"COUNT" => reply.integer(BY_NAME.len() as i64),
         b"DOCS" => super::docs::command_docs(args, reply),
+        b"GETKEYS" | b"GETKEYSANDFLAGS" if args.len() < 4 => {
+            reply.error(&format!(
+                "ERR wrong number of arguments for 'command|{}' command",
+                String::from_utf8_lossy(&subcommand).to_ascii_lowercase()
+            ));
+        }
+        b"GETKEYS" => super::command_keys::command_getkeys(args, reply, false),
+        b"GETKEYSANDFLAGS" => super::command_keys::command_getkeys(args, reply, true),
         b"INFO" => {
             reply.array(args.len() - 2);
             for position in 2..args.len() {
@@ -441,7 +454,7 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
 
 /// Where a command's keys are, as COMMAND reports them: first, last (-1 = the last argument)
 /// and step; (0, 0, 0) for a command without keys.
-fn key_positions(name: &str) -> (i64, i64, i64) {
+pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
     match name {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
