@@ -138,7 +138,13 @@ def test_container_subcommands(r):
     assert subcommands["client|setname"]["arguments"] == [{"name": "connection-name", "type": "string"}]
     config_get = docs(r, "config|get")["config|get"]
     assert config_get["arguments"] == [{"name": "parameter", "type": "string", "flags": ["multiple"]}]
-    assert set(docs(r, "command")["command"]["subcommands"]) == {"command|count", "command|docs", "command|info"}
+    assert set(docs(r, "command")["command"]["subcommands"]) == {
+        "command|count",
+        "command|docs",
+        "command|getkeys",
+        "command|getkeysandflags",
+        "command|info",
+    }
 
 
 def raw_exchange(port: int, payload: bytes, until: bytes, timeout: float = 3.0) -> bytes:

@@ -17,8 +17,9 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
-    geo, hashes, hyperloglog, indexes, keys, keyspace, lists, memory_limit, parameters, pops,
-    pubsub, scripting, server_info, sets, slowlog, sort, streams, strings, transactions, zsets,
+    geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, memory_limit, parameters, pops,
+    pubsub, scripting, server_info, sets, slowlog, sort, streams, strings, transactions,
+    zset_algebra, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -50,6 +51,7 @@ const TABLES: &[&[Command]] = &[
     keys::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
+    lcs::COMMANDS,
     bitmaps::COMMANDS,
     hyperloglog::COMMANDS,
     hashes::COMMANDS,
@@ -58,6 +60,7 @@ const TABLES: &[&[Command]] = &[
     blocking::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    zset_algebra::COMMANDS,
     geo::COMMANDS,
     streams::COMMANDS,
     sort::COMMANDS,
@@ -170,6 +173,11 @@ fn checked(state: &ServerState, args: &Args) -> Result<(Command, Reads), String>
 /// The name of every command served, in table order.
 pub(super) fn names() -> impl Iterator<Item = &'static str> {
     TABLES.iter().copied().flatten().map(|command| command.0)
+}
+
+/// The table's name and arity of the command named `name` (lower case).
+pub(super) fn arity_of(name: &str) -> Option<(&'static str, i32)> {
+    lookup(name.as_bytes()).map(|((name, arity, _), _)| (name, arity))
 }
 
 fn lookup(name: &[u8]) -> Option<(Command, Reads)> {
@@ -403,6 +411,14 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     match subcommand.as_slice() {
         b"COUNT" => reply.integer(BY_NAME.len() as i64),
         b"DOCS" => super::docs::command_docs(args, reply),
+        b"GETKEYS" | b"GETKEYSANDFLAGS" if args.len() < 4 => {
+            reply.error(&format!(
+                "ERR wrong number of arguments for 'command|{}' command",
+                String::from_utf8_lossy(&subcommand).to_ascii_lowercase()
+            ));
+        }
+        b"GETKEYS" => super::command_keys::command_getkeys(args, reply, false),
+        b"GETKEYSANDFLAGS" => super::command_keys::command_getkeys(args, reply, true),
         b"INFO" => {
             reply.array(args.len() - 2);
             for position in 2..args.len() {
@@ -445,7 +461,7 @@ fn command_info(reply: &mut Reply<'_>, name: &str, arity: i32) {
 
 /// Where a command's keys are, as COMMAND reports them: first, last (-1 = the last argument)
 /// and step; (0, 0, 0) for a command without keys.
-fn key_positions(name: &str) -> (i64, i64, i64) {
+pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
     match name {
         "client" | "command" | "config" | "dbsize" | "discard" | "echo" | "exec" | "flushall"
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
@@ -453,8 +469,11 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
         | "slowlog" | "latency" | "debug" | "wait" | "waitaof" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
-        // Their keys follow a key count: Redis reports them as movable keys.
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => (0, 0, 0),
+        // Their keys follow a key count or a keyword: Redis reports them as movable keys.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"
+        | "zinter" | "zdiff" | "zintercard" | "xread" | "xreadgroup" => (0, 0, 0),
+        // The destination; the keys after the count are movable.
+        "zunionstore" | "zinterstore" | "zdiffstore" => (1, 1, 1),
         "del" | "exists" | "mget" | "sdiff" | "sdiffstore" | "sinter" | "sinterstore"
         | "sunion" | "sunionstore" | "touch" | "unlink" | "watch" | "pfcount" | "pfmerge" => {
             (1, -1, 1)
@@ -467,7 +486,9 @@ fn key_positions(name: &str) -> (i64, i64, i64) {
         "bitop" => (2, -1, 1),
         "object" | "memory" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
-        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" => (1, 2, 1),
+        "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" | "lcs" | "zrangestore" => {
+            (1, 2, 1)
+        }
         _ => (1, 1, 1),
     }
 }

@@ -95,7 +95,8 @@ fn match_pattern(args: &Args) -> &[u8] {
 pub fn reads(name: &str) -> Reads {
     match name {
         "smembers" | "hgetall" | "hkeys" | "hvals" | "hscan" | "sscan" | "zscan" | "lrem"
-        | "lpos" => Reads::Key(1),
+        | "lpos" | "zrandmember" => Reads::Key(1),
+        "zrangestore" => Reads::Key(2),
         "sunion" | "sinter" | "sdiff" | "del" | "unlink" => Reads::KeysFrom(1),
         "sunionstore" | "sinterstore" | "sdiffstore" => Reads::KeysFrom(2),
         "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => Reads::CountedKeysAt(1),

@@ -137,7 +137,8 @@ fn latency(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     After::Continue
 }
 
-/// DEBUG SLEEP seconds | SET-ACTIVE-EXPIRE 0|1 | OBJECT key | CHANGE-REPL-ID | HELP
+/// DEBUG SLEEP seconds | SET-ACTIVE-EXPIRE 0|1 | OBJECT key | CHANGE-REPL-ID | DIGEST |
+/// DIGEST-VALUE key [key ...] | RELOAD [options] | QUICKLIST-PACKED-THRESHOLD size | HELP
 fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
@@ -146,13 +147,25 @@ fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         // nothing (an expired key is never served either way).
         (b"SET-ACTIVE-EXPIRE", 3) | (b"CHANGE-REPL-ID", 2) => reply.ok(),
         (b"OBJECT", 3) => super::dump::debug_object(session, args.get(2), reply),
+        (b"DIGEST", 2) => return super::digest::debug_digest(session, reply),
+        (b"DIGEST-VALUE", _) => {
+            let keys = (2..args.len()).map(|position| args.get(position).to_vec());
+            super::digest::debug_digest_value(session, keys, reply);
+        }
+        (b"RELOAD", _) => debug_reload(args, reply),
+        (b"QUICKLIST-PACKED-THRESHOLD", 3) => match memory_value(args.get(2)) {
+            Some(bytes) if bytes <= PACKED_THRESHOLD_BYTES_MAX => reply.ok(),
+            _ => reply
+                .error("ERR argument must be a memory value bigger than 1 and smaller than 4gb"),
+        },
         (b"HELP", 2) => {
             reply.array(DEBUG_HELP.len());
             DEBUG_HELP.iter().for_each(|line| reply.simple(line));
         }
         _ => reply.error(&format!(
             "ERR DEBUG {} is not served by Osprey (it serves SLEEP, SET-ACTIVE-EXPIRE, \
-             OBJECT, CHANGE-REPL-ID and HELP)",
+             OBJECT, CHANGE-REPL-ID, DIGEST, DIGEST-VALUE, RELOAD, QUICKLIST-PACKED-THRESHOLD \
+             and HELP)",
             printable(args.get(1))
         )),
     }
@@ -163,8 +176,16 @@ const DEBUG_HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CHANGE-REPL-ID",
     "    Answered OK: Osprey has no replication ID.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content (Osprey's own digest).",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
     "OBJECT <key>",
     "    Show low level info about the `key` and associated value.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Accepted; Osprey's lists have no quicklist nodes.",
+    "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+    "    Answered OK: Osprey's data lives in its own storage, with nothing to save and reload.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Accepted; Osprey's expiry sweeps run on their own.",
     "SLEEP <seconds>",
@@ -172,6 +193,45 @@ const DEBUG_HELP: &[&str] = &[
     "HELP",
     "    Print this help.",
 ];
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: Redis saves its RDB file and loads it back. Osprey
+/// keeps its data in its own storage, always as a reload would find it, so there is nothing to
+/// save or load: it checks the options as Redis does and answers OK.
+fn debug_reload(args: &Args, reply: &mut Reply<'_>) {
+    let known = (2..args.len()).all(|position| {
+        let option = args.get(position);
+        [b"MERGE".as_slice(), b"NOFLUSH", b"NOSAVE"]
+            .iter()
+            .any(|word| option.eq_ignore_ascii_case(word))
+    });
+    if known {
+        reply.ok();
+    } else {
+        reply.error("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.");
+    }
+}
+
+/// The largest DEBUG QUICKLIST-PACKED-THRESHOLD Redis accepts: 1 MiB below 4 GiB.
+const PACKED_THRESHOLD_BYTES_MAX: u64 = (1 << 32) - (1 << 20);
+
+/// A memory value as Redis reads one (`memtoull`): digits, then an optional unit (b, k, kb, m,
+/// mb, g, gb, any case).
+fn memory_value(text: &[u8]) -> Option<u64> {
+    let digits = text.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    let (number, unit) = text.split_at(digits);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"b" => 1,
+        b"k" => 1000,
+        b"kb" => 1024,
+        b"m" => 1000 * 1000,
+        b"mb" => 1024 * 1024,
+        b"g" => 1000 * 1000 * 1000,
+        b"gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    let number: u64 = std::str::from_utf8(number).ok()?.parse().ok()?;
+    number.checked_mul(multiplier)
+}
 
 /// DEBUG SLEEP runs on the long-request pool (a runtime worker never sleeps): the connection
 /// waits, the others go on.

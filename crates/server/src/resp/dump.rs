@@ -49,7 +49,7 @@ fn dump(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 
 /// The value of a record as a dump carries it; `None` for an Aerospike record that is no
 /// Redis value.
-fn value_of(current: &Current<'_>) -> Option<RdbValue> {
+pub(super) fn value_of(current: &Current<'_>) -> Option<RdbValue> {
     if let Ok(string) = strings::string_of(current) {
         return Some(RdbValue::String(match string {
             StringValue::Bytes(bytes) => bytes,

@@ -93,6 +93,22 @@ fn walk_partition(
     }
 }
 
+/// Calls `visit` with every Redis key of `database` this node walks, a partition at a time:
+/// a partition's keys are listed under its lock (a piece at a time), then visited after it, so
+/// `visit` may read the keys' records.
+pub(super) fn for_each_key(state: &ServerState, database: Database, mut visit: impl FnMut(&[u8])) {
+    let (namespace, scope) = resp_scope(state, database);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for partition in (0..partition_count()).filter(|p| walks(state, namespace, *p)) {
+        keys.clear();
+        walk_partition(namespace, scope, partition, |key| {
+            keys.push(key.to_vec());
+            true
+        });
+        keys.iter().for_each(|key| visit(key));
+    }
+}
+
 /// The number of partitions, as a partition number.
 fn partition_count() -> u16 {
     u16::try_from(PARTITION_COUNT).expect("the partition count fits a partition number")

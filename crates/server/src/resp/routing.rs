@@ -158,6 +158,12 @@ fn store_key<'a>(name: &[u8], args: &'a Args) -> Option<&'a [u8]> {
         .map(|index| args.get(index + 1))
 }
 
+/// The destination of the commands that name it before a key count: ZUNIONSTORE,
+/// ZINTERSTORE, ZDIFFSTORE.
+fn destination_key<'a>(name: &[u8], args: &'a Args) -> Option<&'a [u8]> {
+    matches!(name, b"zunionstore" | b"zinterstore" | b"zdiffstore").then(|| args.get(1))
+}
+
 /// Whether this node's engine masters the partition of every key of `args`: its map may say
 /// so before the roles are applied (a change in progress), and a command run then would be
 /// refused.
@@ -374,7 +380,12 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"object" | b"memory" => (2, count.min(3), 1),
         b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => (1, count - 1, 1),
         b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => (1, count.min(3), 1),
-        b"lmpop" | b"zmpop" => counted_keys(args, 1),
+        b"lmpop" | b"zmpop" | b"zunion" | b"zinter" | b"zdiff" | b"zintercard" => {
+            counted_keys(args, 1)
+        }
+        // Their destination comes first: `destination_key` adds it.
+        b"zunionstore" | b"zinterstore" | b"zdiffstore" => counted_keys(args, 2),
+        b"zrangestore" | b"lcs" => (1, count.min(3), 1),
         b"blmpop" | b"bzmpop" => counted_keys(args, 2),
         b"eval" | b"evalsha" | b"eval_ro" | b"evalsha_ro" => {
             let keys = std::str::from_utf8(args.get(2.min(count - 1)))
@@ -394,7 +405,7 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         }
         _ => (1, count.min(2), 1),
     };
-    let store = store_key(&name, args);
+    let store = store_key(&name, args).or_else(|| destination_key(&name, args));
     (first..end.max(first))
         .step_by(step)
         .map(|index| args.get(index))

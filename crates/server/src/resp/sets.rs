@@ -226,7 +226,7 @@ fn fresh_seed() -> u64 {
 }
 
 /// Runs `draw` with this thread's generator.
-fn with_rng<T>(draw: impl FnOnce(&mut SmallRng) -> T) -> T {
+pub(super) fn with_rng<T>(draw: impl FnOnce(&mut SmallRng) -> T) -> T {
     RNG.with(|rng| draw(&mut rng.borrow_mut()))
 }
 

@@ -38,6 +38,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use model::ParticleType;
+use rand::{Rng as _, SeedableRng as _};
 use wire_resp::Args;
 
 use super::collection::{self, Change, Collection, Failure, ScanOptions, finish};
@@ -57,9 +58,11 @@ pub const COMMANDS: &[Command] = &[
     ("zmscore", -3, zmscore),
     ("zpopmax", -2, |s, a, r| zpop(s, a, r, true)),
     ("zpopmin", -2, |s, a, r| zpop(s, a, r, false)),
+    ("zrandmember", -2, zrandmember),
     ("zrange", -4, zrange),
     ("zrangebylex", -4, zrangebylex),
     ("zrangebyscore", -4, zrangebyscore),
+    ("zrangestore", -5, zrangestore),
     ("zrank", -3, |s, a, r| zrank(s, a, r, false)),
     ("zrem", -3, zrem),
     ("zremrangebylex", 4, zremrangebylex),
@@ -725,7 +728,7 @@ fn integer_arg(bytes: &[u8]) -> Result<i64, Failure> {
 
 /// Answers members, with their scores when `withscores`: RESP2 one flat array, RESP3 an
 /// array of [member, score] pairs (Redis keeps the order, so not a map).
-fn reply_entries(reply: &mut Reply<'_>, entries: &[&Entry], withscores: bool) {
+pub(super) fn reply_entries(reply: &mut Reply<'_>, entries: &[&Entry], withscores: bool) {
     let pairs = withscores && reply.is_resp3();
     if withscores && !pairs {
         reply.array(entries.len() * 2);
@@ -1224,15 +1227,27 @@ struct RangeRequest<'a> {
 impl<'a> RangeRequest<'a> {
     /// Parses `key min max [BYSCORE | BYLEX] [REV] [WITHSCORES] [LIMIT offset count]` as
     /// Redis's `zrangeGenericCommand` does, errors in its order.
-    fn parse(args: &'a Args, mut by: By, mut direction: Direction) -> Result<Self, Failure> {
+    fn parse(args: &'a Args, by: By, direction: Direction) -> Result<Self, Failure> {
+        Self::parse_from(args, 1, by, direction)
+    }
+
+    /// [`RangeRequest::parse`] with the source key at `key_position`: 1, or 2 for ZRANGESTORE,
+    /// which takes no WITHSCORES.
+    fn parse_from(
+        args: &'a Args,
+        key_position: usize,
+        mut by: By,
+        mut direction: Direction,
+    ) -> Result<Self, Failure> {
+        let store = key_position > 1;
         let mut withscores = false;
         let mut offset = 0;
         let mut limit = -1;
-        let mut position = 4;
+        let mut position = key_position + 3;
         while position < args.len() {
             let word = args.get(position);
             let left = args.len() - position - 1;
-            if word.eq_ignore_ascii_case(b"withscores") {
+            if !store && word.eq_ignore_ascii_case(b"withscores") {
                 withscores = true;
             } else if word.eq_ignore_ascii_case(b"limit") && left >= 2 {
                 offset = integer_arg(args.get(position + 1))?;
@@ -1262,10 +1277,11 @@ impl<'a> RangeRequest<'a> {
             ));
         }
         // BYSCORE and BYLEX in reverse take max first.
+        let (min, max) = (args.get(key_position + 1), args.get(key_position + 2));
         let (min, max) = if reverse && by != By::Rank {
-            (args.get(3), args.get(2))
+            (max, min)
         } else {
-            (args.get(2), args.get(3))
+            (min, max)
         };
         let range = match by {
             By::Rank | By::Auto => Parsed::Rank(integer_arg(min)?, integer_arg(max)?),
@@ -1376,6 +1392,193 @@ fn range_command(
         return After::Offload;
     }
     finish(reply, outcome, |_, _| {})
+}
+
+/// ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]: stores the
+/// members ZRANGE would answer at `dst` (replacing what it held, with no expiry; deleting it
+/// when there are none) and answers how many. It runs in the namespace's exclusive section, as
+/// the other STORE commands do.
+pub fn zrangestore(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let request = match RangeRequest::parse_from(args, 2, By::Auto, Direction::Auto) {
+        Ok(request) => request,
+        Err(failure) => {
+            failure.reply(reply);
+            return After::Continue;
+        }
+    };
+    let state = Arc::clone(&session.state);
+    let outcome = keys::namespace_of(&state).exclusive(|| {
+        let target = Target::of(&session.state, session.database, args.get(2));
+        let selected = collection::read(&target, |zset: Option<&ZSetValue>| {
+            let mut selected = ZSetValue::default();
+            for entry in zset.map(|zset| request.select(zset)).unwrap_or_default() {
+                selected.insert(&entry.member, entry.score);
+            }
+            selected
+        })?;
+        let len = selected.len();
+        collection::store_replacing(session, args.get(1), Box::new(selected), len)
+    });
+    finish(reply, outcome, reply_count)
+}
+
+/// Redis's reply to a ZRANDMEMBER count of -2^63.
+const RANDOM_COUNT_OUT_OF_RANGE: &str = "ERR value is out of range, value must between \
+                                         -9223372036854775807 and 9223372036854775807";
+
+/// Largest reply ZRANDMEMBER with a negative count builds, in bytes: members repeat, so the
+/// reply grows with the client's count rather than with the set. Redis's largest bulk string.
+const REPEATED_REPLY_BYTES_MAX: usize = 512 * 1024 * 1024;
+
+/// Reply bytes a member costs beyond its own bytes, at the least (`$0\r\n\r\n`), and a score
+/// at the most (a RESP2 bulk string of 17 digits, sign, point and exponent).
+const MEMBER_FRAMING_BYTES: usize = 6;
+const SCORE_REPLY_BYTES_MAX: usize = 40;
+
+/// Osprey's reply to a ZRANDMEMBER negative count whose reply would pass
+/// [`REPEATED_REPLY_BYTES_MAX`].
+const REPLY_TOO_LARGE: &str = "ERR value is out of range, the reply would exceed 512 MiB";
+
+/// ZRANDMEMBER key [count [WITHSCORES]]: a random member (null if none); with a positive
+/// count, that many distinct members (the whole set, highest score first, when it has no
+/// more); with a negative one, that many members drawn independently, so they may repeat. A
+/// `BTreeSet` has no random access: a call costs O(n) to index the set, plus the count.
+pub fn zrandmember(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let request = match RandomRequest::parse(args) {
+        Ok(request) => request,
+        Err(failure) => {
+            failure.reply(reply);
+            return After::Continue;
+        }
+    };
+    let target = Target::of(&session.state, session.database, args.get(1));
+    // Written under the read lock, straight from the set: no copy of the members.
+    let outcome = collection::read(&target, |zset: Option<&ZSetValue>| {
+        match (zset, request.count) {
+            (None, None) => {
+                reply.null();
+                Ok(())
+            }
+            (None, Some(_)) => {
+                reply.array(0);
+                Ok(())
+            }
+            (Some(zset), count) => reply_random(reply, zset, count, request.withscores),
+        }
+    });
+    finish(reply, outcome.and_then(|answered| answered), |_, ()| {})
+}
+
+/// ZRANDMEMBER's count and WITHSCORES, checked in Redis's order and with its texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RandomRequest {
+    count: Option<i64>,
+    withscores: bool,
+}
+
+impl RandomRequest {
+    fn parse(args: &Args) -> Result<RandomRequest, Failure> {
+        if args.len() == 2 {
+            return Ok(RandomRequest {
+                count: None,
+                withscores: false,
+            });
+        }
+        let count = match keys::parse_i64(args.get(2)) {
+            Ok(i64::MIN) => return Err(Failure::message(RANDOM_COUNT_OUT_OF_RANGE)),
+            Ok(count) => count,
+            Err(()) => return Err(Failure::message(keys::NOT_AN_INTEGER)),
+        };
+        let withscores = args.len() == 4;
+        if args.len() > 4 || (withscores && !args.get(3).eq_ignore_ascii_case(b"withscores")) {
+            return Err(Failure::message(keys::SYNTAX_ERROR));
+        }
+        if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+            return Err(Failure::message("ERR value is out of range"));
+        }
+        Ok(RandomRequest {
+            count: Some(count),
+            withscores,
+        })
+    }
+}
+
+/// Answers ZRANDMEMBER from `zset` (not empty).
+///
+/// # Errors
+/// A negative count whose reply would pass [`REPEATED_REPLY_BYTES_MAX`]; nothing is written.
+fn reply_random(
+    reply: &mut Reply<'_>,
+    zset: &ZSetValue,
+    count: Option<i64>,
+    withscores: bool,
+) -> Result<(), Failure> {
+    let entries: Vec<&Entry> = zset.iter().collect();
+    let Some(count) = count else {
+        let index = super::sets::with_rng(|rng| rng.random_range(0..entries.len()));
+        reply.bulk(&entries[index].member);
+        return Ok(());
+    };
+    let wanted = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+    if count < 0 {
+        return reply_repeated(reply, &entries, wanted, withscores);
+    }
+    let picked: Vec<&Entry> = if wanted >= entries.len() {
+        // Redis walks a sorted set from its highest score down here (`zuiInitIterator`).
+        entries.into_iter().rev().collect()
+    } else {
+        let indices =
+            super::sets::with_rng(|rng| rand::seq::index::sample(rng, entries.len(), wanted));
+        indices.into_iter().map(|index| entries[index]).collect()
+    };
+    reply_entries(reply, &picked, withscores);
+    Ok(())
+}
+
+/// Answers `count` entries drawn independently from `entries`. A first pass adds up the
+/// reply's size, a second draws the same entries again from the same seed and writes them, so
+/// nothing is allocated by the count.
+///
+/// # Errors
+/// When the reply would pass [`REPEATED_REPLY_BYTES_MAX`]; nothing is written.
+fn reply_repeated(
+    reply: &mut Reply<'_>,
+    entries: &[&Entry],
+    count: usize,
+    withscores: bool,
+) -> Result<(), Failure> {
+    let score_bytes = if withscores { SCORE_REPLY_BYTES_MAX } else { 0 };
+    if count.saturating_mul(MEMBER_FRAMING_BYTES + score_bytes) > REPEATED_REPLY_BYTES_MAX {
+        return Err(Failure::message(REPLY_TOO_LARGE));
+    }
+    let seed = super::sets::with_rng(|rng| rng.random::<u64>());
+    let draws = || {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        (0..count).map(move |_| entries[rng.random_range(0..entries.len())])
+    };
+    let mut reply_bytes = 0;
+    for entry in draws() {
+        reply_bytes += entry.member.len() + MEMBER_FRAMING_BYTES + score_bytes;
+        if reply_bytes > REPEATED_REPLY_BYTES_MAX {
+            return Err(Failure::message(REPLY_TOO_LARGE));
+        }
+    }
+    let pairs = withscores && reply.is_resp3();
+    reply.array(if withscores && !pairs {
+        count * 2
+    } else {
+        count
+    });
+    for entry in draws() {
+        if pairs {
+            reply.array(2);
+        }
+        reply.bulk(&entry.member);
+        if withscores {
+            reply.double(entry.score);
+        }
+    }
+    Ok(())
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: the whole set in score order, cursor 0.

@@ -223,10 +223,26 @@ const EVENTS: &[Events] = &[
     ),
     events("zremrangebyrank", ZSET, &[(Keys::At(1), "zremrangebyrank")]),
     events("zremrangebylex", ZSET, &[(Keys::At(1), "zremrangebylex")]),
+    events("zunionstore", ZSET, &[(Keys::At(1), "zunionstore")]),
+    events("zinterstore", ZSET, &[(Keys::At(1), "zinterstore")]),
+    events("zdiffstore", ZSET, &[(Keys::At(1), "zdiffstore")]),
+    events("zrangestore", ZSET, &[(Keys::At(1), "zrangestore")]),
 ];
 
-/// Events whose key, once gone, is told as `del` alone (an expiry in the past deletes).
-const DELETING_ALONE: &[&str] = &["expire", "del"];
+/// Events whose key, once gone, is told as `del` alone (an expiry in the past deletes; a
+/// STORE command whose result is empty deletes its destination, and Redis then tells `del`
+/// only).
+const DELETING_ALONE: &[&str] = &[
+    "expire",
+    "del",
+    "sinterstore",
+    "sunionstore",
+    "sdiffstore",
+    "zunionstore",
+    "zinterstore",
+    "zdiffstore",
+    "zrangestore",
+];
 
 /// The watches of a command that may notify, taken before it runs.
 pub struct Pending {
