@@ -247,6 +247,52 @@ def test_keyspace_notifications_are_the_events_redis_publishes(resp_server, real
     assert keyspace_events(resp_server.resp_port, prefix) == expected
 
 
+def expiry_events(r: redis.Redis, prefix: str) -> list[tuple[bytes, bytes]]:
+    """The `x` class events of two keys given a 1 s expiry, one in database 3 (nothing else is
+    published: no command names an expiry that the server carries out itself)."""
+    r.config_set("notify-keyspace-events", "KEx")
+    p = r.pubsub()
+    p.psubscribe("__key*__:*")
+    p.get_message(timeout=2)
+    try:
+        r.set(prefix + "a", "1", ex=1)
+        other = redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=3)
+        other.set(prefix + "b", "2", px=800)
+        other.close()
+        events = []
+        deadline = time.monotonic() + 10
+        while len(events) < 4 and time.monotonic() < deadline:
+            message = p.get_message(timeout=0.5)
+            if message is not None and message["type"] == "pmessage":
+                events.append((message["channel"], message["data"]))
+        return sorted(events)
+    finally:
+        p.close()
+        r.config_set("notify-keyspace-events", "")
+
+
+def test_a_key_the_sweep_expires_is_announced_as_redis_announces_it(real_redis_port):
+    """Osprey published no `expired` event: an expiry is carried out by the engine's sweep,
+    which no command's notification covered (Redis's pubsub unit waited for ever on it). The
+    sweep now tells the front end of each key it reclaims on the partitions this node is
+    master of."""
+    server = harness.start_server(
+        namespaces=[harness.namespace("test", nsup_period=1)], tag="osprey-expired-events")
+    try:
+        prefix = harness.unique("exp") + ":"
+        expected = expiry_events(redis.Redis(port=real_redis_port), prefix)
+        assert expected == sorted([
+            (b"__keyevent@0__:expired", (prefix + "a").encode()),
+            (b"__keyevent@3__:expired", (prefix + "b").encode()),
+            ((f"__keyspace@0__:{prefix}a").encode(), b"expired"),
+            ((f"__keyspace@3__:{prefix}b").encode(), b"expired"),
+        ])
+        assert expiry_events(server.redis(), prefix) == expected
+    finally:
+        server.close_clients()
+        server.stop()
+
+
 def test_notify_keyspace_events_config(resp_server):
     r = resp_server.redis()
     assert r.config_get("notify-keyspace-events") == {"notify-keyspace-events": ""}

@@ -143,6 +143,18 @@ pub trait ChangeSink: Send + Sync + Debug {
     fn truncated(&self, set_name: &[u8], before_ms: u64);
 }
 
+/// Told of the records the server removes itself (expired, evicted) from the partitions it is
+/// master of, with their set and stored key: what Redis's keyspace notifications of class `x`
+/// and `e` name. Called after the partition's lock is released, in the order of the removals.
+pub trait RemovalListener: Send + Sync + Debug {
+    /// Whether it wants removals now: checked before any key is read (a record on a device
+    /// would be read back for its key).
+    fn listening(&self) -> bool;
+
+    /// A record of `set_name` stored with `key` (its particle type and bytes) was removed.
+    fn removed(&self, set_name: &[u8], key: (u8, &[u8]), kind: ChangeKind);
+}
+
 /// A record's full version, owned: what streams and replica writes carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordVersion {
@@ -458,6 +470,12 @@ impl Namespace {
             },
             acks,
         );
+    }
+
+    /// Tells `listener` of the records the server removes itself from now on (once; later
+    /// calls are ignored and return false).
+    pub fn set_removal_listener(&self, listener: std::sync::Arc<dyn RemovalListener>) -> bool {
+        self.removal_listener.set(listener).is_ok()
     }
 
     /// Sends every change from now on to `sink` (once; later calls are ignored and return

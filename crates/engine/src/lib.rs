@@ -59,7 +59,7 @@ pub use ack::{AckError, AckLatch, Acks};
 /// Collection values (msgpack as Aerospike packs lists and maps) and bin particles.
 pub use cdt::value as collection;
 pub use clock::{Clock, ManualClock, Now, SystemClock};
-pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion};
+pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion, RemovalListener};
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use edit::{EditRequest, RecordEdit};

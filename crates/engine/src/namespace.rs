@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::ack::Acks;
 use crate::clock::{Clock, Now};
-use crate::commit::{ChangeKind, ChangeSink};
+use crate::commit::{ChangeKind, ChangeSink, PartitionRole};
 use crate::config::NamespaceConfig;
 use crate::exclusive::{Gate, Watch, WatchRegistry};
 use crate::partition::{PartitionSlot, Visibility};
@@ -54,6 +54,7 @@ pub struct Namespace {
     pub(crate) sindexes: SecondaryIndexes,
     /// Where committed changes go (see `commit.rs`); unset on a single node.
     pub(crate) change_sink: OnceLock<Arc<dyn ChangeSink>>,
+    pub(crate) removal_listener: OnceLock<Arc<dyn crate::commit::RemovalListener>>,
     /// On a cluster, set while this node cannot reach a quorum of the metadata group: client
     /// writes are refused (UNAVAILABLE) rather than applied on a side that may be failed over.
     /// Client writes are taken until this Unix time (ms); 0: refused; `u64::MAX`: always.
@@ -67,6 +68,9 @@ impl std::fmt::Debug for Namespace {
             .finish_non_exhaustive()
     }
 }
+
+/// A removed record's set name and stored key (particle type, bytes).
+type NamedRemoval = (Vec<u8>, (u8, Vec<u8>));
 
 impl Namespace {
     /// An empty namespace, in memory ([`Namespace::open`] opens one with storage).
@@ -94,6 +98,7 @@ impl Namespace {
             memory_used_pct: AtomicU8::new(0),
             sindexes: SecondaryIndexes::default(),
             change_sink: OnceLock::new(),
+            removal_listener: OnceLock::new(),
             writes_allowed_until_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
         };
         for set_name in &namespace.config.indexed_sets {
@@ -165,6 +170,11 @@ impl Namespace {
         doomed: impl Fn(&Record) -> bool,
     ) -> u64 {
         let mut total = 0;
+        let kind = ChangeKind::removal(counter);
+        let listener = self
+            .removal_listener
+            .get()
+            .filter(|listener| kind.is_some() && listener.listening());
         for slot in &self.partitions {
             // Readers are only blocked for partitions that really hold such records.
             if !slot.state.read().any(&doomed) {
@@ -174,6 +184,9 @@ impl Namespace {
             let indexes = self.sindexes.snapshot();
             let mut unindexed = Vec::new();
             let mut gone = Vec::new();
+            let mut named = Vec::new();
+            // A replica's removals are its master's to announce.
+            let announced = listener.is_some() && partition.role == PartitionRole::Master;
             let removed = partition.remove_where(
                 |_, r| doomed(r),
                 &self.sets,
@@ -181,6 +194,9 @@ impl Namespace {
                     let keys = self.indexed_keys(&indexes, digest, Some(record));
                     if !keys.is_empty() {
                         unindexed.push((*digest, keys));
+                    }
+                    if announced {
+                        named.extend(self.set_and_key(digest, record));
                     }
                     self.forget(digest, record, counter);
                     gone.push(*digest);
@@ -197,10 +213,28 @@ impl Namespace {
                 }
             }
             drop(partition);
+            if let (Some(listener), Some(kind)) = (listener, kind) {
+                for (set_name, (particle_type, key)) in &named {
+                    listener.removed(set_name, (*particle_type, key), kind);
+                }
+            }
             slot.counters.add(counter, removed);
             total += removed;
         }
         total
+    }
+
+    /// A removed record's set name and stored key (read back from the device if need be);
+    /// `None` for a record stored without its key, or one that cannot be read.
+    fn set_and_key(&self, digest: &Digest, record: &Record) -> Option<NamedRemoval> {
+        let loaded = self.load(digest, record).ok()?;
+        let (particle_type, key) = loaded.user_key()?;
+        let set_name = self
+            .sets
+            .name_of(record.set_id)
+            .unwrap_or_default()
+            .to_vec();
+        Some((set_name, (particle_type, key.to_vec())))
     }
 
     pub(crate) fn slot(&self, digest: &Digest) -> &PartitionSlot {

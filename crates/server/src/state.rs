@@ -115,6 +115,18 @@ impl ServerState {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             threads => threads,
         };
+        let pubsub = Arc::new(crate::resp::pubsub::hub::Hub::with_notify_flags(
+            &config.resp.notify_keyspace_events,
+        ));
+        if let Some(namespace) = namespaces
+            .iter()
+            .find(|namespace| namespace.name() == config.resp_namespace())
+        {
+            let databases = crate::resp::Databases::new(&config.resp.set, config.resp.databases);
+            let removals =
+                crate::resp::pubsub::notify::Removals::new(Arc::clone(&pubsub), databases);
+            namespace.set_removal_listener(Arc::new(removals));
+        }
         Ok(ServerState {
             access_address,
             namespaces,
@@ -138,9 +150,7 @@ impl ServerState {
             cluster_node: None,
             cluster_stats: ClusterStats::default(),
             udf: UdfModules::load(&config.service.work_directory),
-            pubsub: Arc::new(crate::resp::pubsub::hub::Hub::with_notify_flags(
-                &config.resp.notify_keyspace_events,
-            )),
+            pubsub,
             scripts: crate::resp::Scripts::default(),
             resp_slowlog: crate::resp::SlowLog::default(),
             resp_clients: crate::resp::Clients::default(),

@@ -12,10 +12,15 @@
 //! - With `notify-keyspace-events` empty, a command costs one atomic load here.
 //! - Notifications are published on this node only, as Redis Cluster's are.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use engine::Watch;
+use engine::{ChangeKind, RemovalListener, Watch};
+use model::ParticleType;
 use wire_resp::Args;
+
+use super::hub::Hub;
+use crate::resp::Databases;
 
 use super::Session;
 use crate::resp::keys::Target;
@@ -311,19 +316,79 @@ fn sets_expiry(command: &str, args: &Args) -> bool {
 
 /// Publishes one event of class `class` about `key`, on the channels `flags` ask for.
 fn notify(session: &Session, flags: u32, class: u32, event: &str, key: &[u8]) {
+    publish(
+        &session.state.pubsub,
+        flags,
+        class,
+        event,
+        session.database.0,
+        key,
+    );
+}
+
+/// Publishes one event of class `class` about `key` of `database` on `hub`, on the channels
+/// `flags` ask for.
+fn publish(hub: &Hub, flags: u32, class: u32, event: &str, database: u16, key: &[u8]) {
     if flags & class == 0 {
         return;
     }
-    let hub = &session.state.pubsub;
     if flags & KEYSPACE != 0 {
-        let database = session.database.0;
         let mut channel = format!("__keyspace@{database}__:").into_bytes();
         channel.extend_from_slice(key);
         hub.publish(&channel, event.as_bytes(), false);
     }
     if flags & KEYEVENT != 0 {
-        let channel = format!("__keyevent@{}__:{event}", session.database.0);
+        let channel = format!("__keyevent@{database}__:{event}");
         hub.publish(channel.as_bytes(), key, false);
+    }
+}
+
+/// The events of the keys the server removes itself, which no command names: `expired`
+/// (class `x`) when the expiry sweep reclaims a key, `evicted` (class `e`) when eviction
+/// does; published on the node master of the key's partition, for the database its set is.
+#[derive(Debug)]
+pub struct Removals {
+    hub: Arc<Hub>,
+    databases: Databases,
+}
+
+impl Removals {
+    /// Events on `hub` for the databases `databases`.
+    pub fn new(hub: Arc<Hub>, databases: Databases) -> Removals {
+        Removals { hub, databases }
+    }
+}
+
+impl RemovalListener for Removals {
+    fn listening(&self) -> bool {
+        let flags = self.hub.notify_flags.load(Ordering::Relaxed);
+        flags & (KEYSPACE | KEYEVENT) != 0 && flags & (EXPIRED | EVICTED) != 0
+    }
+
+    fn removed(&self, set_name: &[u8], (particle_type, key): (u8, &[u8]), kind: ChangeKind) {
+        let (class, event) = match kind {
+            ChangeKind::Expired => (EXPIRED, "expired"),
+            ChangeKind::Evicted => (EVICTED, "evicted"),
+            ChangeKind::Stored | ChangeKind::Deleted => return,
+        };
+        let Some((database, _)) = self
+            .databases
+            .iter()
+            .find(|(_, name)| name.as_bytes() == set_name)
+        else {
+            return;
+        };
+        // A key written as an integer by an Aerospike client reads as its decimal text.
+        let integer_text;
+        let key = match <[u8; 8]>::try_from(key) {
+            Ok(bytes) if particle_type == ParticleType::Integer as u8 => {
+                integer_text = i64::from_be_bytes(bytes).to_string();
+                integer_text.as_bytes()
+            }
+            _ => key,
+        };
+        let flags = self.hub.notify_flags.load(Ordering::Relaxed);
+        publish(&self.hub, flags, class, event, database.0, key);
     }
 }
 
