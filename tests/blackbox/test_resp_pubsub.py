@@ -138,6 +138,62 @@ def test_messages_and_replies_are_the_bytes_redis_sends(resp_server, real_redis_
     assert got == expected
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_client_reply_off_silences_replies_but_not_subscriptions_or_messages(resp_server, protocol):
+    """A subscriber that turned replies off (CLIENT REPLY OFF) still gets its subscription
+    confirmations and its messages, as Redis's pushes bypass REPLY OFF and SKIP in both
+    protocol versions (the suite's pubsub unit waited for ever on them in RESP3)."""
+    channel = harness.unique("quiet")
+    p = resp_server.redis(protocol=protocol).pubsub()
+    p.execute_command("CLIENT", "REPLY", "OFF")
+    p.subscribe(channel)
+    assert p.get_message(timeout=2)["type"] == "subscribe"
+    p.psubscribe(channel + "*")
+    assert p.get_message(timeout=2)["data"] == 2
+    publisher = resp_server.redis(protocol=protocol)
+    assert publisher.publish(channel, "hello") == 2
+    got = sorted((m["type"], m["data"]) for m in (wait_message(p), wait_message(p)))
+    assert got == [("message", b"hello"), ("pmessage", b"hello")]
+    p.unsubscribe(channel)
+    assert (p.get_message(timeout=2)["type"], p.get_message(timeout=2)) == ("unsubscribe", None)
+    p.close()
+
+
+def reply_off_exchange(port: int, resp3: bool) -> bytes:
+    """What a client with CLIENT REPLY OFF, then SKIP, receives: only the pushes."""
+    client, publisher = Raw(port), Raw(port)
+    try:
+        if resp3:
+            client.send("HELLO", "3")
+            client.read_quiet()
+        for args in (("CLIENT", "REPLY", "OFF"), ("SUBSCRIBE", "quiet"), ("PSUBSCRIBE", "qu*"),
+                     ("SUBSCRIBE",), ("PING",)):
+            client.send(*args)
+        got = client.read_quiet()
+        publisher.send("PUBLISH", "quiet", "hi")
+        publisher.read_quiet(0.1)
+        got += client.read_quiet()
+        for args in (("UNSUBSCRIBE",), ("PUNSUBSCRIBE",), ("CLIENT", "REPLY", "ON"), ("CLIENT", "REPLY", "SKIP"),
+                     ("SUBSCRIBE", "skip"), ("ECHO", "after"), ("UNSUBSCRIBE",)):
+            client.send(*args)
+            got += client.read_quiet(0.15)
+        return got
+    finally:
+        client.close()
+        publisher.close()
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_client_reply_off_and_skip_let_the_same_pushes_through_as_redis(resp_server, real_redis_port,
+                                                                         resp3):
+    """Byte for byte against redis-server: under REPLY OFF the (un)subscription confirmations
+    and messages arrive while the errors and PONG do not; a SKIP spent on SUBSCRIBE still lets
+    its confirmation through."""
+    expected = reply_off_exchange(real_redis_port, resp3)
+    assert b"subscribe" in expected
+    assert reply_off_exchange(resp_server.resp_port, resp3) == expected
+
+
 def test_resp2_subscribed_context_refuses_other_commands_and_reset_leaves_it(resp_server):
     sock = Raw(resp_server.resp_port)
     try:

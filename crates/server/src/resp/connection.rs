@@ -564,6 +564,7 @@ impl Connection {
             .map_or(0, |node| node.layout_version());
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
+        let pushed = reply.pushed();
         self.over_budget = reply.over_budget();
         let retry = reply.was_unavailable()
             && session.transaction.is_none()
@@ -580,6 +581,7 @@ impl Connection {
         }
         if matches!(after, After::Continue | After::Close)
             && session.reply_mode.drops_reply(reply_mode)
+            && !pushed
         {
             self.output.filling.truncate(filling_before);
         }
@@ -897,8 +899,9 @@ impl Connection {
                 .charged_to(&memory);
             let after = commands::execute(&mut session, &args, &mut reply);
             let overflow = (reply.overflowed(), reply.over_budget());
+            let pushed = reply.pushed();
             drop(reply);
-            if session.reply_mode.drops_reply(reply_mode) {
+            if session.reply_mode.drops_reply(reply_mode) && !pushed {
                 filling.truncate(filling_before);
             }
             (session, args, filling, after, overflow)
