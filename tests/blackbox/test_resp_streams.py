@@ -491,6 +491,34 @@ def test_a_blocked_xreadgroup_whose_stream_goes_away_is_unblocked_as_redis_unblo
         assert blocked_xreadgroup_outcome(resp_server.resp_port, key, change) == expected, name
 
 
+def test_approximate_trimming_removes_the_nodes_redis_keeps(resp_server, redis_server_port, key):
+    """type/stream.tcl "XTRIM with MAXLEN option basic test": after exact trims have left the
+    first of Redis's 100-entry nodes partly deleted, `MAXLEN ~ 444` removes that node whole and
+    stops at the next (XLEN 500; Osprey cut blocks of 100 from the front and left 455). Trims
+    with LIMIT, MINID and XDEL-emptied nodes answer as redis-server's do too."""
+    steps = [("MAXLEN", "666"), ("MAXLEN", "=", "555"), ("MAXLEN", "~", "444"), ("MAXLEN", "~", "400"),
+             ("MINID", "~", "650"), ("MAXLEN", "~", "10", "LIMIT", "150"), ("MINID", "=", "905")]
+
+    def run(port: int) -> list:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        client.delete(key)
+        pipe = client.pipeline(transaction=False)
+        for ms in range(1, 1001):
+            pipe.xadd(key, {"xitem" if ms % 10 else "yitem": ms}, id=f"{ms}-0")
+        pipe.execute()
+        outcome = []
+        for step in steps:
+            outcome.append((client.execute_command("XTRIM", key, *step), client.xlen(key)))
+            if step == ("MAXLEN", "~", "400"):
+                client.xdel(key, *(f"{ms}-0" for ms in range(701, 801)))
+        client.close()
+        return outcome
+
+    expected = run(redis_server_port)
+    assert expected[2] == (55, 500)
+    assert run(resp_server.resp_port) == expected
+
+
 def test_long_stream_reads_are_answered_whole(r, key):
     # 30,000 entries go past the long-request threshold: the range is built on the pool.
     pipe = r.pipeline(transaction=False)
