@@ -264,14 +264,14 @@ def test_pubsub_introspection(resp_server):
     assert harness.wait_until(lambda: r.pubsub_channels(prefix + "*") == [], 5)
 
 
-def keyspace_events(port: int, prefix: str) -> list[tuple[bytes, bytes]]:
+def keyspace_events(port: int, prefix: str, writes=None) -> list[tuple[bytes, bytes]]:
     """The notifications a fixed series of writes causes on a server, in order."""
     r = redis.Redis(port=port)
     r.config_set("notify-keyspace-events", "KEA")
     p = r.pubsub()
     p.psubscribe("__key*__:*")
     p.get_message(timeout=2)
-    writes = [
+    writes = writes or [
         ("SET", f"{prefix}s", "1"), ("SET", f"{prefix}s", "2", "EX", "100"), ("INCR", f"{prefix}n"),
         ("APPEND", f"{prefix}s", "x"), ("EXPIRE", f"{prefix}s", "50"), ("PERSIST", f"{prefix}s"),
         ("RENAME", f"{prefix}s", f"{prefix}t"), ("DEL", f"{prefix}t", f"{prefix}missing"),
@@ -301,6 +301,27 @@ def test_keyspace_notifications_are_the_events_redis_publishes(resp_server, real
     expected = keyspace_events(real_redis_port, prefix)
     assert (f"__keyevent@0__:rename_to".encode(), f"{prefix}t".encode()) in expected
     assert keyspace_events(resp_server.resp_port, prefix) == expected
+
+
+def test_stream_commands_publish_the_events_redis_publishes(resp_server, real_redis_port):
+    """pubsub.tcl "Keyspace notifications: stream events test" waited for ever: stream
+    commands published nothing. XGROUP's subcommands tell `xgroup-<subcommand>` when they
+    change the group; XREADGROUP, XCLAIM and XAUTOCLAIM tell `xgroup-createconsumer` only when
+    they created their consumer; XADD, XDEL, XTRIM and XSETID tell their names."""
+    key = harness.unique("ks") + ":stream"
+    writes = [
+        ("XGROUP", "CREATE", key, "g", "$", "MKSTREAM"), ("XGROUP", "CREATECONSUMER", key, "g", "Bob"),
+        ("XADD", key, "1-0", "f", "A"), ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", key, ">"),
+        ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", key, ">"),
+        ("XCLAIM", key, "g", "Mike", "0", "1-0", "FORCE"), ("XGROUP", "DELCONSUMER", key, "g", "Lee"),
+        ("XAUTOCLAIM", key, "g", "Bob", "0", "1-0"), ("XGROUP", "DELCONSUMER", key, "g", "Bob"),
+        ("XGROUP", "SETID", key, "g", "0"), ("XADD", key, "2-0", "f", "B"), ("XDEL", key, "1-0"),
+        ("XDEL", key, "1-0"), ("XTRIM", key, "MAXLEN", "0"), ("XSETID", key, "5-0"),
+        ("XGROUP", "DESTROY", key, "g"), ("XGROUP", "DESTROY", key, "g"), ("DEL", key),
+    ]
+    expected = keyspace_events(real_redis_port, "", writes)
+    assert (f"__keyspace@0__:{key}".encode(), b"xgroup-createconsumer") in expected
+    assert keyspace_events(resp_server.resp_port, "", writes) == expected
 
 
 def test_notify_keyspace_events_config(resp_server):
