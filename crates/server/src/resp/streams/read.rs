@@ -63,7 +63,7 @@ pub fn xread(session: &mut Session, args: &Args, reply: &mut Reply<'_>, grouped:
     if !session.blocking.retry {
         session.blocking.rewritten.clear();
     }
-    let parsed = match parse(args, grouped) {
+    let parsed = match parse(args, grouped, session.in_script) {
         Ok(parsed) => parsed,
         Err(text) => return fail(reply, &text),
     };
@@ -138,8 +138,9 @@ fn block(
     After::Block
 }
 
-/// Parses the options (Redis's `xreadCommand`), up to the ids.
-fn parse(args: &Args, grouped: bool) -> Result<ReadArgs<'_>, String> {
+/// Parses the options (Redis's `xreadCommand`), up to the ids; `in_script`: called from a
+/// script, which may not block (Redis 7.0 refuses BLOCK there rather than answer at once).
+fn parse(args: &Args, grouped: bool, in_script: bool) -> Result<ReadArgs<'_>, String> {
     let mut parsed = ReadArgs {
         block: None,
         count: 0,
@@ -154,6 +155,12 @@ fn parse(args: &Args, grouped: bool) -> Result<ReadArgs<'_>, String> {
         let more = args.len() - position - 1;
         let option = args.get(position).to_ascii_lowercase();
         match option.as_slice() {
+            b"block" if more > 0 && in_script => {
+                return Err(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(args.get(0))
+                ));
+            }
             b"block" if more > 0 => {
                 parsed.block = Some(parse_block(args.get(position + 1))?);
                 position += 1;
