@@ -454,6 +454,21 @@ def test_scripts_reply_byte_for_byte_as_redis_server(resp_server, redis_server_p
             theirs.close()
 
 
+def test_cjson_encode_keep_buffer_takes_and_answers_its_setting_as_redis_does(r, redis_server_port):
+    """scripting.tcl "JSON smoke test" calls cjson.encode_keep_buffer(false), which Osprey's
+    cjson lacked: it sets lua-cjson's keep-the-buffer option (true, "on", "off") and answers the
+    setting; an unknown option is refused."""
+    reference = redis.Redis(host="127.0.0.1", port=redis_server_port)
+    script = ("return {cjson.encode_keep_buffer(), cjson.encode_keep_buffer(false), "
+              "cjson.encode_keep_buffer('on'), cjson.encode({1, 'x'})}")
+    assert r.eval(script, 0) == reference.eval(script, 0) == [1, None, 1, b'[1,"x"]']
+    ours = error_of(lambda: r.eval("return cjson.encode_keep_buffer('maybe')", 0))
+    assert "bad argument #1 to 'encode_keep_buffer'" in ours
+    assert "bad argument #1 to 'encode_keep_buffer'" in error_of(
+        lambda: reference.eval("return cjson.encode_keep_buffer('maybe')", 0))
+    reference.close()
+
+
 def test_sort_by_a_constant_in_a_script_orders_a_set_as_redis_does(r, redis_server_port, key):
     """scripting.tcl "SORT BY <constant> output gets ordered for scripting": a set that SORT
     would leave in its own order (BY a pattern without `*`) comes out sorted as text when a
