@@ -178,12 +178,42 @@ SEQUENCES = [
                           "return {redis.status_reply('FINE'), #a, a[1], tonumber(a[2]) + 1} "
                           "end)"],
      ["FCALL", "t", "0", "x", "41"]],
+    [["FUNCTION", "LOAD", "#!lua name=c\nredis.register_function('MyFunc', function() return 1 end)"],
+     ["FCALL", "myfunc", "0"], ["FCALL", "MYFUNC", "0"], ["FCALL_RO", "MyFunc", "0"],
+     ["FUNCTION", "LOAD", "#!lua name=d\nredis.register_function('myFUNC', function() end)"],
+     ["FUNCTION", "LOAD", "#!lua name=\"q\"\nredis.register_function('q', function() end)"],
+     ["FUNCTION", "LOAD", "#!LUA name='Q'\nredis.register_function('r', function() end)"],
+     ["FUNCTION", "LOAD", "#! name=e\nredis.register_function('e', function() end)"],
+     ["FUNCTION", "LOAD", "#!lua name=\"e\nredis.register_function('e', function() end)"],
+     ["FUNCTION", "LOAD", "#!lua name=\"e\"x\nredis.register_function('e', function() end)"],
+     ["FUNCTION", "LOAD", "#!\"lua\" name=\\x41\nredis.register_function('s', function() end)"],
+     ["FUNCTION", "LIST", "LIBRARYNAME", "C"]],
     [["FUNCTION", "FLUSH", "BOGUS"], ["FUNCTION", "FLUSH", "SYNC", "X"],
      ["FUNCTION", "FLUSH", "ASYNC"], ["FUNCTION", "KILL"], ["FUNCTION", "BOGUS"],
      ["FUNCTION", "DELETE"], ["FUNCTION", "RESTORE", "bad"],
      ["FUNCTION", "RESTORE", "bad", "BOGUS"], ["FUNCTION", "RESTORE", "a", "b", "c"],
      ["FUNCTION", "DUMP"], ["FUNCTION", "HELP"]],
 ]
+
+
+def test_function_names_match_in_any_case_and_the_library_line_splits_as_redis_splits_it(fr):
+    """functions.tcl: FCALL finds a function whatever the case of its name (Redis 7.0's function
+    dictionary ignores case), so two libraries may not register names that differ only in case;
+    the `#!` line is split as Redis splits arguments, so a quoted name is the name without its
+    quotes, and `#! name=x` names the engine "" (Osprey took `name=x` for the engine)."""
+    fr.function_load("#!lua name=casing\nredis.register_function('MyFunc', function() return 'hi' end)")
+    assert fr.fcall("myfunc", 0) == fr.fcall("MYFUNC", 0) == b"hi"
+    assert error_of(lambda: fr.function_load(
+        "#!lua name=other\nredis.register_function('myfunc', function() end)")) == "Function myfunc already exists"
+    assert fr.function_load('#!lua name="foo"\nredis.register_function(\'foo\', function() return 1 end)') \
+        in (b"foo", "foo")
+    assert fr.fcall("FOO", 0) == 1
+    assert error_of(lambda: fr.function_load(
+        "#! name=test\nredis.register_function('bar', function() end)")) == "Engine '' not found"
+    assert error_of(lambda: fr.function_load(
+        '#!lua name="bar\nredis.register_function(\'bar\', function() end)')) == "Invalid library metadata"
+    fr.function_delete("casing")
+    assert error_of(lambda: fr.fcall("myfunc", 0)) == "Function not found"
 
 
 def test_functions_reply_byte_for_byte_as_redis_server(resp_server, redis_server_port):  # noqa: F811

@@ -138,6 +138,62 @@ def test_messages_and_replies_are_the_bytes_redis_sends(resp_server, real_redis_
     assert got == expected
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_client_reply_off_silences_replies_but_not_subscriptions_or_messages(resp_server, protocol):
+    """A subscriber that turned replies off (CLIENT REPLY OFF) still gets its subscription
+    confirmations and its messages, as Redis's pushes bypass REPLY OFF and SKIP in both
+    protocol versions (the suite's pubsub unit waited for ever on them in RESP3)."""
+    channel = harness.unique("quiet")
+    p = resp_server.redis(protocol=protocol).pubsub()
+    p.execute_command("CLIENT", "REPLY", "OFF")
+    p.subscribe(channel)
+    assert p.get_message(timeout=2)["type"] == "subscribe"
+    p.psubscribe(channel + "*")
+    assert p.get_message(timeout=2)["data"] == 2
+    publisher = resp_server.redis(protocol=protocol)
+    assert publisher.publish(channel, "hello") == 2
+    got = sorted((m["type"], m["data"]) for m in (wait_message(p), wait_message(p)))
+    assert got == [("message", b"hello"), ("pmessage", b"hello")]
+    p.unsubscribe(channel)
+    assert (p.get_message(timeout=2)["type"], p.get_message(timeout=2)) == ("unsubscribe", None)
+    p.close()
+
+
+def reply_off_exchange(port: int, resp3: bool) -> bytes:
+    """What a client with CLIENT REPLY OFF, then SKIP, receives: only the pushes."""
+    client, publisher = Raw(port), Raw(port)
+    try:
+        if resp3:
+            client.send("HELLO", "3")
+            client.read_quiet()
+        for args in (("CLIENT", "REPLY", "OFF"), ("SUBSCRIBE", "quiet"), ("PSUBSCRIBE", "qu*"),
+                     ("SUBSCRIBE",), ("PING",)):
+            client.send(*args)
+        got = client.read_quiet()
+        publisher.send("PUBLISH", "quiet", "hi")
+        publisher.read_quiet(0.1)
+        got += client.read_quiet()
+        for args in (("UNSUBSCRIBE",), ("PUNSUBSCRIBE",), ("CLIENT", "REPLY", "ON"), ("CLIENT", "REPLY", "SKIP"),
+                     ("SUBSCRIBE", "skip"), ("ECHO", "after"), ("UNSUBSCRIBE",)):
+            client.send(*args)
+            got += client.read_quiet(0.15)
+        return got
+    finally:
+        client.close()
+        publisher.close()
+
+
+@pytest.mark.parametrize("resp3", [False, True], ids=["resp2", "resp3"])
+def test_client_reply_off_and_skip_let_the_same_pushes_through_as_redis(resp_server, real_redis_port,
+                                                                         resp3):
+    """Byte for byte against redis-server: under REPLY OFF the (un)subscription confirmations
+    and messages arrive while the errors and PONG do not; a SKIP spent on SUBSCRIBE still lets
+    its confirmation through."""
+    expected = reply_off_exchange(real_redis_port, resp3)
+    assert b"subscribe" in expected
+    assert reply_off_exchange(resp_server.resp_port, resp3) == expected
+
+
 def test_resp2_subscribed_context_refuses_other_commands_and_reset_leaves_it(resp_server):
     sock = Raw(resp_server.resp_port)
     try:
@@ -208,14 +264,14 @@ def test_pubsub_introspection(resp_server):
     assert harness.wait_until(lambda: r.pubsub_channels(prefix + "*") == [], 5)
 
 
-def keyspace_events(port: int, prefix: str) -> list[tuple[bytes, bytes]]:
+def keyspace_events(port: int, prefix: str, writes=None) -> list[tuple[bytes, bytes]]:
     """The notifications a fixed series of writes causes on a server, in order."""
     r = redis.Redis(port=port)
     r.config_set("notify-keyspace-events", "KEA")
     p = r.pubsub()
     p.psubscribe("__key*__:*")
     p.get_message(timeout=2)
-    writes = [
+    writes = writes or [
         ("SET", f"{prefix}s", "1"), ("SET", f"{prefix}s", "2", "EX", "100"), ("INCR", f"{prefix}n"),
         ("APPEND", f"{prefix}s", "x"), ("EXPIRE", f"{prefix}s", "50"), ("PERSIST", f"{prefix}s"),
         ("RENAME", f"{prefix}s", f"{prefix}t"), ("DEL", f"{prefix}t", f"{prefix}missing"),
@@ -291,6 +347,27 @@ def test_a_key_the_sweep_expires_is_announced_as_redis_announces_it(real_redis_p
     finally:
         server.close_clients()
         server.stop()
+
+
+def test_stream_commands_publish_the_events_redis_publishes(resp_server, real_redis_port):
+    """pubsub.tcl "Keyspace notifications: stream events test" waited for ever: stream
+    commands published nothing. XGROUP's subcommands tell `xgroup-<subcommand>` when they
+    change the group; XREADGROUP, XCLAIM and XAUTOCLAIM tell `xgroup-createconsumer` only when
+    they created their consumer; XADD, XDEL, XTRIM and XSETID tell their names."""
+    key = harness.unique("ks") + ":stream"
+    writes = [
+        ("XGROUP", "CREATE", key, "g", "$", "MKSTREAM"), ("XGROUP", "CREATECONSUMER", key, "g", "Bob"),
+        ("XADD", key, "1-0", "f", "A"), ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", key, ">"),
+        ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", key, ">"),
+        ("XCLAIM", key, "g", "Mike", "0", "1-0", "FORCE"), ("XGROUP", "DELCONSUMER", key, "g", "Lee"),
+        ("XAUTOCLAIM", key, "g", "Bob", "0", "1-0"), ("XGROUP", "DELCONSUMER", key, "g", "Bob"),
+        ("XGROUP", "SETID", key, "g", "0"), ("XADD", key, "2-0", "f", "B"), ("XDEL", key, "1-0"),
+        ("XDEL", key, "1-0"), ("XTRIM", key, "MAXLEN", "0"), ("XSETID", key, "5-0"),
+        ("XGROUP", "DESTROY", key, "g"), ("XGROUP", "DESTROY", key, "g"), ("DEL", key),
+    ]
+    expected = keyspace_events(real_redis_port, "", writes)
+    assert (f"__keyspace@0__:{key}".encode(), b"xgroup-createconsumer") in expected
+    assert keyspace_events(resp_server.resp_port, "", writes) == expected
 
 
 def test_notify_keyspace_events_config(resp_server):

@@ -521,16 +521,79 @@ def test_scripts_reply_byte_for_byte_as_redis_server(resp_server, redis_server_p
             theirs.close()
 
 
-def test_a_blocking_pop_in_a_script_answers_at_once_and_a_published_message_is_delivered(r, resp_server,
-                                                                                         key):
-    """Scripts meet the other Redis features as in Redis: BLPOP inside a script acts as its
-    non-blocking form (a timeout that expires at once, even with 0: wait for ever), and a
-    PUBLISH from a script reaches a subscriber."""
+def test_cjson_encode_keep_buffer_takes_and_answers_its_setting_as_redis_does(r, redis_server_port):
+    """scripting.tcl "JSON smoke test" calls cjson.encode_keep_buffer(false), which Osprey's
+    cjson lacked: it sets lua-cjson's keep-the-buffer option (true, "on", "off") and answers the
+    setting; an unknown option is refused."""
+    reference = redis.Redis(host="127.0.0.1", port=redis_server_port)
+    script = ("return {cjson.encode_keep_buffer(), cjson.encode_keep_buffer(false), "
+              "cjson.encode_keep_buffer('on'), cjson.encode({1, 'x'})}")
+    assert r.eval(script, 0) == reference.eval(script, 0) == [1, None, 1, b'[1,"x"]']
+    ours = error_of(lambda: r.eval("return cjson.encode_keep_buffer('maybe')", 0))
+    assert "bad argument #1 to 'encode_keep_buffer'" in ours
+    assert "bad argument #1 to 'encode_keep_buffer'" in error_of(
+        lambda: reference.eval("return cjson.encode_keep_buffer('maybe')", 0))
+    reference.close()
+
+
+def test_sort_by_a_constant_in_a_script_orders_a_set_as_redis_does(r, redis_server_port, key):
+    """scripting.tcl "SORT BY <constant> output gets ordered for scripting": a set that SORT
+    would leave in its own order (BY a pattern without `*`) comes out sorted as text when a
+    script asks, so that the script's reply does not depend on how the set is laid out; a list
+    keeps its order. redis-server answers the same."""
+    members = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "l", "m", "n", "o", "p", "q", "r", "s",
+               "t", "u", "v", "z", "aa", "aaa", "azz"]
+    reference = redis.Redis(host="127.0.0.1", port=redis_server_port)
+    for client in (r, reference):
+        client.delete(key, key + ":list")
+        client.sadd(key, *members)
+        client.rpush(key + ":list", "b", "a", "c")
+    scripts = ["return redis.call('sort', KEYS[1], 'by', '_')",
+               "return redis.call('sort', KEYS[1], 'by', '_', 'get', '#', 'get', '_:*')",
+               "return redis.call('sort', KEYS[1], 'by', 'nosort', 'desc', 'limit', 0, 3)",
+               "return redis.call('sort', KEYS[1] .. ':list', 'by', '_')"]
+    for script in scripts:
+        assert r.eval(script, 1, key) == reference.eval(script, 1, key), script
+    assert r.eval(scripts[0], 1, key) == [m.encode() for m in sorted(members)]
+    assert r.eval(scripts[3], 1, key) == [b"b", b"a", b"c"]
+    reference.close()
+
+
+def test_a_blocking_pop_in_a_script_is_refused_as_redis_7_0_refuses_it_and_a_published_message_is_delivered(
+        r, resp_server, redis_server_port, key):
+    """Redis 7.0 flags BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN and BZPOPMAX `noscript`: a
+    script that calls one gets "not allowed" (7.2 ran them as their non-blocking forms, and
+    Osprey did too). BLMPOP, BZMPOP and XREAD ... BLOCK were never refused: they answer at
+    once, even with 0 (wait for ever). Both servers answer each the same. A PUBLISH from a
+    script reaches a subscriber."""
+    reference = redis.Redis(host="127.0.0.1", port=redis_server_port)
+    calls = [
+        ("BLPOP", "KEYS[1]", "0"), ("BRPOP", "KEYS[1]", "0"),
+        ("BLMOVE", "KEYS[1]", "KEYS[1]", "'LEFT'", "'RIGHT'", "0"),
+        ("BRPOPLPUSH", "KEYS[1]", "KEYS[1]", "0"), ("BZPOPMIN", "KEYS[1]", "0"),
+        ("BZPOPMAX", "KEYS[1]", "0"),
+    ]
+    for name, *arguments in calls:
+        script = f"return redis.call('{name}', {', '.join(arguments)})"
+        ours = error_of(lambda: r.eval(script, 1, key))
+        theirs = error_of(lambda: reference.eval(script, 1, key))
+        assert ours == theirs, name
+        assert ours.startswith("This Redis command is not allowed from script script: "), ours
+    # XREAD and XREADGROUP refuse their BLOCK option in a script, by the name as called.
+    for script in ("return redis.call('xread', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')",
+                   "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', KEYS[1], '>')"):
+        ours = error_of(lambda: r.eval(script, 1, key))
+        assert ours == error_of(lambda: reference.eval(script, 1, key)), script
+        assert "command is not allowed with BLOCK option from scripts" in ours, ours
     started = time.monotonic()
-    assert r.eval("return redis.call('BLPOP', KEYS[1], 0)", 1, key) is None
+    for script in ("return redis.call('BLMPOP', 0, 1, KEYS[1], 'LEFT')",
+                   "return redis.call('BZMPOP', 0, 1, KEYS[1], 'MIN')"):
+        assert r.eval(script, 1, key) is None, script
+        assert reference.eval(script, 1, key) is None, script
     assert time.monotonic() - started < 2
     r.rpush(key, "a")
-    assert r.eval("return redis.call('BLPOP', KEYS[1], 0)", 1, key) == [key.encode(), b"a"]
+    assert r.eval("return redis.call('BLMPOP', 0, 1, KEYS[1], 'LEFT')", 1, key) == [key.encode(), [b"a"]]
+    reference.close()
     subscriber = resp_server.redis().pubsub()
     subscriber.subscribe("script-news")
     assert subscriber.get_message(timeout=5)["type"] == "subscribe"

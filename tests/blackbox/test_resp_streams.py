@@ -438,7 +438,85 @@ def test_xreadgroup_block_is_woken_and_a_destroyed_group_answers_nogroup(resp_se
     writer.xgroup_destroy(key, "g")
     thread.join(timeout=5)
     assert isinstance(outcome["second"], redis.ResponseError)
-    assert "NOGROUP" in str(outcome["second"])
+    assert str(outcome["second"]) == "NOGROUP the consumer group this client was blocked on no longer exists"
+
+
+def blocked_xreadgroup_outcome(port: int, key: str, change) -> str:
+    """Blocks an XREADGROUP on `key`'s group, lets `change(client)` run from another client,
+    and returns the blocked reader's error."""
+    reader, writer = (redis.Redis(host="127.0.0.1", port=port, socket_timeout=10) for _ in range(2))
+    writer.delete(key)
+    writer.xadd(key, {"f": "v"}, id="666-0")
+    writer.xgroup_create(key, "mygroup", id="$")
+    outcome = {}
+
+    def read():
+        try:
+            outcome["reply"] = reader.xreadgroup("mygroup", "Alice", {key: ">"}, block=0)
+        except redis.ResponseError as error:
+            outcome["reply"] = str(error)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    assert harness.wait_until(lambda: int(writer.info("clients")["blocked_clients"]) == 1, timeout=5)
+    change(writer)
+    thread.join(timeout=5)
+    assert not thread.is_alive(), "the reader stayed blocked"
+    reader.close()
+    writer.close()
+    return outcome["reply"]
+
+
+def test_a_blocked_xreadgroup_whose_stream_goes_away_is_unblocked_as_redis_unblocks_it(resp_server,
+                                                                                      redis_server_port, key):
+    """type/stream-cgroups.tcl "Blocking XREADGROUP: key deleted", "key type changed with SET",
+    "... with transaction", "flushed DB": the waiting reader gets Redis's "UNBLOCKED the
+    stream key no longer exists" (Osprey answered NOGROUP or WRONGTYPE, as to a new read)."""
+
+    def in_transaction(client):
+        pipe = client.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.sadd(key, "e1")
+        pipe.execute()
+
+    changes = {
+        "deleted": lambda client: client.delete(key),
+        "set": lambda client: client.set(key, "val1"),
+        "transaction": in_transaction,
+        "flushall": lambda client: client.flushall(),
+    }
+    for name, change in changes.items():
+        expected = blocked_xreadgroup_outcome(redis_server_port, key, change)
+        assert expected == "UNBLOCKED the stream key no longer exists", name
+        assert blocked_xreadgroup_outcome(resp_server.resp_port, key, change) == expected, name
+
+
+def test_approximate_trimming_removes_the_nodes_redis_keeps(resp_server, redis_server_port, key):
+    """type/stream.tcl "XTRIM with MAXLEN option basic test": after exact trims have left the
+    first of Redis's 100-entry nodes partly deleted, `MAXLEN ~ 444` removes that node whole and
+    stops at the next (XLEN 500; Osprey cut blocks of 100 from the front and left 455). Trims
+    with LIMIT, MINID and XDEL-emptied nodes answer as redis-server's do too."""
+    steps = [("MAXLEN", "666"), ("MAXLEN", "=", "555"), ("MAXLEN", "~", "444"), ("MAXLEN", "~", "400"),
+             ("MINID", "~", "650"), ("MAXLEN", "~", "10", "LIMIT", "150"), ("MINID", "=", "905")]
+
+    def run(port: int) -> list:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        client.delete(key)
+        pipe = client.pipeline(transaction=False)
+        for ms in range(1, 1001):
+            pipe.xadd(key, {"xitem" if ms % 10 else "yitem": ms}, id=f"{ms}-0")
+        pipe.execute()
+        outcome = []
+        for step in steps:
+            outcome.append((client.execute_command("XTRIM", key, *step), client.xlen(key)))
+            if step == ("MAXLEN", "~", "400"):
+                client.xdel(key, *(f"{ms}-0" for ms in range(701, 801)))
+        client.close()
+        return outcome
+
+    expected = run(redis_server_port)
+    assert expected[2] == (55, 500)
+    assert run(resp_server.resp_port) == expected
 
 
 def test_long_stream_reads_are_answered_whole(r, key):

@@ -44,6 +44,7 @@ pub use request::{
     ARGUMENT_COUNT_MAX, Args, ArgsIter, INLINE_BYTES_MAX, QUERY_BUFFER_LIMIT_BYTES, RequestError,
     RequestLimits, UNAUTHENTICATED_ARGUMENT_COUNT_MAX, UNAUTHENTICATED_BULK_LENGTH_MAX_BYTES,
     UNAUTHENTICATED_QUERY_BUFFER_LIMIT_BYTES, decode_request, decode_request_with_limits,
+    split_args,
 };
 
 pub use reply::{AGGREGATE_LENGTH_MAX, BULK_LENGTH_MAX_BYTES};

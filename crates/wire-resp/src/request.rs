@@ -670,6 +670,15 @@ fn parse_integer(text: &[u8]) -> Option<i64> {
     }
 }
 
+/// Splits `line` into words as Redis's `sdssplitargs` does (quotes, `\x41`-style escapes),
+/// as Redis splits a function library's `#!` line; `None` where it fails (an unbalanced
+/// quote, a closing quote followed by a non-space).
+pub fn split_args(line: &[u8]) -> Option<Args> {
+    let mut args = Args::new();
+    split_inline(line, &mut args).ok()?;
+    Some(args)
+}
+
 /// Splits an inline line into arguments as `sdssplitargs` does, appending them to `args`.
 fn split_inline(line: &[u8], args: &mut Args) -> Result<(), RequestError> {
     let mut index = 0;

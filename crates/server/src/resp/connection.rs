@@ -564,6 +564,7 @@ impl Connection {
             .map_or(0, |node| node.layout_version());
         let after = commands::execute(session, args, &mut reply);
         let overflowed = reply.overflowed();
+        let pushed = reply.pushed();
         self.over_budget = reply.over_budget();
         let retry = reply.was_unavailable()
             && session.transaction.is_none()
@@ -580,6 +581,7 @@ impl Connection {
         }
         if matches!(after, After::Continue | After::Close)
             && session.reply_mode.drops_reply(reply_mode)
+            && !pushed
         {
             self.output.filling.truncate(filling_before);
         }
@@ -1140,8 +1142,10 @@ fn execute_into(
         Reply::with_limit(filling, session.protocol, filling_len_max).charged_to(memory);
     let after = commands::execute(session, args, &mut reply);
     let overflow = (reply.overflowed(), reply.over_budget());
+    // Push messages (subscription confirmations) go out whatever CLIENT REPLY says.
+    let pushed = reply.pushed();
     drop(reply);
-    if session.reply_mode.drops_reply(reply_mode) {
+    if session.reply_mode.drops_reply(reply_mode) && !pushed {
         filling.truncate(filling_before);
     }
     (after, overflow)

@@ -10,8 +10,9 @@
 //!   RDB file) and not copied to other nodes; FUNCTION DUMP and RESTORE move them.
 //!
 //! Invariants:
-//! - `Catalog::owners` maps each registered function name to the one library that registered
-//!   it: no two libraries register the same name, and every library has a function.
+//! - `Catalog::owners` maps each registered function name, in lower case, to the one library
+//!   that registered it: no two functions have names equal but for case, and every library
+//!   has a function.
 //! - Every callback lives in the one Lua state of `Functions::engine`, which is built once and
 //!   never dropped, so a callback cloned out of the catalog stays callable.
 //! - Lock order: `engine` before `catalog`. A function runs holding `engine`, so a load never
@@ -64,10 +65,19 @@ impl std::fmt::Debug for Functions {
 }
 
 /// The libraries by name, and which library registered each function.
+///
+/// Library names match exactly; function names match in any case (Redis 7.0's function
+/// dictionary hashes and compares them without case: FCALL TEST calls `test`), so `owners`
+/// is keyed by the name in lower case.
 #[derive(Clone, Debug, Default)]
 struct Catalog {
     libraries: BTreeMap<String, Library>,
     owners: HashMap<String, String>,
+}
+
+/// A function name as `Catalog::owners` keys it.
+fn function_key(name: &str) -> String {
+    name.to_ascii_lowercase()
 }
 
 /// A loaded library: its code as given (shebang included) and its functions.
@@ -80,13 +90,23 @@ struct Library {
 impl Catalog {
     fn function(&self, name: &[u8]) -> Option<&RegisteredFunction> {
         let name = std::str::from_utf8(name).ok()?;
-        let library = self.libraries.get(self.owners.get(name)?)?;
-        library.functions.iter().find(|f| f.name == name)
+        let library = self.libraries.get(self.owners.get(&function_key(name))?)?;
+        library
+            .functions
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The library that registered function `name` (in any case).
+    fn owner(&self, name: &str) -> Option<&String> {
+        self.owners.get(&function_key(name))
     }
 
     fn insert(&mut self, name: String, library: Library) {
         for function in &library.functions {
-            let previous = self.owners.insert(function.name.clone(), name.clone());
+            let previous = self
+                .owners
+                .insert(function_key(&function.name), name.clone());
             assert!(
                 previous.is_none(),
                 "function {} registered twice",
@@ -99,7 +119,7 @@ impl Catalog {
     fn remove(&mut self, name: &str) -> Option<Library> {
         let library = self.libraries.remove(name)?;
         for function in &library.functions {
-            self.owners.remove(&function.name);
+            self.owners.remove(&function_key(&function.name));
         }
         Some(library)
     }
@@ -129,12 +149,21 @@ fn parse_metadata(code: &[u8]) -> Result<Metadata, String> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err("Invalid library metadata".to_owned());
     };
-    let line = String::from_utf8_lossy(&code[2..end]);
-    let mut parts = line.split_ascii_whitespace();
-    let engine = parts.next().unwrap_or_default().to_owned();
+    // Redis splits the whole line, `#!` included, then drops the first word's first two
+    // bytes: `#! name=x` names the engine "".
+    let Some(parts) = wire_resp::split_args(&code[..end]) else {
+        return Err("Invalid library metadata".to_owned());
+    };
+    let mut parts = parts
+        .iter()
+        .map(|part| String::from_utf8_lossy(part).into_owned());
+    let Some(first) = parts.next() else {
+        return Err("Invalid library metadata".to_owned());
+    };
+    let engine = first.get(2..).unwrap_or_default().to_owned();
     let mut name = None;
     for part in parts {
-        let is_name = part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=");
+        let is_name = part.len() >= 5 && part.as_bytes()[..5].eq_ignore_ascii_case(b"name=");
         if !is_name {
             return Err(format!("Invalid metadata value given: {part}"));
         }
@@ -190,11 +219,16 @@ fn create_library(
     if functions.is_empty() {
         return Err("No functions registered".to_owned());
     }
-    for function in &functions {
-        if catalog
-            .owners
-            .get(&function.name)
-            .is_some_and(|owner| *owner != metadata.name)
+    for (index, function) in functions.iter().enumerate() {
+        // Two names that differ only in case are one function name: Redis keeps the first
+        // (its library lists both); Osprey refuses the library, as it would another's.
+        let twice = functions[..index]
+            .iter()
+            .any(|other| other.name.eq_ignore_ascii_case(&function.name));
+        if twice
+            || catalog
+                .owner(&function.name)
+                .is_some_and(|owner| *owner != metadata.name)
         {
             return Err(format!("Function {} already exists", function.name));
         }
@@ -233,9 +267,9 @@ fn join(catalog: &mut Catalog, restored: Catalog, replace: bool) -> Result<(), S
             joined.remove(name);
         }
     }
-    for function in restored.owners.keys() {
-        if joined.owners.contains_key(function) {
-            return Err(format!("Function {function} already exists"));
+    for function in restored.libraries.values().flat_map(|l| &l.functions) {
+        if joined.owner(&function.name).is_some() {
+            return Err(format!("Function {} already exists", function.name));
         }
     }
     for (name, library) in restored.libraries {
@@ -432,7 +466,9 @@ fn function_list(functions: &Functions, args: &Args, reply: &mut Reply<'_>) {
                 return reply.error("ERR library name argument was not given");
             }
             position += 1;
-            pattern = Some(glob::Glob::new(args.get(position)));
+            // Redis matches the pattern without case (`stringmatchlen(..., nocase)`); names are
+            // letters, digits and `_`, so both sides in lower case match as it does.
+            pattern = Some(glob::Glob::new(&args.get(position).to_ascii_lowercase()));
         } else {
             return reply.error(&format!(
                 "ERR Unknown argument {}",
@@ -445,7 +481,11 @@ fn function_list(functions: &Functions, args: &Args, reply: &mut Reply<'_>) {
     let listed: Vec<(&String, &Library)> = catalog
         .libraries
         .iter()
-        .filter(|(name, _)| pattern.as_ref().is_none_or(|p| p.matches(name.as_bytes())))
+        .filter(|(name, _)| {
+            pattern
+                .as_ref()
+                .is_none_or(|p| p.matches(name.to_ascii_lowercase().as_bytes()))
+        })
         .collect();
     reply.array(listed.len());
     for (name, library) in listed {
@@ -692,6 +732,18 @@ mod tests {
             error(b"#!lua name=a NAME=b\n"),
             "Invalid metadata value, name argument was given multiple times"
         );
+        // As `sdssplitargs` splits the line: quotes around the name, an empty engine name.
+        let quoted = parse_metadata(b"#!lua name=\"foo\"\nreturn 1").unwrap();
+        assert_eq!(
+            (quoted.engine.as_str(), quoted.name.as_str()),
+            ("lua", "foo")
+        );
+        let no_engine = parse_metadata(b"#! name=test\nreturn 1").unwrap();
+        assert_eq!(
+            (no_engine.engine.as_str(), no_engine.name.as_str()),
+            ("", "test")
+        );
+        assert_eq!(error(b"#!lua name=\"foo\n"), "Invalid library metadata");
         assert!(is_valid_name("lib_1"));
         assert!(!is_valid_name("lib-1"));
         assert!(!is_valid_name(""));

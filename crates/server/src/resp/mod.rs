@@ -94,6 +94,9 @@ pub struct Session {
     /// CLIENT NO-EVICT and NO-TOUCH, as CLIENT INFO shows them.
     no_evict: bool,
     no_touch: bool,
+    /// Set while a script or function runs the session's commands (Redis's `CLIENT_SCRIPT`):
+    /// SORT then orders a set it would leave unsorted, and XREAD refuses BLOCK.
+    in_script: bool,
 }
 
 /// What the connection does after a command.
@@ -142,6 +145,7 @@ impl Session {
             reply_mode: client_control::ReplyMode::On,
             no_evict: false,
             no_touch: false,
+            in_script: false,
         }
     }
 
@@ -206,6 +210,7 @@ pub async fn serve(
         reply_mode: client_control::ReplyMode::On,
         no_evict: false,
         no_touch: false,
+        in_script: false,
     };
     connection::serve(stream, session, shutdown, account).await;
 }

@@ -28,6 +28,8 @@ pub struct Reply<'o> {
     check_at: usize,
     /// Whether the engine refused the command's partition as not served here now.
     unavailable: bool,
+    /// Whether a push message was written (see [`Reply::pushed`]).
+    pushed: bool,
 }
 
 impl<'o> Reply<'o> {
@@ -50,6 +52,7 @@ impl<'o> Reply<'o> {
             charged_bytes: 0,
             check_at: len_max,
             unavailable: false,
+            pushed: false,
         }
     }
 
@@ -84,6 +87,13 @@ impl<'o> Reply<'o> {
     /// Whether the reply was cut because all clients' memory could not take its growth.
     pub fn over_budget(&self) -> bool {
         self.over_budget
+    }
+
+    /// Whether the reply holds push messages (subscription confirmations, published
+    /// messages): they are not replies, so CLIENT REPLY OFF or SKIP does not silence them, as
+    /// Redis's `CLIENT_PUSHING` lets them through in either protocol version.
+    pub fn pushed(&self) -> bool {
+        self.pushed
     }
 
     /// Whether the reply passed its limit (and was cut there).
@@ -217,6 +227,7 @@ impl<'o> Reply<'o> {
 
     /// The header of an out-of-band push of `length` elements (RESP2: an array).
     pub fn push(&mut self, length: usize) {
+        self.pushed = true;
         self.write(|out, version| encode::push_header(out, version, length));
     }
 

@@ -587,6 +587,7 @@ pub(super) fn run_registered<T>(
     let namespace = keys::namespace_of(&state);
     let (_guard, running) = RunGuard::claim(&state.scripts, Arc::new(Running::new(kind)))?;
     let (saved_protocol, saved_database) = (session.protocol, session.database);
+    session.in_script = true;
     let mut host = SessionHost {
         session,
         running: &running,
@@ -596,6 +597,7 @@ pub(super) fn run_registered<T>(
     let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
     host.session.protocol = saved_protocol;
     host.session.database = saved_database;
+    host.session.in_script = false;
     Ok(outcome)
 }
 
@@ -684,16 +686,57 @@ fn to_args(argv: &[Vec<u8>]) -> Args {
     args
 }
 
-/// Commands Redis refuses in scripts (`CMD_NOSCRIPT`), among those Osprey serves.
+/// Commands Redis 7.0 flags `noscript` (its `src/commands/*.json`), which scripts may not call:
+/// whether Osprey serves them or not. Among them the blocking pops BLPOP, BRPOP, BLMOVE,
+/// BRPOPLPUSH, BZPOPMIN and BZPOPMAX (7.2 lets scripts call them, answering at once; BLMPOP,
+/// BZMPOP, XREAD and XREADGROUP were never refused, and answer at once as Redis's do).
 fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
-    let subcommand_help = args.len() > 1 && args.get(1).eq_ignore_ascii_case(b"help");
+    let subcommand = if args.len() > 1 {
+        args.get(1).to_ascii_lowercase()
+    } else {
+        Vec::new()
+    };
     match name {
-        b"auth" | b"discard" | b"eval" | b"eval_ro" | b"evalsha" | b"evalsha_ro" | b"exec"
-        | b"fcall" | b"fcall_ro" | b"hello" | b"multi" | b"quit" | b"reset" | b"unwatch"
-        | b"watch" | b"subscribe" | b"psubscribe" | b"ssubscribe" | b"unsubscribe"
-        | b"punsubscribe" | b"sunsubscribe" | b"monitor" | b"shutdown" | b"save" | b"bgsave"
-        | b"debug" => true,
-        b"client" | b"config" | b"script" | b"function" | b"acl" | b"latency" => !subcommand_help,
+        b"auth" | b"bgrewriteaof" | b"bgsave" | b"blmove" | b"blpop" | b"brpop" | b"brpoplpush"
+        | b"bzpopmax" | b"bzpopmin" | b"debug" | b"discard" | b"eval" | b"eval_ro" | b"evalsha"
+        | b"evalsha_ro" | b"exec" | b"failover" | b"fcall" | b"fcall_ro" | b"hello"
+        | b"monitor" | b"multi" | b"psubscribe" | b"psync" | b"punsubscribe" | b"quit"
+        | b"replconf" | b"replicaof" | b"reset" | b"role" | b"save" | b"shutdown" | b"slaveof"
+        | b"ssubscribe" | b"subscribe" | b"sunsubscribe" | b"sync" | b"unsubscribe"
+        | b"unwatch" | b"wait" | b"watch" => true,
+        b"acl" | b"function" | b"latency" => subcommand != b"help",
+        b"client" => matches!(
+            subcommand.as_slice(),
+            b"caching"
+                | b"getname"
+                | b"getredir"
+                | b"id"
+                | b"info"
+                | b"kill"
+                | b"list"
+                | b"no-evict"
+                | b"no-touch"
+                | b"pause"
+                | b"reply"
+                | b"setname"
+                | b"tracking"
+                | b"trackinginfo"
+                | b"unblock"
+                | b"unpause"
+        ),
+        b"cluster" => subcommand == b"reset",
+        b"config" => matches!(
+            subcommand.as_slice(),
+            b"get" | b"resetstat" | b"rewrite" | b"set"
+        ),
+        b"module" => matches!(
+            subcommand.as_slice(),
+            b"list" | b"load" | b"loadex" | b"unload"
+        ),
+        b"script" => matches!(
+            subcommand.as_slice(),
+            b"debug" | b"exists" | b"flush" | b"kill" | b"load"
+        ),
         _ => false,
     }
 }

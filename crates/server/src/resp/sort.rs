@@ -385,9 +385,10 @@ fn load(
     });
     match set {
         Ok(Some(Some(elements))) => {
-            if request.dont_sort && request.store.is_some() {
-                // Redis sorts a set it stores, so the stored order does not depend on how
-                // the set is laid out.
+            if request.dont_sort && (request.store.is_some() || session.in_script) {
+                // Redis sorts a set it stores, or answers to a script, so the stored order
+                // and the script's reply (replicated as the script) do not depend on how the
+                // set is laid out.
                 request.dont_sort = false;
                 request.alpha = true;
                 request.by = None;

@@ -1,8 +1,12 @@
 //! Redis's `cjson` library: `cjson.encode` writes JSON as lua-cjson 2.1 does (numbers with
 //! `%.14g`, `/` escaped, an empty table as `{}`, sparse arrays refused), `cjson.decode` reads
-//! JSON with serde_json (`null` is `cjson.null`).
+//! JSON with serde_json (`null` is `cjson.null`). `cjson.encode_keep_buffer` takes and answers
+//! its setting as lua-cjson's does; encoding writes into a fresh buffer either way.
 
-use mlua::{LightUserData, Lua, Table, Value};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mlua::{LightUserData, Lua, Table, Value, Variadic};
 
 use super::NESTING_MAX;
 
@@ -11,9 +15,16 @@ const SPARSE_SAFE: i64 = 10;
 /// A table whose largest key passes this many times its entries is "excessively sparse".
 const SPARSE_RATIO: i64 = 2;
 
-/// The `cjson` functions: `encode`, `decode`, and `null`.
+/// The `cjson` functions: `encode`, `decode`, `encode_keep_buffer`, and `null`.
 pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
+    let keep_buffer = Arc::new(AtomicBool::new(true));
+    cjson.raw_set(
+        "encode_keep_buffer",
+        lua.create_function(move |_, options: Variadic<Value>| {
+            keep_buffer_option(&keep_buffer, &options)
+        })?,
+    )?;
     cjson.raw_set(
         "encode",
         lua.create_function(|lua, value: Value| {
@@ -34,6 +45,32 @@ pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
     )?;
     cjson.raw_set("null", null())?;
     Ok(cjson)
+}
+
+/// `cjson.encode_keep_buffer([setting])`: sets the setting when given (a boolean, `"on"` or
+/// `"off"`), and answers it as a boolean (lua-cjson's `json_enum_option`).
+fn keep_buffer_option(setting: &AtomicBool, options: &[Value]) -> mlua::Result<bool> {
+    if options.len() > 1 {
+        return Err(mlua::Error::runtime(
+            "bad argument #2 to 'encode_keep_buffer' (found too many arguments)",
+        ));
+    }
+    match options.first() {
+        None | Some(Value::Nil) => {}
+        Some(Value::Boolean(on)) => setting.store(*on, Ordering::Relaxed),
+        Some(Value::String(text)) if *text.as_bytes() == *b"on" => {
+            setting.store(true, Ordering::Relaxed);
+        }
+        Some(Value::String(text)) if *text.as_bytes() == *b"off" => {
+            setting.store(false, Ordering::Relaxed);
+        }
+        Some(_) => {
+            return Err(mlua::Error::runtime(
+                "bad argument #1 to 'encode_keep_buffer' (invalid option)",
+            ));
+        }
+    }
+    Ok(setting.load(Ordering::Relaxed))
 }
 
 /// `cjson.null`: a light userdata holding NULL, as lua-cjson's.

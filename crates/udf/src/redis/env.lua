@@ -232,7 +232,10 @@ function G.setmetatable(t, mt)
   return raw_setmetatable(t, mt)
 end
 
-local cjson = { encode = cjson_impl.encode, decode = cjson_impl.decode, null = cjson_impl.null }
+local cjson = {
+  encode = cjson_impl.encode, decode = cjson_impl.decode, null = cjson_impl.null,
+  encode_keep_buffer = cjson_impl.encode_keep_buffer,
+}
 local cmsgpack = { pack = cmsgpack_impl.pack, unpack = cmsgpack_impl.unpack }
 
 G.redis = readonly(redis)

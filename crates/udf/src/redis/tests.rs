@@ -154,6 +154,22 @@ fn libraries_answer_as_redis_libraries() {
         &[],
     );
     assert_eq!(reply, RedisValue::Integer(1));
+    // encode_keep_buffer answers its setting (true by default) and takes a new one.
+    let (reply, _) = eval(
+        "local was = cjson.encode_keep_buffer() return {was, cjson.encode_keep_buffer(false), \
+         cjson.encode_keep_buffer('on'), cjson.encode({1})}",
+        &[],
+        &[],
+    );
+    assert_eq!(
+        reply,
+        RedisValue::Array(vec![
+            RedisValue::Integer(1),
+            RedisValue::Null,
+            RedisValue::Integer(1),
+            RedisValue::Bulk(b"[1]".to_vec()),
+        ])
+    );
     let (reply, _) = eval("return bit.band(0xff, 0x0f) + bit.lshift(1, 4)", &[], &[]);
     assert_eq!(reply, RedisValue::Integer(31));
     let (reply, _) = eval("return bit.tohex(-1)", &[], &[]);

@@ -24,6 +24,7 @@ use crate::resp::Databases;
 
 use super::Session;
 use crate::resp::keys::Target;
+use crate::resp::streams::StreamValue;
 
 /// Redis's notification classes (`server.h`'s `NOTIFY_*`).
 pub const KEYSPACE: u32 = 1 << 0;
@@ -234,6 +235,43 @@ const EVENTS: &[Events] = &[
     events("zrangestore", ZSET, &[(Keys::At(1), "zrangestore")]),
 ];
 
+/// The stream commands whose event does not depend on what they did (`t_stream.c`). XADD's
+/// trimming (`xtrim` after `xadd` in Redis) is not told.
+const STREAM_EVENTS: &[Events] = &[
+    events("xadd", STREAM, &[(Keys::At(1), "xadd")]),
+    events("xdel", STREAM, &[(Keys::At(1), "xdel")]),
+    events("xtrim", STREAM, &[(Keys::At(1), "xtrim")]),
+    events("xsetid", STREAM, &[(Keys::At(1), "xsetid")]),
+];
+
+/// XGROUP's subcommands and their events, about the key (argument 2).
+const XGROUP_EVENTS: &[(&[u8], Events)] = &[
+    (
+        b"create",
+        events("xgroup", STREAM, &[(Keys::At(2), "xgroup-create")]),
+    ),
+    (
+        b"createconsumer",
+        events("xgroup", STREAM, &[(Keys::At(2), "xgroup-createconsumer")]),
+    ),
+    (
+        b"delconsumer",
+        events("xgroup", STREAM, &[(Keys::At(2), "xgroup-delconsumer")]),
+    ),
+    (
+        b"destroy",
+        events("xgroup", STREAM, &[(Keys::At(2), "xgroup-destroy")]),
+    ),
+    (
+        b"setid",
+        events("xgroup", STREAM, &[(Keys::At(2), "xgroup-setid")]),
+    ),
+];
+
+/// The commands that create their consumer when it is new, telling `xgroup-createconsumer`
+/// then (and nothing else: what they read or claim is not an event).
+const CONSUMER_CREATING: Events = events("xreadgroup", STREAM, &[]);
+
 /// Events whose key, once gone, is told as `del` alone (an expiry in the past deletes; a
 /// STORE command whose result is empty deletes its destination, and Redis then tells `del`
 /// only).
@@ -253,6 +291,34 @@ const DELETING_ALONE: &[&str] = &[
 pub struct Pending {
     events: &'static Events,
     watched: Vec<(usize, &'static str, Watch)>,
+    /// XREADGROUP, XCLAIM, XAUTOCLAIM: each stream key's position, with whether the consumer
+    /// existed in its group before the command.
+    consumers: Vec<(usize, bool)>,
+}
+
+/// The group and consumer a consumer-creating command names, and its stream keys' positions.
+fn consumer_of(name: &str, args: &Args) -> Option<(usize, usize, Vec<usize>)> {
+    match name {
+        "xclaim" | "xautoclaim" if args.len() > 3 => Some((2, 3, vec![1])),
+        "xreadgroup" if args.len() > 3 && args.get(1).eq_ignore_ascii_case(b"group") => {
+            let streams =
+                (4..args.len()).find(|&p| args.get(p).eq_ignore_ascii_case(b"streams"))?;
+            let count = (args.len() - streams - 1) / 2;
+            Some((2, 3, (streams + 1..streams + 1 + count).collect()))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `consumer` exists in `group` of the stream at `key`.
+fn has_consumer(session: &Session, key: &[u8], group: &[u8], consumer: &[u8]) -> bool {
+    let target = Target::of(&session.state, session.database, key);
+    crate::resp::collection::read(&target, |stream: Option<&StreamValue>| {
+        stream
+            .and_then(|stream| stream.group(group))
+            .is_some_and(|group| group.consumers.contains_key(consumer))
+    })
+    .unwrap_or(false)
 }
 
 /// Sets the watches for a command about to run, when notifications of its class are on.
@@ -261,7 +327,31 @@ pub fn before(session: &Session, name: &str, args: &Args) -> Option<Pending> {
     if flags & (KEYSPACE | KEYEVENT) == 0 {
         return None;
     }
-    let events = EVENTS.iter().find(|events| events.command == name)?;
+    if let Some((group, consumer, keys)) = consumer_of(name, args) {
+        if flags & STREAM == 0 {
+            return None;
+        }
+        let (group, consumer) = (args.get(group), args.get(consumer));
+        let consumers = keys
+            .into_iter()
+            .map(|p| (p, has_consumer(session, args.get(p), group, consumer)))
+            .collect();
+        return Some(Pending {
+            events: &CONSUMER_CREATING,
+            watched: Vec::new(),
+            consumers,
+        });
+    }
+    let events = if name == "xgroup" {
+        let subcommand = args.get(1).to_ascii_lowercase();
+        let (_, events) = XGROUP_EVENTS.iter().find(|(s, _)| *s == subcommand)?;
+        events
+    } else {
+        EVENTS
+            .iter()
+            .chain(STREAM_EVENTS)
+            .find(|events| events.command == name)?
+    };
     if flags & events.class == 0 && flags & GENERIC == 0 {
         return None;
     }
@@ -273,12 +363,22 @@ pub fn before(session: &Session, name: &str, args: &Args) -> Option<Pending> {
             watched.push((position, event, namespace.watch(target.digest())));
         }
     }
-    Some(Pending { events, watched })
+    Some(Pending {
+        events,
+        watched,
+        consumers: Vec::new(),
+    })
 }
 
 /// Publishes the events of the keys the command changed.
 pub fn after(session: &Session, args: &Args, pending: Pending) {
     let flags = session.state.pubsub.notify_flags.load(Ordering::Relaxed);
+    for &(position, existed) in &pending.consumers {
+        let key = args.get(position);
+        if !existed && has_consumer(session, key, args.get(2), args.get(3)) {
+            notify(session, flags, STREAM, "xgroup-createconsumer", key);
+        }
+    }
     for (position, event, watch) in &pending.watched {
         if !watch.is_dirty() {
             continue;

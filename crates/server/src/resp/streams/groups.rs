@@ -832,8 +832,8 @@ fn reply_groups(reply: &mut Reply<'_>, stream: &StreamValue) {
 
 /// XINFO STREAM's head: the fields both forms share.
 fn reply_stream_head(reply: &mut Reply<'_>, stream: &StreamValue) {
-    // Osprey has no radix tree: these count the blocks of entries Redis would keep per node.
-    let blocks = stream.len().div_ceil(super::value::NODE_ENTRIES);
+    // Osprey has no radix tree: these count the nodes Redis would keep (`value::Node`).
+    let blocks = stream.node_count();
     let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     reply.bulk(b"length");
     reply.integer(as_i64(stream.len()));

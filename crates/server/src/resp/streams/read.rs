@@ -27,6 +27,12 @@ use super::super::{After, Session};
 use super::value::{Fields, StreamId, StreamValue};
 use super::{INVALID_ID, count_or_all, fail, parse_count, reply_cost, reply_entry};
 
+/// A blocked XREADGROUP's answer when its key was deleted or became another type while it
+/// waited (Redis's `unblockDeletedStreamReadgroupClients`).
+const STREAM_GONE: &str = "UNBLOCKED the stream key no longer exists";
+/// A blocked XREADGROUP's answer when its group was destroyed while it waited.
+const GROUP_GONE: &str = "NOGROUP the consumer group this client was blocked on no longer exists";
+
 /// What XREAD or XREADGROUP was asked.
 struct ReadArgs<'a> {
     /// BLOCK's timeout: `None` without BLOCK, `Some(None)` for ever.
@@ -57,7 +63,7 @@ pub fn xread(session: &mut Session, args: &Args, reply: &mut Reply<'_>, grouped:
     if !session.blocking.retry {
         session.blocking.rewritten.clear();
     }
-    let parsed = match parse(args, grouped) {
+    let parsed = match parse(args, grouped, session.in_script) {
         Ok(parsed) => parsed,
         Err(text) => return fail(reply, &text),
     };
@@ -132,8 +138,9 @@ fn block(
     After::Block
 }
 
-/// Parses the options (Redis's `xreadCommand`), up to the ids.
-fn parse(args: &Args, grouped: bool) -> Result<ReadArgs<'_>, String> {
+/// Parses the options (Redis's `xreadCommand`), up to the ids; `in_script`: called from a
+/// script, which may not block (Redis 7.0 refuses BLOCK there rather than answer at once).
+fn parse(args: &Args, grouped: bool, in_script: bool) -> Result<ReadArgs<'_>, String> {
     let mut parsed = ReadArgs {
         block: None,
         count: 0,
@@ -148,6 +155,12 @@ fn parse(args: &Args, grouped: bool) -> Result<ReadArgs<'_>, String> {
         let more = args.len() - position - 1;
         let option = args.get(position).to_ascii_lowercase();
         match option.as_slice() {
+            b"block" if more > 0 && in_script => {
+                return Err(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(args.get(0))
+                ));
+            }
             b"block" if more > 0 => {
                 parsed.block = Some(parse_block(args.get(position + 1))?);
                 position += 1;
@@ -232,15 +245,18 @@ fn check_keys(
             .find(|(p, _)| *p == position)
             .map_or(args.get(position), |(_, text)| text.as_slice());
         let target = Target::of(&session.state, session.database, key);
+        let retry = session.blocking.retry;
         let looked = collection::read(&target, |stream: Option<&StreamValue>| {
-            check_key(stream, key, id_arg, parsed)
+            check_key(stream, key, id_arg, parsed, retry)
         });
         let (from, key_cost) = match looked {
             Ok(outcome) => outcome?,
-            // A key that became another type leaves a blocked XREAD waiting, as in Redis.
-            Err(Failure::WrongType) if session.blocking.retry && parsed.group.is_none() => {
+            // A key that became another type leaves a blocked XREAD waiting, as in Redis, and
+            // ends a blocked XREADGROUP, whose group went with the stream.
+            Err(Failure::WrongType) if retry && parsed.group.is_none() => {
                 (From::After(StreamId::MAX), 0)
             }
+            Err(Failure::WrongType) if retry => return Err(Failure::message(STREAM_GONE)),
             Err(failure) => return Err(failure),
         };
         froms.push(from);
@@ -249,11 +265,13 @@ fn check_keys(
     Ok((froms, cost))
 }
 
+/// `retry`: the command runs again after a wake-up, blocked on its group.
 fn check_key(
     stream: Option<&StreamValue>,
     key: &[u8],
     id_arg: &[u8],
     parsed: &ReadArgs<'_>,
+    retry: bool,
 ) -> Result<(From, usize), Failure> {
     let count = count_or_all(parsed.count);
     let Some((group_name, consumer_name)) = parsed.group else {
@@ -270,6 +288,11 @@ fn check_key(
         return Ok((From::After(from), cost));
     };
     let group = stream.and_then(|s| s.group(group_name));
+    match (stream, group) {
+        (None, _) if retry => return Err(Failure::message(STREAM_GONE)),
+        (Some(_), None) if retry => return Err(Failure::message(GROUP_GONE)),
+        _ => {}
+    }
     let (Some(stream), Some(group)) = (stream, group) else {
         return Err(Failure::Message(format!(
             "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",

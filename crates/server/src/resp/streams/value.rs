@@ -27,9 +27,27 @@ const PENDING_OVERHEAD_BYTES: usize = 96;
 const CONSUMER_OVERHEAD_BYTES: usize = 64;
 /// Bytes a group costs beyond its name.
 const GROUP_OVERHEAD_BYTES: usize = 96;
-/// Entries Redis keeps in one radix-tree node (`stream-node-max-entries`): approximate
-/// trimming (`~`) removes whole blocks of this many entries, as Redis removes whole nodes.
+/// Entries Redis keeps in one radix-tree node (`stream-node-max-entries`'s default):
+/// approximate trimming (`~`) removes whole nodes only, so the stream keeps Redis's node
+/// boundaries (see [`Node`]).
 pub const NODE_ENTRIES: usize = 100;
+
+/// One of Redis's radix-tree nodes, as far as trimming sees it: a run of consecutive entries,
+/// started by an append when the last node had taken [`NODE_ENTRIES`] appends (deleted ones
+/// included, as Redis counts them), and dropped when its last live entry goes.
+///
+/// Redis also starts a node at `stream-node-max-bytes` (4096 bytes); only the entry count is
+/// kept here. Boundaries live in memory: a stream decoded from its bin (a restart, a
+/// replica) cuts its entries into nodes of [`NODE_ENTRIES`] afresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Node {
+    /// Appends it took, deleted entries included.
+    appended: usize,
+    /// Its entries not deleted.
+    live: usize,
+    /// The last id appended to it (deleted or not): MINID removes the node whole below it.
+    last: StreamId,
+}
 
 /// A stream entry id: milliseconds and sequence number, ordered as a pair.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -256,6 +274,9 @@ pub struct StreamValue {
     groups: BTreeMap<Box<[u8]>, Group>,
     entries_size_bytes: usize,
     groups_size_bytes: usize,
+    /// The nodes by their first id; their live counts sum to `entries.len()`, and each
+    /// node's live entries are the entries from its first id to the next node's.
+    nodes: BTreeMap<StreamId, Node>,
 }
 
 impl StreamValue {
@@ -301,10 +322,41 @@ impl StreamValue {
     /// Appends an entry; `id` must be above `last_id`.
     pub fn append(&mut self, id: StreamId, fields: Fields) {
         assert!(id > self.last_id, "stream ids only grow");
-        self.entries_size_bytes += entry_size(&fields);
-        self.entries.insert(id, fields);
+        self.insert_last(id, fields);
         self.last_id = id;
         self.entries_added += 1;
+    }
+
+    /// Inserts entry `id`, above every entry and node, into the last node or a new one.
+    fn insert_last(&mut self, id: StreamId, fields: Fields) {
+        self.entries_size_bytes += entry_size(&fields);
+        self.entries.insert(id, fields);
+        match self.nodes.last_entry() {
+            Some(mut node) if node.get().appended < NODE_ENTRIES => {
+                let node = node.get_mut();
+                node.appended += 1;
+                node.live += 1;
+                node.last = id;
+            }
+            _ => {
+                let node = Node {
+                    appended: 1,
+                    live: 1,
+                    last: id,
+                };
+                self.nodes.insert(id, node);
+            }
+        }
+    }
+
+    /// Notes that entry `id` of the node that starts at `first` was removed; drops the
+    /// node when it was its last live one.
+    fn note_removed(&mut self, first: StreamId) {
+        let node = self.nodes.get_mut(&first).expect("an entry is in a node");
+        node.live -= 1;
+        if node.live == 0 {
+            self.nodes.remove(&first);
+        }
     }
 
     /// Deletes entry `id` (XDEL); whether it was there.
@@ -314,43 +366,70 @@ impl StreamValue {
         };
         self.entries_size_bytes -= entry_size(&fields);
         self.max_deleted_id = self.max_deleted_id.max(id);
+        let (&first, _) = self
+            .nodes
+            .range(..=id)
+            .next_back()
+            .expect("an entry is in a node");
+        self.note_removed(first);
         true
     }
 
-    /// Trims by `trim` (see [`Trim`]); the entries removed.
+    /// Trims by `trim` (see [`Trim`]); the entries removed. As Redis's `streamTrim`: whole
+    /// nodes from the front while the strategy allows removing all of one (and LIMIT its
+    /// entries); then, unless approximate, the first node's entries one by one.
     pub fn trim(&mut self, trim: &Trim) -> u64 {
         let mut deleted = 0_u64;
-        loop {
-            let block = if trim.approx { NODE_ENTRIES } else { 1 }.min(self.entries.len());
-            if block == 0 || !self.may_remove(trim, block) {
+        while let Some((&first, &node)) = self.nodes.first_key_value() {
+            let len = self.entries.len() as u64;
+            if matches!(trim.strategy, Strategy::MaxLen(max_len) if len <= max_len) {
                 break;
             }
-            let block_u64 = u64::try_from(block).expect("a block is small");
-            if trim.limit > 0 && deleted + block_u64 > trim.limit {
+            let live = node.live as u64;
+            if trim.limit > 0 && deleted + live > trim.limit {
                 break;
             }
-            for _ in 0..block {
-                let (_, fields) = self.entries.pop_first().expect("the block is there");
-                self.entries_size_bytes -= entry_size(&fields);
+            let remove_node = match trim.strategy {
+                Strategy::MaxLen(max_len) => len - live >= max_len,
+                Strategy::MinId(min_id) => node.last < min_id,
+            };
+            if remove_node {
+                for _ in 0..node.live {
+                    self.pop_first();
+                }
+                self.nodes.remove(&first);
+                deleted += live;
+                continue;
             }
-            deleted += block_u64;
+            if trim.approx {
+                break;
+            }
+            while let Some((&id, _)) = self.entries.first_key_value() {
+                let more = match trim.strategy {
+                    Strategy::MaxLen(max_len) => self.entries.len() as u64 > max_len,
+                    Strategy::MinId(min_id) => id < min_id,
+                };
+                if !more {
+                    break;
+                }
+                self.pop_first();
+                self.note_removed(first);
+                deleted += 1;
+            }
+            break;
         }
         deleted
     }
 
-    /// Whether trimming may remove the first `block` entries.
-    fn may_remove(&self, trim: &Trim, block: usize) -> bool {
-        match trim.strategy {
-            Strategy::MaxLen(max_len) => {
-                let left = self.entries.len() - block;
-                u64::try_from(left).is_ok_and(|left| left >= max_len)
-            }
-            Strategy::MinId(min_id) => self
-                .entries
-                .keys()
-                .nth(block - 1)
-                .is_some_and(|&last_of_block| last_of_block < min_id),
-        }
+    /// How many nodes Redis would hold the entries in.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Removes the first entry (its node is the caller's to note).
+    fn pop_first(&mut self) {
+        let (_, fields) = self.entries.pop_first().expect("the node has live entries");
+        self.entries_size_bytes -= entry_size(&fields);
     }
 
     /// The group named `name`.
@@ -526,7 +605,7 @@ pub enum Strategy {
     MinId(StreamId),
 }
 
-/// A trim: its strategy, whether approximate (`~`: whole blocks of [`NODE_ENTRIES`]), and its
+/// A trim: its strategy, whether approximate (`~`: whole nodes only), and its
 /// LIMIT on entries removed (0: none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trim {
@@ -658,8 +737,7 @@ fn decode_entries(reader: &mut Reader<'_>, stream: &mut StreamValue) -> Option<(
         if stream.last().is_some_and(|(last, _)| last >= id) {
             return None;
         }
-        stream.entries_size_bytes += entry_size(&fields);
-        stream.entries.insert(id, fields);
+        stream.insert_last(id, fields);
     }
     Some(())
 }
@@ -859,10 +937,39 @@ mod tests {
         };
         assert_eq!(stream.trim(&min_id), 69);
         assert_eq!(stream.len(), 51);
+        assert_eq!(stream.node_count(), 2);
         let expected: usize = stream
             .range(StreamId::MIN, StreamId::MAX, false)
             .map(|(_, f)| entry_size(f))
             .sum();
         assert_eq!(stream.size_bytes_estimate(), expected);
+    }
+
+    #[test]
+    fn approximate_trimming_removes_whole_nodes_as_redis_keeps_them() {
+        // type/stream.tcl "XTRIM with MAXLEN option basic test": exact trims leave the first
+        // node part deleted; `~` then counts only its live entries.
+        let mut stream = StreamValue::default();
+        for ms in 1..=1000 {
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]));
+        }
+        let trim = |strategy, approx| Trim {
+            strategy,
+            approx,
+            limit: 0,
+        };
+        assert_eq!(stream.trim(&trim(Strategy::MaxLen(666), false)), 334);
+        assert_eq!(stream.trim(&trim(Strategy::MaxLen(555), false)), 111);
+        assert_eq!(stream.trim(&trim(Strategy::MaxLen(444), true)), 55);
+        assert_eq!(stream.len(), 500);
+        assert_eq!(stream.trim(&trim(Strategy::MaxLen(400), true)), 100);
+        assert_eq!(stream.len(), 400);
+        // A node emptied by XDEL goes; appends fill the last node to its count of appends.
+        for ms in 601..=700 {
+            assert!(stream.delete(id(ms, 0)));
+        }
+        assert_eq!(stream.node_count(), 3);
+        stream.append(id(1001, 0), fields(&[b"f", b"v"]));
+        assert_eq!(stream.node_count(), 4);
     }
 }
