@@ -32,6 +32,10 @@
 //! Redis front end with redis-server under `redis-benchmark` (`scripts/compare-resp`), passing
 //! `ARGS` through (`--quick` for a smoke run).
 //!
+//! `cargo xtask compare-resp-features [ARGS]` builds release binaries and runs the comparison
+//! of scripts, pub/sub, streams, HyperLogLog, bitmaps and geo with redis-server under
+//! `redis-benchmark` (`scripts/compare-resp-features`), passing `ARGS` through.
+//!
 //! `cargo xtask compare-durability [ARGS]` builds release binaries and runs the comparison of
 //! Osprey's device storage (durable and relaxed writes, cold start, write amplification) with
 //! redis-server's append-only file under `redis-benchmark` (`scripts/compare-durability`),
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         "simulate" => simulate(&rest),
         "compare-redis" => compare_redis(&rest),
         "compare-resp" => compare_resp(&rest),
+        "compare-resp-features" => compare_resp_features(&rest),
         "compare-durability" => compare_durability(&rest),
         "set-index" => set_index(&rest),
         "local-cluster" => {
@@ -73,7 +78,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask <ci|blackbox|fuzz [--seconds N] [TARGET...]|\
                  simulate [--seeds N] [--seed S]|\
-                 compare-redis [ARGS]|compare-resp [ARGS]|compare-durability [ARGS]|\
+                 compare-redis [ARGS]|compare-resp [ARGS]|compare-resp-features [ARGS]|\
+                 compare-durability [ARGS]|\
                  set-index [ARGS]|local-cluster [--nodes N]>"
             );
             return ExitCode::from(2);
@@ -562,6 +568,13 @@ fn compare_redis(args: &[String]) -> Result<(), String> {
 fn compare_resp(args: &[String]) -> Result<(), String> {
     ensure_redis()?;
     run_release_script("scripts/compare-resp", &[], args)
+}
+
+/// Builds release binaries and runs `scripts/compare-resp-features` with `args`; like
+/// `compare-resp`, it needs `redis-server` and `redis-benchmark`, and no Python package.
+fn compare_resp_features(args: &[String]) -> Result<(), String> {
+    ensure_redis()?;
+    run_release_script("scripts/compare-resp-features", &[], args)
 }
 
 /// Builds release binaries and runs `scripts/compare-durability` with `args`; like
