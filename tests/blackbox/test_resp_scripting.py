@@ -265,6 +265,25 @@ def test_scripts_of_many_clients_at_once_each_wait_their_turn(key):
         server.stop()
 
 
+def test_debug_set_disable_deny_scripts_lets_scripts_call_what_redis_refuses_them(resp_server, key):
+    """Redis's tests lift the refusal with DEBUG SET-DISABLE-DENY-SCRIPTS 1 to call, say,
+    CLIENT or DEBUG from a script; Osprey answered the DEBUG subcommand as unknown. Scripts
+    and blocking commands stay refused (a script cannot run another or wait)."""
+    r = resp_server.redis()
+    client_id = "return redis.call('CLIENT', 'ID')"
+    assert "not allowed from script" in error_of(lambda: r.eval(client_id, 0))
+    assert r.execute_command("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1") == b"OK"
+    try:
+        assert isinstance(r.eval(client_id, 0), int)
+        assert "not allowed from script" in error_of(
+            lambda: r.eval("return redis.call('BLPOP', KEYS[1], 0)", 1, key))
+        assert "not allowed from script" in error_of(
+            lambda: r.eval("return redis.call('EVAL', 'return 1', 0)", 0))
+    finally:
+        r.execute_command("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0")
+    assert "not allowed from script" in error_of(lambda: r.eval(client_id, 0))
+
+
 def test_a_script_inside_a_transaction_runs_with_it(resp_server, key):
     pipe = resp_server.redis().pipeline(transaction=True)
     pipe.set(key, 1)

@@ -71,6 +71,13 @@ pub const COMMANDS: &[Command] = &[
     ("bzpopmin", -3, |s, a, r| bzpop(s, a, r, false)),
 ];
 
+/// Whether `name` (lower case) is one of the blocking commands.
+pub fn is_blocking(name: &[u8]) -> bool {
+    COMMANDS
+        .iter()
+        .any(|(command, _, _)| command.as_bytes() == name)
+}
+
 /// The longest a master blocks a command another node forwarded: well under the fabric's
 /// request timeout, so the forwarding node gets an answer (a null, then it sends again) before
 /// its request times out.

@@ -146,6 +146,14 @@ fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         // The engine's expiry sweeps run on their own; the switch is accepted and changes
         // nothing (an expired key is never served either way).
         (b"SET-ACTIVE-EXPIRE", 3) | (b"CHANGE-REPL-ID", 2) => reply.ok(),
+        (b"SET-DISABLE-DENY-SCRIPTS", 3) => {
+            let lifted = keys::parse_i64(args.get(2)).is_ok_and(|value| value != 0);
+            let settings = &session.state.resp_settings;
+            settings
+                .scripts_may_call_noscript
+                .store(lifted, std::sync::atomic::Ordering::Relaxed);
+            reply.ok();
+        }
         (b"OBJECT", 3) => super::dump::debug_object(session, args.get(2), reply),
         (b"DIGEST", 2) => return super::digest::debug_digest(session, reply),
         (b"DIGEST-VALUE", _) => {
@@ -164,8 +172,8 @@ fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
         _ => reply.error(&format!(
             "ERR DEBUG {} is not served by Osprey (it serves SLEEP, SET-ACTIVE-EXPIRE, \
-             OBJECT, CHANGE-REPL-ID, DIGEST, DIGEST-VALUE, RELOAD, QUICKLIST-PACKED-THRESHOLD \
-             and HELP)",
+             SET-DISABLE-DENY-SCRIPTS, OBJECT, CHANGE-REPL-ID, DIGEST, DIGEST-VALUE, RELOAD, \
+             QUICKLIST-PACKED-THRESHOLD and HELP)",
             printable(args.get(1))
         )),
     }
@@ -188,6 +196,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Answered OK: Osprey's data lives in its own storage, with nothing to save and reload.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Accepted; Osprey's expiry sweeps run on their own.",
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Let scripts call the commands they may not (not scripts or blocking commands).",
     "SLEEP <seconds>",
     "    Stop the connection for <seconds> (may be fractional); others are served.",
     "HELP",

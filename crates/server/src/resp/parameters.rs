@@ -41,6 +41,9 @@ pub struct Settings {
     pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold`: stored and reported; Osprey records no latency events.
     pub latency_monitor_threshold_ms: AtomicU64,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call the commands Redis refuses them
+    /// (for tests; not scripts, and not blocking commands, which a script cannot wait on).
+    pub scripts_may_call_noscript: AtomicBool,
     /// `maxmemory`, and the memory it is compared with.
     pub memory_limit: super::memory_limit::MemoryLimit,
     /// The kept parameters set since start (by name; the others have Redis's default).
@@ -52,6 +55,7 @@ impl Default for Settings {
         Settings {
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold_ms: AtomicU64::new(0),
+            scripts_may_call_noscript: AtomicBool::new(false),
             memory_limit: super::memory_limit::MemoryLimit::default(),
             kept: Mutex::new(HashMap::new()),
         }

@@ -35,6 +35,7 @@ use parking_lot::Mutex;
 use udf::redis::{ParsedScript, RedisScripting, RedisValue, ScriptHost, ScriptRun};
 use wire_resp::Args;
 
+use super::blocking;
 use super::commands::{self, Command};
 use super::keys;
 use super::memory_limit;
@@ -646,7 +647,13 @@ impl SessionHost<'_> {
                 "ERR Wrong number of args calling Redis command from script"
             });
         }
-        if not_allowed_from_script(&name, args) {
+        let deny_lifted = state
+            .resp_settings
+            .scripts_may_call_noscript
+            .load(Ordering::Relaxed)
+            && !is_script(args)
+            && !blocking::is_blocking(&name);
+        if not_allowed_from_script(&name, args) && !deny_lifted {
             return Some("ERR This Redis command is not allowed from script");
         }
         // Redis's `scriptVerifyOOM`: past `maxmemory`, a call that may grow the data set fails
