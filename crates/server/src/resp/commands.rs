@@ -467,7 +467,7 @@ pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
-        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" => (0, 0, 0),
+        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count or a keyword: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"
@@ -484,7 +484,7 @@ pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
         // A key count comes first: Redis reports these as keyless here too.
         "lmpop" | "zmpop" | "blmpop" | "bzmpop" => (0, 0, 0),
         "bitop" => (2, -1, 1),
-        "object" | "memory" => (2, 2, 1),
+        "object" | "memory" | "pfdebug" => (2, 2, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "copy" | "rename" | "renamenx" | "smove" | "geosearchstore" | "lcs" | "zrangestore" => {
             (1, 2, 1)

@@ -138,7 +138,8 @@ fn latency(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 }
 
 /// DEBUG SLEEP seconds | SET-ACTIVE-EXPIRE 0|1 | OBJECT key | CHANGE-REPL-ID | DIGEST |
-/// DIGEST-VALUE key [key ...] | RELOAD [options] | QUICKLIST-PACKED-THRESHOLD size | HELP
+/// DIGEST-VALUE key [key ...] | RELOAD [options] | QUICKLIST-PACKED-THRESHOLD size |
+/// PROTOCOL type | HELP
 fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
@@ -161,6 +162,7 @@ fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             super::digest::debug_digest_value(session, keys, reply);
         }
         (b"RELOAD", _) => debug_reload(args, reply),
+        (b"PROTOCOL", 3) => debug_protocol(args.get(2), reply),
         (b"QUICKLIST-PACKED-THRESHOLD", 3) => match memory_value(args.get(2)) {
             Some(bytes) if bytes <= PACKED_THRESHOLD_BYTES_MAX => reply.ok(),
             _ => reply
@@ -173,7 +175,7 @@ fn debug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         _ => reply.error(&format!(
             "ERR DEBUG {} is not served by Osprey (it serves SLEEP, SET-ACTIVE-EXPIRE, \
              SET-DISABLE-DENY-SCRIPTS, OBJECT, CHANGE-REPL-ID, DIGEST, DIGEST-VALUE, RELOAD, \
-             QUICKLIST-PACKED-THRESHOLD and HELP)",
+             QUICKLIST-PACKED-THRESHOLD, PROTOCOL and HELP)",
             printable(args.get(1))
         )),
     }
@@ -190,6 +192,10 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature of the values of all the specified keys.",
     "OBJECT <key>",
     "    Show low level info about the `key` and associated value.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Accepted; Osprey's lists have no quicklist nodes.",
     "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
@@ -203,6 +209,75 @@ const DEBUG_HELP: &[&str] = &[
     "HELP",
     "    Print this help.",
 ];
+
+/// DEBUG PROTOCOL type: a fixed value of each RESP3 type, or its RESP2 form, as Redis's
+/// `debug.c` answers (client libraries test their parsers with it).
+fn debug_protocol(name: &[u8], reply: &mut Reply<'_>) {
+    let resp3 = reply.is_resp3();
+    let boolean = |reply: &mut Reply<'_>, value: bool| match (resp3, value) {
+        (true, true) => reply.encoded(b"#t\r\n"),
+        (true, false) => reply.encoded(b"#f\r\n"),
+        (false, value) => reply.integer(i64::from(value)),
+    };
+    match name.to_ascii_lowercase().as_slice() {
+        b"string" => reply.bulk(b"Hello World"),
+        b"integer" => reply.integer(12345),
+        // Redis's value, not pi: the test value its clients expect.
+        #[allow(clippy::approx_constant)]
+        b"double" => reply.double(3.141),
+        b"bignum" => {
+            const BIGNUM: &[u8] = b"1234567999999999999999999999999999999";
+            if resp3 {
+                reply.encoded(b"(");
+                reply.encoded(BIGNUM);
+                reply.encoded(b"\r\n");
+            } else {
+                reply.bulk(BIGNUM);
+            }
+        }
+        b"null" => reply.null(),
+        b"array" | b"set" => {
+            if name.eq_ignore_ascii_case(b"set") {
+                reply.set(3);
+            } else {
+                reply.array(3);
+            }
+            (0..3).for_each(|value| reply.integer(value));
+        }
+        b"map" => {
+            reply.map(3);
+            for key in 0..3 {
+                reply.integer(key);
+                boolean(reply, key == 1);
+            }
+        }
+        b"attrib" => {
+            // An attribute is not a reply: a RESP2 client gets only the reply after it.
+            if resp3 {
+                reply.encoded(b"|1\r\n");
+                reply.bulk(b"key-popularity");
+                reply.array(2);
+                reply.bulk(b"key:123");
+                reply.integer(90);
+            }
+            reply.bulk(b"Some real reply following the attribute");
+        }
+        b"push" if !resp3 => reply.error("ERR RESP2 is not supported by this command"),
+        b"push" => {
+            reply.push(2);
+            reply.bulk(b"server-cpu-usage");
+            reply.integer(42);
+            reply.bulk(b"Some real reply following the push reply");
+        }
+        b"true" => boolean(reply, true),
+        b"false" => boolean(reply, false),
+        b"verbatim" => reply.verbatim(b"This is a verbatim\nstring"),
+        _ => reply.error(
+            "ERR Wrong protocol type name. Please use one of the following: \
+             string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+        ),
+    }
+}
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: Redis saves its RDB file and loads it back. Osprey
 /// keeps its data in its own storage, always as a reload would find it, so there is nothing to

@@ -246,10 +246,13 @@ const GROUPS: &[(&str, &[Doc])] = &[
     ("hyperloglog", &[
         ("pfadd", "2.8.9", "Adds the specified elements to the specified HyperLogLog.",
             "key [element [element ...]]"),
+        ("pfdebug", "2.8.9", "Internal commands for debugging HyperLogLog values",
+            "subcommand key"),
         ("pfcount", "2.8.9", "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
             "key [key ...]"),
         ("pfmerge", "2.8.9", "Merge N different HyperLogLogs into a single one.",
             "destkey:key [sourcekey:key [sourcekey:key ...]]"),
+        ("pfselftest", "2.8.9", "An internal command for testing HyperLogLog values", ""),
     ]),
     ("hash", &[
         ("hdel", "2.0.0", "Delete one or more hash fields", "key field [field ...]"),

@@ -1,4 +1,4 @@
-//! HyperLogLog commands (PFADD, PFCOUNT, PFMERGE). A HyperLogLog is a string value holding
+//! HyperLogLog commands (PFADD, PFCOUNT, PFMERGE, and Redis's PFDEBUG and PFSELFTEST). A HyperLogLog is a string value holding
 //! Redis's own representation (`encoding.rs`), so GET returns the bytes redis-server would
 //! hold, and bytes redis-server produced can be SET here and counted. It is stored like any
 //! string (`docs/internals/redis-mapping.md`).
@@ -11,6 +11,7 @@
 //!   exclusive section, so they see one state of all their keys.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use engine::{Decision, Expiry};
 use model::ResultCode;
@@ -27,11 +28,15 @@ mod encoding;
 
 use encoding::{Encoding, REGISTER_COUNT};
 
+pub use encoding::SPARSE_BYTES_MAX_DEFAULT;
+
 /// The HyperLogLog commands.
 pub const COMMANDS: &[Command] = &[
     ("pfadd", -2, pfadd),
     ("pfcount", -2, pfcount),
+    ("pfdebug", 3, pfdebug),
     ("pfmerge", -2, pfmerge),
+    ("pfselftest", 1, pfselftest),
 ];
 
 /// Redis's reply to a string that is not a HyperLogLog.
@@ -88,8 +93,15 @@ fn flatten<T>(result: Result<Result<T, Failure>, ResultCode>) -> Result<T, Failu
     result.map_err(Failure::Engine)?
 }
 
+/// `hll-sparse-max-bytes`: past it, a sparse value turns dense.
+fn sparse_bytes_max(session: &Session) -> usize {
+    let settings = &session.state.resp_settings;
+    usize::try_from(settings.hll_sparse_bytes_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
+}
+
 /// PFADD key [element ...]: 1 if the estimate may have changed (or the key was created).
 fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let sparse_bytes_max = sparse_bytes_max(session);
     let target = Target::of(&session.state, session.database, args.get(1));
     let result = target.update(&mut session.writes, |current, writer| {
         let current = current.as_ref().map(|c| c.get());
@@ -110,7 +122,7 @@ fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             Some(_) => return Ok((Decision::Keep, Err(Failure::NotHll))),
         };
         for position in 2..args.len() {
-            match encoding::add(&mut value, args.get(position)) {
+            match encoding::add(&mut value, args.get(position), sparse_bytes_max) {
                 Ok(changed) => updated |= changed,
                 Err(corrupted) => return Ok((Decision::Keep, Err(corrupted.into()))),
             }
@@ -226,10 +238,11 @@ fn store_merged(
     registers: &[u8; REGISTER_COUNT],
     dense: bool,
 ) -> Result<(), Failure> {
+    let sparse_bytes_max = sparse_bytes_max(session);
     let target = Target::of(&session.state, session.database, key);
     let result = target.update(&mut session.writes, |current, writer| {
         let old = owned_string(current.as_ref().map(|c| c.get()).as_ref())?;
-        let merged = merged_value(old, registers, dense);
+        let merged = merged_value(old, registers, dense, sparse_bytes_max);
         let Ok(value) = merged else {
             return Ok((Decision::Keep, merged.map(|_| ())));
         };
@@ -244,6 +257,7 @@ fn merged_value(
     old: Option<Vec<u8>>,
     registers: &[u8; REGISTER_COUNT],
     dense: bool,
+    sparse_bytes_max: usize,
 ) -> Result<Vec<u8>, Failure> {
     let mut value = match old {
         None => encoding::empty(),
@@ -257,9 +271,93 @@ fn merged_value(
     }
     for (index, &register) in registers.iter().enumerate() {
         if register != 0 {
-            encoding::set_register(&mut value, index, register)?;
+            encoding::set_register(&mut value, index, register, sparse_bytes_max)?;
         }
     }
     encoding::invalidate_cached_count(&mut value);
     Ok(value)
+}
+
+/// What PFDEBUG answers with, once the value is read (and maybe rewritten).
+enum Debugged {
+    /// GETREG: every register.
+    Registers(Box<[u8; REGISTER_COUNT]>),
+    /// DECODE: the sparse opcodes as text.
+    Decoded(String),
+    Encoding(&'static str),
+    /// TODENSE: whether it converted.
+    Converted(bool),
+    /// An error reply of Redis's.
+    Refused(String),
+}
+
+/// PFDEBUG GETREG|DECODE|ENCODING|TODENSE key: Redis's views of a HyperLogLog's encoding.
+/// GETREG and TODENSE turn a sparse value dense and store it, as Redis does.
+fn pfdebug(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let subcommand = args.get(1).to_ascii_lowercase();
+    let target = Target::of(&session.state, session.database, args.get(2));
+    let result = target.update(&mut session.writes, |current, writer| {
+        let Some(mut value) = owned_string(current.as_ref().map(|c| c.get()).as_ref())? else {
+            let refused = "ERR The specified key does not exist".to_owned();
+            return Ok((Decision::Keep, Ok(Debugged::Refused(refused))));
+        };
+        let Ok(encoding) = encoding::check(&value) else {
+            return Ok((Decision::Keep, Err(Failure::NotHll)));
+        };
+        let sparse = encoding == Encoding::Sparse;
+        let debugged = match subcommand.as_slice() {
+            b"getreg" | b"todense" if sparse => {
+                if encoding::to_dense(&mut value).is_err() {
+                    return Ok((Decision::Keep, Err(Failure::Corrupted)));
+                }
+                strings::write_string(writer, &value);
+                let debugged = if subcommand == b"todense" {
+                    Debugged::Converted(true)
+                } else {
+                    Debugged::Registers(encoding::registers(&value))
+                };
+                return Ok((Decision::Store(Expiry::Keep), Ok(debugged)));
+            }
+            b"getreg" => Debugged::Registers(encoding::registers(&value)),
+            b"todense" => Debugged::Converted(false),
+            b"decode" if sparse => Debugged::Decoded(encoding::decode_sparse(&value)),
+            b"decode" => Debugged::Refused("ERR HLL encoding is not sparse".to_owned()),
+            b"encoding" => Debugged::Encoding(if sparse { "sparse" } else { "dense" }),
+            _ => Debugged::Refused(format!(
+                "ERR Unknown PFDEBUG subcommand '{}'",
+                String::from_utf8_lossy(args.get(1))
+            )),
+        };
+        Ok((Decision::Keep, Ok(debugged)))
+    });
+    finish(reply, flatten(result), |reply, debugged| match debugged {
+        Debugged::Registers(registers) => {
+            reply.array(REGISTER_COUNT);
+            registers
+                .iter()
+                .for_each(|&register| reply.integer(i64::from(register)));
+        }
+        Debugged::Decoded(text) => reply.bulk(text.as_bytes()),
+        Debugged::Encoding(name) => reply.simple(name),
+        Debugged::Converted(converted) => reply.integer(i64::from(converted)),
+        Debugged::Refused(text) => reply.error(&text),
+    });
+    After::Continue
+}
+
+/// PFSELFTEST: Redis's self-test of the encoding (registers, then the estimate's error, dense
+/// and sparse side by side); OK, or Redis's TESTFAILED text. It adds ten million elements,
+/// so it runs on the long-request pool.
+fn pfselftest(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
+    if session.may_offload {
+        return After::Offload;
+    }
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    match encoding::self_test(seed, sparse_bytes_max(session)) {
+        Ok(()) => reply.ok(),
+        Err(failure) => reply.error(&format!("TESTFAILED {failure}")),
+    }
+    After::Continue
 }

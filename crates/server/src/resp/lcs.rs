@@ -187,7 +187,7 @@ fn string_at(session: &Session, key: &[u8]) -> Result<Vec<u8>, String> {
 /// The error text the engine's refusal `code` answers.
 fn engine_text(code: model::ResultCode) -> String {
     let mut out = Vec::new();
-    keys::engine_error(&mut Reply::new(&mut out, 2), code);
+    keys::engine_error(&mut Reply::new(&mut out, 2).scratch(), code);
     let text = String::from_utf8_lossy(&out);
     text.trim_start_matches('-').trim_end().to_owned()
 }

@@ -25,6 +25,7 @@ mod diagnostics;
 mod digest;
 mod docs;
 mod dump;
+mod error_stats;
 mod functions;
 mod geo;
 mod geohash;

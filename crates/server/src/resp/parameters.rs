@@ -44,6 +44,8 @@ pub struct Settings {
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call the commands Redis refuses them
     /// (for tests; not scripts, and not blocking commands, which a script cannot wait on).
     pub scripts_may_call_noscript: AtomicBool,
+    /// `hll-sparse-max-bytes`: the size past which a sparse HyperLogLog turns dense.
+    pub hll_sparse_bytes_max: AtomicU64,
     /// `maxmemory`, and the memory it is compared with.
     pub memory_limit: super::memory_limit::MemoryLimit,
     /// The kept parameters set since start (by name; the others have Redis's default).
@@ -56,6 +58,9 @@ impl Default for Settings {
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold_ms: AtomicU64::new(0),
             scripts_may_call_noscript: AtomicBool::new(false),
+            hll_sparse_bytes_max: AtomicU64::new(
+                super::hyperloglog::SPARSE_BYTES_MAX_DEFAULT as u64,
+            ),
             memory_limit: super::memory_limit::MemoryLimit::default(),
             kept: Mutex::new(HashMap::new()),
         }
@@ -169,6 +174,34 @@ static PARAMETERS: &[Parameter] = &[
     fixed("dir", Kind::Text, |state| {
         state.config.service.work_directory.display().to_string()
     }),
+    settable(
+        "hll-sparse-max-bytes",
+        None,
+        Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        |state| {
+            let settings = &state.resp_settings;
+            settings
+                .hll_sparse_bytes_max
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        |state, value| {
+            let kind = Kind::Memory {
+                min: 0,
+                max: i64::MAX,
+            };
+            let bytes = check_kind(kind, value)?;
+            let bytes = bytes.parse().map_err(|_| NOT_A_MEMORY_VALUE.to_owned())?;
+            let settings = &state.resp_settings;
+            settings
+                .hll_sparse_bytes_max
+                .store(bytes, Ordering::Relaxed);
+            Ok(())
+        },
+    ),
     settable(
         "latency-monitor-threshold",
         None,
@@ -298,16 +331,6 @@ static PARAMETERS: &[Parameter] = &[
         |state| state.config.resp.timeout.to_string(),
     ),
     // Redis's other parameters, from here on in name order (see the module's comment).
-    redis(
-        Access::Kept,
-        "hll-sparse-max-bytes",
-        None,
-        Kind::Memory {
-            min: 0,
-            max: i64::MAX,
-        },
-        "3000",
-    ),
     redis(
         Access::Kept,
         "acl-pubsub-default",
@@ -1304,6 +1327,7 @@ fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
                 .state
                 .resp_unknown_commands
                 .store(0, Ordering::Relaxed);
+            super::error_stats::reset();
             reply.ok();
         }
         // Osprey's settings come from its own TOML file, which CONFIG never writes: Redis's

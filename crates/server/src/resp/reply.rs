@@ -30,6 +30,9 @@ pub struct Reply<'o> {
     unavailable: bool,
     /// Whether a push message was written (see [`Reply::pushed`]).
     pushed: bool,
+    /// Whether its error replies count in INFO's `errorstats` (not a scratch reply whose text
+    /// is sent by another).
+    counts_errors: bool,
 }
 
 impl<'o> Reply<'o> {
@@ -53,6 +56,7 @@ impl<'o> Reply<'o> {
             check_at: len_max,
             unavailable: false,
             pushed: false,
+            counts_errors: true,
         }
     }
 
@@ -172,8 +176,20 @@ impl<'o> Reply<'o> {
         self.simple("OK");
     }
 
-    /// An error reply; `text` starts with its code (`ERR`, `WRONGTYPE`, ...).
+    /// A reply written only for its text, which another reply sends: its errors are not
+    /// counted in INFO's `errorstats`.
+    pub fn scratch(mut self) -> Reply<'o> {
+        self.counts_errors = false;
+        self
+    }
+
+    /// An error reply; `text` starts with its code (`ERR`, `WRONGTYPE`, ...). It counts in
+    /// INFO's `errorstats`, also a command's inside a script, as in Redis (which then does not
+    /// count the script's reply that passes the same error on).
     pub fn error(&mut self, text: &str) {
+        if self.counts_errors {
+            super::error_stats::record(text.as_bytes());
+        }
         self.write(|out, _| encode::error(out, text.as_bytes()));
     }
 

@@ -377,7 +377,7 @@ fn key_arguments(args: &Args) -> impl Iterator<Item = &[u8]> {
         b"pfcount" | b"pfmerge" => (1, count, 1),
         b"bitop" => (2, count, 1),
         // OBJECT ENCODING key, MEMORY USAGE key: the key follows the subcommand.
-        b"object" | b"memory" => (2, count.min(3), 1),
+        b"object" | b"memory" | b"pfdebug" => (2, count.min(3), 1),
         b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => (1, count - 1, 1),
         b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => (1, count.min(3), 1),
         b"lmpop" | b"zmpop" | b"zunion" | b"zinter" | b"zdiff" | b"zintercard" => {

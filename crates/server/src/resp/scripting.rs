@@ -185,6 +185,21 @@ impl Default for Scripts {
 }
 
 impl Scripts {
+    /// INFO's figures: the cached scripts, their bytes, and the Lua state's bytes (`None`
+    /// while a script holds the state, or before the first script built it).
+    pub(super) fn cache_figures(&self) -> (usize, usize, Option<usize>) {
+        let (count, bytes) = {
+            let cache = self.cache.lock();
+            (cache.scripts.len(), cache.bytes)
+        };
+        let lua_bytes = self.engine.try_lock().and_then(|engine| {
+            engine
+                .as_ref()
+                .map(|(_, scripting)| scripting.used_memory_bytes())
+        });
+        (count, bytes, lua_bytes)
+    }
+
     /// The script or function running now.
     pub(super) fn running(&self) -> Option<Arc<Running>> {
         if !self.active.load(Ordering::Acquire) {

@@ -1,7 +1,7 @@
 //! INFO: what a Redis tool asks a server about itself, answered from live figures.
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use engine::NamespaceSummary;
 use wire_resp::Args;
@@ -14,30 +14,50 @@ use crate::state::ServerState;
 /// INFO (CONFIG is `parameters.rs`).
 pub const COMMANDS: &[Command] = &[("info", -1, info)];
 
-/// The sections INFO knows, in the order it prints them.
+/// The sections INFO knows, in the order Redis 7.0 prints them (`modules` is Redis's
+/// `module_list`, empty: Osprey loads no Redis modules). Redis's `commandstats` and
+/// `latencystats` are not kept by Osprey, so `all` has none.
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
     "keyspace",
 ];
 
-/// INFO [section ...]: every section for no argument, `all`, `default` or `everything`.
+/// The sections of INFO with no argument and of `INFO default` (Redis's defaults; the same as
+/// `all` here, as Osprey has none of the extra ones).
+const DEFAULT_SECTIONS: &[&str] = SECTIONS;
+
+/// `used_memory_lua` last measured: a running script holds the Lua state, and INFO does not
+/// wait for it.
+static LUA_BYTES_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// INFO [section ...]: the default sections for no argument or `default`, every section for
+/// `all` or `everything`; names in any case, each section printed once, in Redis's order.
 fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let wanted: Vec<String> = (1..args.len())
-        .map(|position| String::from_utf8_lossy(args.get(position)).to_ascii_lowercase())
-        .collect();
-    let everything = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| matches!(w.as_str(), "all" | "default" | "everything"));
+    let mut wanted: Vec<String> = Vec::new();
+    let mut all = args.len() == 1;
+    for position in 1..args.len() {
+        let name = String::from_utf8_lossy(args.get(position)).to_ascii_lowercase();
+        match name.as_str() {
+            "all" | "everything" => all = true,
+            "default" => wanted.extend(DEFAULT_SECTIONS.iter().map(|&name| name.to_owned())),
+            "module_list" => wanted.push("modules".to_owned()),
+            _ => wanted.push(name),
+        }
+    }
     let state = &session.state;
     let summary = resp_summary(state);
     let mut text = String::new();
     for &section in SECTIONS {
-        if everything || wanted.iter().any(|w| w == section) {
+        if all || wanted.iter().any(|w| w == section) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
@@ -90,6 +110,15 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
     let ns = &summary.namespace;
     let uptime_s = state.started.elapsed().as_secs();
     let used_memory = used_memory_of(ns);
+    let (scripts, script_bytes, lua_bytes) = state.scripts.cache_figures();
+    let lua_bytes = match lua_bytes {
+        Some(bytes) => {
+            let bytes = bytes as u64;
+            LUA_BYTES_SEEN.store(bytes, Ordering::Relaxed);
+            bytes
+        }
+        None => LUA_BYTES_SEEN.load(Ordering::Relaxed),
+    };
     let _ = match section {
         "server" => write!(
             text,
@@ -111,11 +140,16 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         "memory" => write!(
             text,
             "# Memory\r\nused_memory:{used_memory}\r\nused_memory_human:{}\r\n\
-             used_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:{}\r\n\
+             used_memory_rss:{}\r\nused_memory_lua:{lua_bytes}\r\n\
+             used_memory_vm_eval:{lua_bytes}\r\nused_memory_lua_human:{}\r\n\
+             used_memory_scripts_eval:{script_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
+             used_memory_scripts:{script_bytes}\r\n\
+             used_memory_dataset:{}\r\nmaxmemory:{}\r\n\
              maxmemory_policy:noeviction\r\nmem_clients_normal:{}\r\nmaxmemory_clients:{}\r\n\
              mem_allocator:{}\r\n",
             human_bytes(used_memory),
             crate::info::resident_set_bytes(),
+            human_bytes(lua_bytes),
             ns.data_used_bytes,
             state.resp_settings.memory_limit.limit_bytes(),
             state.client_memory.total_bytes(),
@@ -128,7 +162,9 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         ),
         "persistence" => write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:{}\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\n\
+             rdb_bgsave_in_progress:0\r\naof_enabled:{}\r\n",
+            ns.client_write_success + ns.client_delete_success,
             u8::from(super::parameters::append_fsync(state).is_some())
         ),
         "stats" => write!(
@@ -136,7 +172,8 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
              rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
              expired_keys:{}\r\nevicted_clients:{}\r\n\
-             client_output_buffer_limit_disconnections:{}\r\nrejected_unknown_commands:{}\r\n",
+             client_output_buffer_limit_disconnections:{}\r\ntotal_error_replies:{}\r\n\
+             rejected_unknown_commands:{}\r\n",
             state.resp_client_ids.load(Ordering::Relaxed),
             state.resp_commands.load(Ordering::Relaxed),
             state.resp_connections.refused.load(Ordering::Relaxed),
@@ -148,8 +185,32 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
                 .client_memory
                 .output_limit_closed
                 .load(Ordering::Relaxed),
+            super::error_stats::total(),
             state.resp_unknown_commands.load(Ordering::Relaxed),
         ),
+        // Osprey's copies are its own cluster's (a partition's replicas), not Redis
+        // replicas: to a Redis client it is a master with none, and no replication stream.
+        "replication" => write!(
+            text,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\
+             master_failover_state:no-failover\r\nmaster_repl_offset:0\r\n\
+             repl_backlog_active:0\r\n"
+        ),
+        "cpu" => {
+            let cpu = process_cpu();
+            write!(
+                text,
+                "# CPU\r\nused_cpu_sys:{}\r\nused_cpu_user:{}\r\n\
+                 used_cpu_sys_children:{}\r\nused_cpu_user_children:{}\r\n",
+                seconds_text(cpu.system_us),
+                seconds_text(cpu.user_us),
+                seconds_text(cpu.children_system_us),
+                seconds_text(cpu.children_user_us),
+            )
+        }
+        "modules" => write!(text, "# Modules\r\n"),
+        "errorstats" => write!(text, "# Errorstats\r\n{}", super::error_stats::lines()),
+        "cluster" => write!(text, "# Cluster\r\ncluster_enabled:0\r\n"),
         _ => {
             let mut line = String::from("# Keyspace\r\n");
             for (database, keys) in summary.database_keys.iter().enumerate() {
@@ -163,6 +224,49 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
     };
 }
 
+/// The CPU time of this process and of its waited-for children, in microseconds.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ProcessCpu {
+    user_us: u64,
+    system_us: u64,
+    children_user_us: u64,
+    children_system_us: u64,
+}
+
+/// Redis reads `getrusage`; Osprey denies `unsafe` and its `rustix` has no `getrusage`, so it
+/// reads the same kernel counters from `/proc/self/stat` (zeros where that is unavailable).
+fn process_cpu() -> ProcessCpu {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    parse_proc_stat(&stat).unwrap_or_default()
+}
+
+/// `utime`, `stime`, `cutime` and `cstime` of a `/proc/<pid>/stat` line, fields 14 to 17, in
+/// clock ticks of `USER_HZ`, which the kernel fixes at 100 per second for this file on every
+/// architecture Osprey builds for (so the figures move in steps of 10 ms). The command name,
+/// field 2, may hold spaces and parentheses: the fields are counted after its last `)`.
+fn parse_proc_stat(stat: &str) -> Option<ProcessCpu> {
+    const USER_HZ: u64 = 100;
+    const US_PER_TICK: u64 = 1_000_000 / USER_HZ;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name: field 3 (state) is the first; utime is field 14.
+    let mut ticks = after_name
+        .split_whitespace()
+        .skip(11)
+        .map(str::parse::<u64>);
+    let mut next = || ticks.next()?.ok().map(|tick| tick * US_PER_TICK);
+    Some(ProcessCpu {
+        user_us: next()?,
+        system_us: next()?,
+        children_user_us: next()?,
+        children_system_us: next()?,
+    })
+}
+
+/// Microseconds as Redis prints a `struct timeval`: `seconds.micros`, six digits.
+fn seconds_text(us: u64) -> String {
+    format!("{}.{:06}", us / 1_000_000, us % 1_000_000)
+}
+
 /// `1.50M`-style sizes, as Redis's `used_memory_human`.
 fn human_bytes(bytes: u64) -> String {
     let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
@@ -172,4 +276,34 @@ fn human_bytes(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_times_are_read_after_the_command_name_in_microseconds() {
+        let line = "4242 (osp rey) (x) S 1 2 3 4 5 6 7 8 9 10 250 31 7 2 20 0 1 0 99 0 0";
+        let cpu = parse_proc_stat(line).expect("a whole line");
+        assert_eq!(
+            cpu,
+            ProcessCpu {
+                user_us: 2_500_000,
+                system_us: 310_000,
+                children_user_us: 70_000,
+                children_system_us: 20_000,
+            }
+        );
+        assert_eq!(seconds_text(cpu.system_us), "0.310000");
+        assert_eq!(seconds_text(cpu.user_us), "2.500000");
+        assert_eq!(parse_proc_stat("4242 (cut) S 1 2"), None);
+        assert_eq!(parse_proc_stat(""), None);
+    }
+
+    #[test]
+    fn the_real_process_has_cpu_times() {
+        let stat = std::fs::read_to_string("/proc/self/stat").expect("Linux");
+        assert!(parse_proc_stat(&stat).is_some());
+    }
 }

@@ -2,13 +2,13 @@
 //! step as Redis's `hllSparseSet`, so that the bytes come out as redis-server's would.
 
 use super::{
-    Corrupted, HEADER_BYTES, REGISTER_COUNT, SPARSE_BYTES_MAX, VAL_RUN_MAX, VAL_VALUE_MAX,
-    ZERO_RUN_MAX, dense_raise, to_dense,
+    Corrupted, HEADER_BYTES, REGISTER_COUNT, VAL_RUN_MAX, VAL_VALUE_MAX, ZERO_RUN_MAX, dense_raise,
+    to_dense,
 };
 
 /// One decoded opcode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Opcode {
+pub(super) enum Opcode {
     /// Registers at 0 (1..=64).
     Zero(usize),
     /// Registers at 0 (1..=16384), two bytes.
@@ -48,7 +48,7 @@ fn val_fields(byte: u8) -> (u8, usize) {
 
 /// The opcode at `position` and its length in bytes. An XZERO cut short by the end of the
 /// value reads its missing byte as 0, as Redis reads the string's terminating zero there.
-fn opcode_at(sparse: &[u8], position: usize) -> (Opcode, usize) {
+pub(super) fn opcode_at(sparse: &[u8], position: usize) -> (Opcode, usize) {
     let byte = sparse[position];
     if is_zero(byte) {
         (Opcode::Zero(usize::from(byte & 0x3f) + 1), 1)
@@ -120,8 +120,15 @@ pub(super) fn histogram(sparse: &[u8], histogram: &mut [u64; 64]) -> Result<(), 
 
 /// Raises register `index` of sparse `value` to `run`: whether it was lower. Splits the
 /// opcode holding it, merges equal VAL neighbours, and turns the value dense when `run` does
-/// not fit a VAL opcode or the value would pass [`SPARSE_BYTES_MAX`].
-pub(super) fn raise(value: &mut Vec<u8>, index: usize, run: u8) -> Result<bool, Corrupted> {
+/// not fit a VAL opcode or the value would grow past `sparse_bytes_max` (Redis's check: only
+/// a change that adds bytes promotes, so a value already past a lowered limit stays sparse
+/// until it grows).
+pub(super) fn raise(
+    value: &mut Vec<u8>,
+    index: usize,
+    run: u8,
+    sparse_bytes_max: usize,
+) -> Result<bool, Corrupted> {
     if run > VAL_VALUE_MAX {
         return promote(value, index, run);
     }
@@ -139,7 +146,7 @@ pub(super) fn raise(value: &mut Vec<u8>, index: usize, run: u8) -> Result<bool, 
                 1
             };
             if sequence.len() > nominal_bytes
-                && value.len() + sequence.len() - nominal_bytes > SPARSE_BYTES_MAX
+                && value.len() + sequence.len() - nominal_bytes > sparse_bytes_max
             {
                 return promote(value, index, run);
             }

@@ -20,7 +20,12 @@ fn added(n: usize) -> Vec<u8> {
     let mut value = empty();
     invalidate_cached_count(&mut value);
     for element in 0..n {
-        add(&mut value, format!("e{element}").as_bytes()).expect("a valid value");
+        add(
+            &mut value,
+            format!("e{element}").as_bytes(),
+            SPARSE_BYTES_MAX_DEFAULT,
+        )
+        .expect("a valid value");
     }
     value
 }
@@ -47,9 +52,9 @@ fn small_values_are_byte_for_byte_redis_sparse_values() {
     let mut value = empty();
     invalidate_cached_count(&mut value);
     for element in [&b"a"[..], b"b", b"c"] {
-        assert_eq!(add(&mut value, element), Ok(true));
+        assert_eq!(add(&mut value, element, SPARSE_BYTES_MAX_DEFAULT), Ok(true));
     }
-    assert_eq!(add(&mut value, b"b"), Ok(false));
+    assert_eq!(add(&mut value, b"b", SPARSE_BYTES_MAX_DEFAULT), Ok(false));
     assert_eq!(
         value,
         from_hex("48594c4c01000000000000000000008060f38050b1844bfb80425a")
@@ -119,14 +124,23 @@ fn sparse_and_dense_hold_the_same_registers_and_estimates() {
 #[test]
 fn a_register_above_32_promotes_a_sparse_value() {
     let mut value = empty();
-    assert_eq!(set_register(&mut value, 5, 32), Ok(true));
+    assert_eq!(
+        set_register(&mut value, 5, 32, SPARSE_BYTES_MAX_DEFAULT),
+        Ok(true)
+    );
     assert_eq!(check(&value), Ok(Encoding::Sparse));
-    assert_eq!(set_register(&mut value, 9, 33), Ok(true));
+    assert_eq!(
+        set_register(&mut value, 9, 33, SPARSE_BYTES_MAX_DEFAULT),
+        Ok(true)
+    );
     assert_eq!(check(&value), Ok(Encoding::Dense));
     let registers = registers_of(&value);
     assert_eq!((registers[5], registers[9], registers[10]), (32, 33, 0));
     assert_eq!(cached_count(&value), None);
-    assert_eq!(set_register(&mut value, 9, 20), Ok(false));
+    assert_eq!(
+        set_register(&mut value, 9, 20, SPARSE_BYTES_MAX_DEFAULT),
+        Ok(false)
+    );
 }
 
 #[test]
@@ -140,13 +154,40 @@ fn sparse_values_never_pass_the_sparse_limit() {
         let index = (state >> 40) as usize % REGISTER_COUNT;
         let run = (state >> 20) as u8 % 32 + 1;
         let before = registers_of(&value)[index];
-        assert_eq!(set_register(&mut value, index, run), Ok(run > before));
+        assert_eq!(
+            set_register(&mut value, index, run, SPARSE_BYTES_MAX_DEFAULT),
+            Ok(run > before)
+        );
         if check(&value) == Ok(Encoding::Sparse) {
-            assert!(value.len() <= SPARSE_BYTES_MAX, "{}", value.len());
+            assert!(value.len() <= SPARSE_BYTES_MAX_DEFAULT, "{}", value.len());
         }
         assert_eq!(registers_of(&value)[index], run.max(before));
     }
     assert_eq!(check(&value), Ok(Encoding::Dense));
+}
+
+/// `hll-sparse-max-bytes` moves the promotion: a lower limit turns a value dense sooner, the
+/// value never passes it while sparse, and both encodings hold the same registers.
+#[test]
+fn a_lower_sparse_limit_promotes_sooner_and_is_never_passed() {
+    for limit in [0, 30, 300] {
+        let mut value = empty();
+        let mut promoted_at = None;
+        for element in 0..2000 {
+            add(&mut value, format!("e{element}").as_bytes(), limit).expect("a valid value");
+            match check(&value) {
+                Ok(Encoding::Sparse) => assert!(value.len() <= limit.max(empty().len())),
+                _ => {
+                    promoted_at.get_or_insert(element);
+                }
+            }
+        }
+        let promoted_at = promoted_at.expect("2000 elements pass every limit tried");
+        if limit == 0 {
+            assert_eq!(promoted_at, 0);
+        }
+        assert_eq!(registers_of(&value), registers_of(&added(2000)));
+    }
 }
 
 #[test]
@@ -172,7 +213,10 @@ fn headers_that_are_not_hll_are_refused() {
     let bare = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0";
     assert_eq!(check(bare), Ok(Encoding::Sparse));
     assert_eq!(count(bare), Err(Corrupted));
-    assert_eq!(add(&mut bare.to_vec(), b"x"), Err(Corrupted));
+    assert_eq!(
+        add(&mut bare.to_vec(), b"x", SPARSE_BYTES_MAX_DEFAULT),
+        Err(Corrupted)
+    );
 }
 
 #[test]
@@ -221,7 +265,7 @@ fn random_bytes_after_a_sparse_header_never_panic() {
         let _ = merge_into(&mut registers, &value);
         let mut changed = value.clone();
         let element = format!("{round}");
-        if add(&mut changed, element.as_bytes()).is_ok() {
+        if add(&mut changed, element.as_bytes(), SPARSE_BYTES_MAX_DEFAULT).is_ok() {
             assert!(check(&changed).is_ok());
         }
         let _ = to_dense(&mut value);
