@@ -346,6 +346,69 @@ def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server,
         admin.config_set("busy-reply-threshold", 5000)
 
 
+def test_exec_past_busy_reply_threshold_aborts_the_transaction_and_ends_it(resp_server, key):
+    """Redis's multi.tcl "EXEC and script timeout": EXEC that arrives while a script runs past
+    busy-reply-threshold answers `EXECABORT ... because of: BUSY ...` and leaves MULTI.
+    Osprey answered plain BUSY and kept the client inside MULTI, so the suite's next commands
+    were queued (its SCRIPT KILL too) and the script ran on."""
+    admin = resp_server.redis()
+    admin.config_set("busy-reply-threshold", 200)
+    try:
+        looping = long_client(resp_server)
+        thread, outcome = run_in_thread(lambda: looping.eval("while true do end", 0))
+        client = resp_server.redis()
+        connection = client.connection_pool.get_connection()
+        try:
+            def busy() -> bool:
+                try:
+                    client.ping()
+                    return False
+                except redis.ResponseError as error:
+                    return str(error).startswith("BUSY")
+
+            assert harness.wait_until(busy, 10)
+            replies = []
+            for command in (("MULTI",), ("INCR", key), ("EXEC",), ("PING",)):
+                connection.send_command(*command)
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:
+                    replies.append(error)
+            assert replies[0] == b"OK"
+            assert str(replies[1]).startswith("BUSY Redis is busy running a script")
+            # redis-py takes the EXECABORT code off the message into the exception's class.
+            assert isinstance(replies[2], redis.exceptions.ExecAbortError)
+            assert str(replies[2]) == ("Transaction discarded because of: BUSY Redis is busy "
+                                       "running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+            # Out of MULTI: the next command is not queued (it meets the script, as any does).
+            assert str(replies[3]).startswith("BUSY")
+        finally:
+            client.connection_pool.release(connection)
+        assert admin.script_kill() is True
+        thread.join(timeout=10)
+        assert client.ping() is True
+    finally:
+        admin.config_set("busy-reply-threshold", 5000)
+
+
+def test_a_server_asked_to_stop_stops_a_script_that_never_ends(key):
+    """SIGTERM while a script looped forever: the script's connection waited for its reply past
+    the shutdown grace period and the pool for the script, so the server never exited. It now
+    stops the script (as SHUTDOWN NOSAVE does) and exits with 0."""
+    server = harness.start_server(
+        namespaces=[harness.namespace("test")], tag="osprey-script-at-shutdown")
+    looping = redis.Redis(host="127.0.0.1", port=server.resp_port, socket_timeout=30)
+    thread, outcome = run_in_thread(
+        lambda: looping.eval("redis.call('SET', KEYS[1], 'w') while true do end", 1, key))
+    assert harness.wait_until(lambda: server.redis().info("stats") is not None, 5)
+    time.sleep(0.3)
+    server.close_clients()
+    server.stop()  # asserts exit code 0 within its time limit
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert outcome.get("error") is not None
+
+
 def test_a_command_that_waits_for_a_script_is_answered_once_it_ends(resp_server, key):
     """A command that arrives while a script runs, before busy-reply-threshold, waits and is
     answered once the script ends; on a bare connection (no reconnect-and-retry by the client),

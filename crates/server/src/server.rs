@@ -105,6 +105,8 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     drop(resp_listener);
     drop(admin_listener);
     let _ = shutdown_sender.send(true);
+    // A script still running would hold its connection, and the pool, past the grace period.
+    state.scripts.stop_for_shutdown();
     let all_closed = async {
         for door in [&aerospike, &resp, &admin] {
             door.all_closed().await;

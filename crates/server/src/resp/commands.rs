@@ -94,7 +94,10 @@ const NAME_BYTES_MAX: usize = 32;
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     if let Some(after) = scripting::while_busy(session, args, reply) {
-        if after == After::Continue {
+        if after == After::Continue && args.is_command(b"exec") {
+            // Answered EXECABORT: the transaction is over, as Redis's `execCommandAbort` ends it.
+            transactions::discard_all(session);
+        } else if after == After::Continue {
             // Answered BUSY: inside MULTI the refusal dooms the transaction, as any command
             // Redis rejects before queuing it does (EXEC then answers EXECABORT).
             transactions::doom(session);

@@ -240,6 +240,18 @@ impl Scripts {
         }
     }
 
+    /// At shutdown: stops the script running, at its next check, whether it wrote or not (as
+    /// Redis's SHUTDOWN NOSAVE does): what it wrote is already applied, as it would be after
+    /// a kill of the process, and the pool can then stop instead of waiting for it forever.
+    pub fn stop_for_shutdown(&self) {
+        if let Some(running) = self.running() {
+            if running.wrote.load(Ordering::Relaxed) {
+                tracing::warn!("stopping a script that wrote, at shutdown: its writes stay");
+            }
+            running.killed.store(true, Ordering::Relaxed);
+        }
+    }
+
     fn cached(&self, sha: &str) -> Option<Arc<Script>> {
         self.cache.lock().scripts.get(sha).cloned()
     }
@@ -364,7 +376,15 @@ pub fn while_busy(session: &Session, args: &Args, reply: &mut Reply<'_>) -> Opti
         .threshold()
         .is_some_and(|threshold| running.started.elapsed() >= threshold)
     {
-        reply.error(running.kind.busy());
+        if session.transaction.is_some() && args.is_command(b"exec") {
+            // Redis's `rejectCommand` of EXEC aborts the transaction, naming why.
+            reply.error(&format!(
+                "EXECABORT Transaction discarded because of: {}",
+                running.kind.busy()
+            ));
+        } else {
+            reply.error(running.kind.busy());
+        }
         return Some(After::Continue);
     }
     // On the pool or inside EXEC the command waits at the namespace's gate instead.

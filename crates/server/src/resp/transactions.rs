@@ -86,6 +86,13 @@ pub fn in_exec() -> bool {
     IN_EXEC.with(Cell::get)
 }
 
+/// Ends the transaction and its watches, as an aborted EXEC does.
+pub fn discard_all(session: &mut Session) {
+    if session.transaction.take().is_some() {
+        session.watched.clear();
+    }
+}
+
 /// Inside MULTI, makes EXEC refuse the transaction (a command was refused before queuing).
 pub fn doom(session: &mut Session) {
     if let Some(transaction) = session.transaction.as_mut() {
