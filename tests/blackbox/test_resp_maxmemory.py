@@ -116,3 +116,22 @@ def test_the_limit_is_reported_and_takes_units(o):
     finally:
         o.config_set("maxmemory", 0)
     assert o.info("memory")["maxmemory"] == 0
+
+
+def test_the_limit_counts_the_scripts_as_redis_counts_its_whole_server(o, real_redis):
+    """Redis's `Script - disallow write on OOM` sets `maxmemory 1` over an empty data set and
+    expects a script's SET refused: Redis's used_memory is never near 0. Osprey's counted the
+    data set alone, so the SET passed, the test stopped before lifting the limit, and every
+    write of the units after it failed. The figure now counts the clients' buffers and the
+    scripts (cached bodies and the Lua state) too."""
+    def run(client: redis.Redis) -> list:
+        client.flushall()
+        client.script_load("return 1")
+        client.config_set("maxmemory", 1)
+        try:
+            return replies(client, [("EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", "k")])
+        finally:
+            client.config_set("maxmemory", 0)
+
+    assert run(o) == run(real_redis)
+    assert o.info("memory")["used_memory"] > o.info("memory")["used_memory_dataset"]

@@ -3,7 +3,8 @@
 //! deletes and the rest go on.
 //!
 //! The memory compared is INFO's `used_memory`: the namespace's data, primary-index and
-//! set-index bytes. Summing it takes every partition's lock, so the figure is kept and summed
+//! set-index bytes, the clients' buffers and the scripts' memory. Summing it takes every
+//! partition's lock, so the figure is kept and summed
 //! again at most every [`MEASURE_PERIOD_MS`] (and at once after CONFIG SET maxmemory): a limit
 //! is enforced within that period of being passed. With no limit (0, the default) a command
 //! pays one atomic load.

@@ -94,22 +94,29 @@ fn resp_summary(state: &ServerState) -> RespSummary {
     }
 }
 
-/// INFO's `used_memory`: the RESP namespace's data, primary-index and set-index bytes.
+/// INFO's `used_memory`, which `maxmemory` is compared with: what the RESP front end holds,
+/// as Redis's counts its whole server: the namespace's data, primary-index and set-index
+/// bytes, the clients' buffers, and the scripts (their cached bodies and the Lua state).
 pub fn used_memory_bytes(state: &ServerState) -> u64 {
     let namespace = state
         .namespace(state.config.resp_namespace().as_bytes())
         .expect("the RESP namespace is validated at start-up");
-    used_memory_of(&namespace.summary())
+    let (_, script_bytes, lua_bytes) = scripts_memory(state);
+    used_memory_of(state, &namespace.summary(), script_bytes + lua_bytes)
 }
 
-fn used_memory_of(ns: &NamespaceSummary) -> u64 {
-    ns.data_used_bytes + ns.index_used_bytes + ns.set_index_used_bytes
+fn used_memory_of(state: &ServerState, ns: &NamespaceSummary, scripts_bytes: u64) -> u64 {
+    let clients_bytes = state.client_memory.total_bytes() as u64;
+    ns.data_used_bytes
+        + ns.index_used_bytes
+        + ns.set_index_used_bytes
+        + clients_bytes
+        + scripts_bytes
 }
 
-fn write_section(text: &mut String, section: &str, state: &ServerState, summary: &RespSummary) {
-    let ns = &summary.namespace;
-    let uptime_s = state.started.elapsed().as_secs();
-    let used_memory = used_memory_of(ns);
+/// The cached scripts' count and bytes, and the Lua state's bytes (the last seen while a
+/// script holds the state).
+fn scripts_memory(state: &ServerState) -> (usize, u64, u64) {
     let (scripts, script_bytes, lua_bytes) = state.scripts.cache_figures();
     let lua_bytes = match lua_bytes {
         Some(bytes) => {
@@ -119,6 +126,14 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         }
         None => LUA_BYTES_SEEN.load(Ordering::Relaxed),
     };
+    (scripts, script_bytes as u64, lua_bytes)
+}
+
+fn write_section(text: &mut String, section: &str, state: &ServerState, summary: &RespSummary) {
+    let ns = &summary.namespace;
+    let uptime_s = state.started.elapsed().as_secs();
+    let (scripts, script_bytes, lua_bytes) = scripts_memory(state);
+    let used_memory = used_memory_of(state, ns, script_bytes + lua_bytes);
     let _ = match section {
         "server" => write!(
             text,
