@@ -264,10 +264,10 @@ def test_pubsub_introspection(resp_server):
     assert harness.wait_until(lambda: r.pubsub_channels(prefix + "*") == [], 5)
 
 
-def keyspace_events(port: int, prefix: str, writes=None) -> list[tuple[bytes, bytes]]:
+def keyspace_events(port: int, prefix: str, writes=None, flags="KEA") -> list[tuple[bytes, bytes]]:
     """The notifications a fixed series of writes causes on a server, in order."""
     r = redis.Redis(port=port)
-    r.config_set("notify-keyspace-events", "KEA")
+    r.config_set("notify-keyspace-events", flags)
     p = r.pubsub()
     p.psubscribe("__key*__:*")
     p.get_message(timeout=2)
@@ -301,6 +301,25 @@ def test_keyspace_notifications_are_the_events_redis_publishes(resp_server, real
     expected = keyspace_events(real_redis_port, prefix)
     assert (f"__keyevent@0__:rename_to".encode(), f"{prefix}t".encode()) in expected
     assert keyspace_events(resp_server.resp_port, prefix) == expected
+
+
+def test_new_key_events_are_the_ones_redis_publishes(resp_server, real_redis_port):
+    """Class `n` (`new`) was not told, and Redis's pubsub unit waited for ever on "new key
+    test". A key a command creates is told as `new` before the command's own event; a second
+    write of it is not."""
+    prefix = harness.unique("new") + ":"
+    writes = [
+        ("SET", f"{prefix}a", "1"), ("SET", f"{prefix}a", "2"), ("SET", f"{prefix}b", "1"),
+        ("LPUSH", f"{prefix}l", "x"), ("LPUSH", f"{prefix}l", "y"), ("HSET", f"{prefix}h", "f", "v"),
+        ("SADD", f"{prefix}s", "m"), ("ZADD", f"{prefix}z", "1", "m"), ("INCR", f"{prefix}n"),
+        ("RENAME", f"{prefix}b", f"{prefix}c"), ("DEL", f"{prefix}a"), ("SET", f"{prefix}a", "3"),
+    ]
+    for flags in ("En", "KEAn"):
+        expected = keyspace_events(real_redis_port, prefix, writes, flags)
+        assert (b"__keyevent@0__:new", f"{prefix}a".encode()) in expected
+        assert keyspace_events(resp_server.resp_port, prefix, writes, flags) == expected
+        redis.Redis(port=real_redis_port).delete(*[f"{prefix}{k}" for k in "abclhszn"])
+        resp_server.redis().delete(*[f"{prefix}{k}" for k in "abclhszn"])
 
 
 def expiry_events(r: redis.Redis, prefix: str) -> list[tuple[bytes, bytes]]:

@@ -291,6 +291,8 @@ const DELETING_ALONE: &[&str] = &[
 pub struct Pending {
     events: &'static Events,
     watched: Vec<(usize, &'static str, Watch)>,
+    /// With class `n` on: whether each watched key existed before the command.
+    existed: Vec<bool>,
     /// XREADGROUP, XCLAIM, XAUTOCLAIM: each stream key's position, with whether the consumer
     /// existed in its group before the command.
     consumers: Vec<(usize, bool)>,
@@ -339,6 +341,7 @@ pub fn before(session: &Session, name: &str, args: &Args) -> Option<Pending> {
         return Some(Pending {
             events: &CONSUMER_CREATING,
             watched: Vec::new(),
+            existed: Vec::new(),
             consumers,
         });
     }
@@ -352,20 +355,25 @@ pub fn before(session: &Session, name: &str, args: &Args) -> Option<Pending> {
             .chain(STREAM_EVENTS)
             .find(|events| events.command == name)?
     };
-    if flags & events.class == 0 && flags & GENERIC == 0 {
+    if flags & (events.class | GENERIC | NEW) == 0 {
         return None;
     }
     let namespace = crate::resp::keys::namespace_of(&session.state);
     let mut watched = Vec::new();
+    let mut existed = Vec::new();
     for &(keys, event) in events.keys {
         for position in key_positions(keys, args.len()) {
             let target = Target::of(&session.state, session.database, args.get(position));
             watched.push((position, event, namespace.watch(target.digest())));
+            if flags & NEW != 0 {
+                existed.push(target.view(|current| current.is_some()).unwrap_or(false));
+            }
         }
     }
     Some(Pending {
         events,
         watched,
+        existed,
         consumers: Vec::new(),
     })
 }
@@ -379,14 +387,27 @@ pub fn after(session: &Session, args: &Args, pending: Pending) {
             notify(session, flags, STREAM, "xgroup-createconsumer", key);
         }
     }
-    for (position, event, watch) in &pending.watched {
-        if !watch.is_dirty() {
-            continue;
+    let exists: Vec<Option<bool>> = pending
+        .watched
+        .iter()
+        .map(|(position, _, watch)| {
+            let target = Target::of(&session.state, session.database, args.get(*position));
+            watch
+                .is_dirty()
+                .then(|| target.view(|current| current.is_some()).unwrap_or(false))
+        })
+        .collect();
+    // `new` comes first, as Redis tells it when the key is added, before the command's events.
+    for (index, (position, _, _)) in pending.watched.iter().enumerate() {
+        if exists[index] == Some(true) && pending.existed.get(index) == Some(&false) {
+            notify(session, flags, NEW, "new", args.get(*position));
         }
+    }
+    for (index, (position, event, _)) in pending.watched.iter().enumerate() {
+        let Some(exists) = exists[index] else {
+            continue;
+        };
         let key = args.get(*position);
-        let exists = Target::of(&session.state, session.database, key)
-            .view(|current| current.is_some())
-            .unwrap_or(false);
         let gone = !exists;
         if !(gone && DELETING_ALONE.contains(event)) {
             notify(session, flags, pending.events.class, event, key);
