@@ -71,7 +71,9 @@ SEQUENCES = {
         ("EVAL", "#!lua\nreturn 1", "0"),
         ("EVAL", "#!lua flags=no-writes\nreturn 2", "0"),
         ("EVAL", "#!lua flags=allow-oom\nreturn redis.call('SET', KEYS[1], 'w')", "1", "{k}"),
-        ("GET", "{k}")],
+        ("GET", "{k}"),
+        ("EVAL", "#!lua flags=\nreturn 3", "0"),
+        ("EVAL", "#!lua flags=no-writes\nreturn redis.call('SET', KEYS[1], 'v')", "1", "{k}")],
 }
 
 

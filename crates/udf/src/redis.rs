@@ -135,7 +135,9 @@ pub fn parse_shebang(body: &[u8]) -> Result<ParsedScript, String> {
         let Some(list) = part.strip_prefix("flags=") else {
             return Err(format!("Unknown lua shebang option: {part}"));
         };
-        for flag in list.split(',') {
+        // `flags=` alone is an empty list: no flag (the script may write, and is refused whole
+        // past `maxmemory`), as Redis reads it.
+        for flag in list.split(',').filter(|flag| !flag.is_empty()) {
             match flag {
                 "no-writes" => flags.no_writes = true,
                 "allow-oom" => flags.allow_oom = true,

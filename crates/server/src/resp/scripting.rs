@@ -691,6 +691,11 @@ impl SessionHost<'_> {
         if not_allowed_from_script(&name, args) && !deny_lifted {
             return Some("ERR This Redis command is not allowed from script");
         }
+        // Redis's order: a read-only script's write is refused as such before `maxmemory` is
+        // looked at (a read-only script never meets the limit).
+        if is_write(&name) && self.read_only {
+            return Some("ERR Write commands are not allowed from read-only scripts.");
+        }
         // Redis's `scriptVerifyOOM`: past `maxmemory`, a call that may grow the data set fails
         // until the script has written (then it is not stopped halfway).
         if !self.allow_oom
@@ -701,9 +706,6 @@ impl SessionHost<'_> {
             return Some(memory_limit::OOM);
         }
         if is_write(&name) {
-            if self.read_only {
-                return Some("ERR Write commands are not allowed from read-only scripts.");
-            }
             self.running.wrote.store(true, Ordering::Relaxed);
         }
         if state.is_clustered()

@@ -203,6 +203,9 @@ fn shebang_flags_parse_and_unknown_ones_are_refused() {
     let parsed = parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").expect("flags");
     assert!(parsed.flags.no_writes && parsed.flags.allow_oom && !parsed.flags.compat);
     assert_eq!(parsed.code_offset, 31);
+    // `flags=` alone: no flag, not an unknown empty one.
+    let empty = parse_shebang(b"#!lua flags=\nreturn 1").expect("no flags");
+    assert!(!empty.flags.compat && !empty.flags.no_writes && !empty.flags.allow_oom);
     assert_eq!(
         parse_shebang(b"#!lua flags=bogus\n"),
         Err("Unexpected flag in script shebang: bogus".to_owned())
