@@ -175,14 +175,7 @@ const ALWAYS_IN_MULTI: [&[u8]; 4] = [b"exec", b"discard", b"quit", b"reset"];
 mod tests {
     use super::*;
 
-    fn args(words: &[&str]) -> Args {
-        let parts: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
-        let mut encoded = Vec::new();
-        wire_resp::encode_command(&mut encoded, &parts);
-        let mut args = Args::new();
-        wire_resp::decode_request(&encoded, &mut args).expect("decodes");
-        args
-    }
+    use crate::resp::args_of as args;
 
     #[test]
     fn the_commands_that_may_grow_are_redis_denyoom_ones() {

@@ -262,6 +262,17 @@ pub fn parse_double(bytes: &[u8]) -> Option<f64> {
     (!value.is_nan()).then_some(value)
 }
 
+/// A request of `words`, as the connection decodes one (for unit tests).
+#[cfg(test)]
+pub(crate) fn args_of(words: &[&str]) -> wire_resp::Args {
+    let mut args = wire_resp::Args::default();
+    let mut request = Vec::new();
+    let words: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
+    wire_resp::encode_command(&mut request, &words);
+    wire_resp::decode_request(&request, &mut args).expect("decodes");
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -365,14 +365,7 @@ fn zmpop(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
 mod tests {
     use super::*;
 
-    fn args(words: &[&str]) -> Args {
-        let mut args = Args::default();
-        let mut request = Vec::new();
-        let words: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
-        wire_resp::encode_command(&mut request, &words);
-        wire_resp::decode_request(&request, &mut args).expect("decodes");
-        args
-    }
+    use crate::resp::args_of as args;
 
     #[test]
     fn multi_pop_arguments_are_checked_in_redis_order() {

@@ -510,14 +510,7 @@ mod tests {
         assert_eq!(weighted(f64::INFINITY, -1.0), f64::NEG_INFINITY);
     }
 
-    fn args(words: &[&str]) -> Args {
-        let mut args = Args::default();
-        let mut request = Vec::new();
-        let words: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
-        wire_resp::encode_command(&mut request, &words);
-        wire_resp::decode_request(&request, &mut args).expect("decodes");
-        args
-    }
+    use crate::resp::args_of as args;
 
     #[test]
     fn options_follow_each_command() {
