@@ -1157,11 +1157,11 @@ const SCRIPTS_IN_TURN_MAX: usize = 64;
 
 /// Runs, on the pool, the complete requests at the head of `input` while they are scripts
 /// (EVAL, EVALSHA, FCALL and their read-only forms), which would each ask for the pool again,
-/// consuming each one run. Stops before anything else, on a script that must wait for
-/// another one (left in the input, as `Connection::answer_step` leaves it), and where a
-/// step would end: replies of `OUTPUT_FLUSH_BYTES`, a paused command, a transaction, a
-/// subscribed client (its messages go out between steps), or a cluster (scripts there may
-/// be forwarded, which the runtime does).
+/// consuming each one run (one that meets another client's script waits for its turn here,
+/// as any script on the pool does). Stops before anything else, and where a step would end:
+/// replies of `OUTPUT_FLUSH_BYTES`, a paused command, a transaction, a subscribed client (its
+/// messages go out between steps), or a cluster (scripts there may be forwarded, which the
+/// runtime does).
 fn run_scripts_in_turn(
     session: &mut Session,
     args: &mut wire_resp::Args,
@@ -1185,12 +1185,7 @@ fn run_scripts_in_turn(
         if !script || session.state.resp_clients.holds(args, None) {
             break;
         }
-        let filling_before = filling.len();
         ran = execute_into(session, args, filling, limit);
-        if ran.0 == After::AwaitScript {
-            filling.truncate(filling_before);
-            return (After::Continue, (false, false));
-        }
         input.advance(size_bytes);
         if ran != (After::Continue, (false, false)) {
             break;
