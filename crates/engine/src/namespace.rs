@@ -54,6 +54,8 @@ pub struct Namespace {
     pub(crate) sindexes: SecondaryIndexes,
     /// Where committed changes go (see `commit.rs`); unset on a single node.
     pub(crate) change_sink: OnceLock<Arc<dyn ChangeSink>>,
+    /// Told of the records the server removes itself (see `commit.rs`); unset but for the
+    /// namespace Redis commands use.
     pub(crate) removal_listener: OnceLock<Arc<dyn crate::commit::RemovalListener>>,
     /// On a cluster, set while this node cannot reach a quorum of the metadata group: client
     /// writes are refused (UNAVAILABLE) rather than applied on a side that may be failed over.
