@@ -378,35 +378,28 @@ local load_redis = {
 }
 -- A missing field of the load API reads as Redis words it (its tables share the globals'
 -- error metatable).
-local load_redis_proxy = {}
-protected[load_redis_proxy] = true
-raw_setmetatable(load_redis_proxy, {
-  __index = function(_, name)
-    local value = load_redis[name]
-    if value == nil then
-      raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    return value
-  end,
-  __newindex = refuse,
-  __metatable = false,
-})
+-- A read-only view of what `source()` answers, whose missing fields raise Redis's error.
+local function strict_proxy(source)
+  local proxy = {}
+  protected[proxy] = true
+  raw_setmetatable(proxy, {
+    __index = function(_, name)
+      local value = source()[name]
+      if value == nil then
+        raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+      end
+      return value
+    end,
+    __newindex = refuse,
+    __metatable = false,
+  })
+  return proxy
+end
+local load_redis_proxy = strict_proxy(function() return load_redis end)
 local load_api = { redis = load_redis_proxy }
 local api = G
 
-local fenv = {}
-protected[fenv] = true
-raw_setmetatable(fenv, {
-  __index = function(_, name)
-    local value = api[name]
-    if value == nil then
-      raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    return value
-  end,
-  __newindex = refuse,
-  __metatable = false,
-})
+local fenv = strict_proxy(function() return api end)
 
 -- Runs a library's code: true and the functions it registered, or false and Redis's text.
 local function load_library(f)
