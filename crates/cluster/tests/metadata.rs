@@ -128,6 +128,23 @@ impl Cluster {
         self.groups.insert(id, group);
     }
 
+    /// Starts node `id` again on an empty disk, as a new incarnation (another boot id): what
+    /// a node that left the group and lost its store looks like when it comes back.
+    async fn start_wiped(&mut self, id: NodeId, boot_id: u64) {
+        self.disks.insert(id, Arc::new(MemoryDisk::new()));
+        let disk: Arc<dyn MetaDisk> = self.disks[&id].clone();
+        let transport = self.network.transport(id);
+        let info = NodeInfo {
+            boot_id,
+            ..info(id)
+        };
+        let group = MetaGroup::start(id, info, disk, transport, self.config.clone())
+            .await
+            .expect("a member starts");
+        self.network.attach(&group);
+        self.groups.insert(id, group);
+    }
+
     /// Starts `voters` and forms the group on the first of them.
     async fn with_voters(seed: u64, drop_per_mille: u64, voters: &[NodeId]) -> Self {
         let mut cluster = Self::new(seed, drop_per_mille, MetaConfig::default());
@@ -915,6 +932,82 @@ fn a_rejection_reaches_a_proposer_that_is_not_the_leader() {
         let forwarded = cluster.group(follower).propose_via_leader(command).await;
         let rejection = MetaRejection::UnknownNode { id: 42 };
         assert_eq!(forwarded, Err(MetaError::Rejected(rejection)));
+        cluster.shutdown().await;
+    });
+}
+
+/// The story: node 1 formed the group alone (the log's first membership names it as the only
+/// voter), nodes 2 and 3 joined, node 1 left and came back with an empty store. Catching up a
+/// few entries per message, it passed through that first membership, saw itself as the only
+/// voter and elected itself at once, at a higher term than the real leader's: the others
+/// followed it, and their committed log was overwritten (openraft then panicked applying it).
+/// A member that started empty now stands for election only once its log names this
+/// incarnation (its boot id) as a member.
+#[test]
+fn a_wiped_member_coming_back_does_not_elect_itself_from_an_old_membership() {
+    run_seeded("wiped_member", 5, |seed| async move {
+        let mut cluster = Cluster::new(seed, 0, MetaConfig::default());
+        for id in [1, 2, 3] {
+            cluster.start(id).await;
+        }
+        let alone = BTreeMap::from([(1, info(1))]);
+        cluster
+            .group(1)
+            .bootstrap(alone)
+            .await
+            .expect("bootstrap once");
+        cluster.wait_leader(&[1]).await;
+        for id in [2, 3] {
+            cluster
+                .group(1)
+                .add_learner(id, info(id))
+                .await
+                .expect("learner added");
+        }
+        let all = BTreeSet::from([1, 2, 3]);
+        cluster
+            .group(1)
+            .change_voters(all, false)
+            .await
+            .expect("three voters");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut model = Model::default();
+        propose_random(&cluster, &[1, 2, 3], &mut model, &mut rng, 40).await;
+        let leader = cluster.group(1).clone();
+        leader
+            .change_voters(BTreeSet::from([2, 3]), false)
+            .await
+            .expect("node 1 leaves");
+        let others = [2, 3];
+        let new_leader = cluster.wait_leader(&others).await;
+        let term = cluster.group(new_leader).metrics().borrow().current_term;
+        cluster.network.detach(1);
+        leader.shutdown().await.expect("a clean stop");
+        cluster.groups.remove(&1);
+
+        cluster.start_wiped(1, 2).await;
+        // Lost messages leave node 1 waiting between batches, past election ticks.
+        cluster.network.set_drop_per_mille(300);
+        let new_info = NodeInfo {
+            boot_id: 2,
+            ..info(1)
+        };
+        cluster
+            .group(new_leader)
+            .add_learner(1, new_info)
+            .await
+            .expect("learner added");
+        let version = propose_random(&cluster, &others, &mut model, &mut rng, 5).await;
+        cluster.network.set_drop_per_mille(0);
+        let state = cluster.wait_converged(&[1, 2, 3], version).await;
+        model.check(&state);
+        assert_eq!(state.voters, BTreeSet::from(others));
+        assert_eq!(cluster.agreed_leader(&[1, 2, 3]), Some(new_leader));
+        let metrics = cluster.group(new_leader).metrics().borrow().clone();
+        assert_eq!(
+            metrics.current_term, term,
+            "no election since node 1 came back"
+        );
         cluster.shutdown().await;
     });
 }

@@ -3,6 +3,8 @@
 //! Invariants:
 //! - [`MetaGroup::bootstrap`] initializes only a store that was empty when the node started; a
 //!   restarted node recovers from its store and rejoins without it.
+//! - A member that started with an empty store stands for election only once its log names this
+//!   incarnation as a member (see [`stand_for_election_once_named`]).
 //! - Every wait has a deadline ([`MetaConfig::propose_timeout_ms`]): a node cut off from the
 //!   majority reports [`MetaError::Timeout`] instead of hanging. A timed-out command is in doubt:
 //!   it may still commit.
@@ -193,6 +195,38 @@ impl MetaConfig {
     }
 }
 
+/// Keeps a member that started with an empty store out of elections until its log names this
+/// incarnation (`boot_id`) as a member.
+///
+/// Such a member catches up from the leader a few entries at a time, and passes through every
+/// old membership of the log. If one of them made this node id a voter (a node that formed the
+/// group alone, left it, and came back without its store), openraft would see a voter and stand
+/// for election from an old state: alone in a one-voter membership it wins at once, at a term
+/// above the real leader's, and the others' committed entries get overwritten. A membership
+/// that carries this incarnation's boot id was written after it was added, so it is current.
+fn stand_for_election_once_named(raft: &Raft<TypeConfig>, node_id: NodeId, boot_id: u64) {
+    raft.runtime_config().elect(false);
+    let raft = raft.clone();
+    let mut metrics = raft.metrics();
+    tokio::spawn(async move {
+        loop {
+            let named = metrics
+                .borrow_and_update()
+                .membership_config
+                .membership()
+                .get_node(&node_id)
+                .is_some_and(|info| info.boot_id == boot_id);
+            if named {
+                raft.runtime_config().elect(true);
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 impl MetaGroup {
     /// Starts node `node_id`'s member on the store in `disk`, recovering whatever it holds.
     ///
@@ -219,6 +253,9 @@ impl MetaGroup {
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| MetaError::Fatal(Box::new(e)))?;
+        if pristine_at_start {
+            stand_for_election_once_named(&raft, node_id, info.boot_id);
+        }
         let inner = GroupInner {
             node_id,
             info,
