@@ -626,10 +626,11 @@ impl ClusterNode {
         let forming = tokio::spawn(Arc::clone(self).form_and_manage());
         let migrating = tokio::spawn(Arc::clone(self).migrate());
         let guarding = tokio::spawn(Arc::clone(self).guard_writes());
+        let watching = tokio::spawn(Arc::clone(self).watch_links_continually());
         let queued = self.proposals_waiting.lock().take();
         let proposing = queued.map(|queued| tokio::spawn(Arc::clone(self).propose_queued(queued)));
         self.tasks.lock().extend(
-            [applying, forming, migrating, guarding]
+            [applying, forming, migrating, guarding, watching]
                 .into_iter()
                 .chain(proposing),
         );
@@ -759,8 +760,6 @@ impl ClusterNode {
                 self.rejoin().await;
             } else if self.meta.current_leader() == Some(self.me.0) {
                 self.manage().await;
-            } else {
-                self.watch_links(&state);
             }
             tokio::select! {
                 () = tokio::time::sleep(FORMATION_PERIOD) => {}

@@ -9,9 +9,9 @@
 //! suite's one-way test). Aerospike's clustering does the same: the cluster it forms is a
 //! clique of nodes that all hear each other, evicting the others.
 //!
-//! Every member watches the links every formation period, so that a node that becomes the
-//! leader during a cut (the cut may be what made the leader step down) knows which pairs were
-//! linked before it.
+//! Every member watches the links every formation period, on a task of its own that never
+//! waits for a commit, so that a node that becomes the leader during a cut (the cut may be what
+//! made the leader step down) knows which pairs were linked before it.
 //!
 //! Invariants:
 //! - Only a pair this node has seen linked both ways, while both stayed live to it without a
@@ -23,6 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::metadata::ClusterState;
@@ -45,6 +46,23 @@ pub(super) struct Link {
 pub(super) type Hearing = BTreeMap<u64, Option<BTreeSet<u64>>>;
 
 impl ClusterNode {
+    /// Watches the links every formation period until the node stops.
+    ///
+    /// Not in the formation loop: that one waits for commits (an election, a proposal through
+    /// a new leader), and a pause past the heartbeat timeout there would forget the links seen
+    /// before a cut (seed 612425161: the node elected during a one-way drop had dropped the
+    /// cut pair while it campaigned, and never removed either node).
+    pub(super) async fn watch_links_continually(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            self.watch_links(&self.meta.state());
+            tokio::select! {
+                () = tokio::time::sleep(super::FORMATION_PERIOD) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
     /// On the leader: a member to remove because it and another live member have not heard
     /// each other (one way or both) for the heartbeat timeout. Of the two, the one fewer
     /// members hear goes (the larger id on a tie), never this node.
