@@ -137,3 +137,25 @@ def test_the_limit_counts_the_scripts_as_redis_counts_its_whole_server(o, real_r
 
     assert run(o) == run(real_redis)
     assert o.info("memory")["used_memory"] > o.info("memory")["used_memory_dataset"]
+
+
+def test_a_script_on_a_fresh_empty_server_meets_the_limit():
+    """The story: Redis's own suite sets `maxmemory 1` and runs a script's SET first thing on a
+    fresh server. There Osprey held no data, no client buffer and no measured Lua state, so its
+    `used_memory` was 0, not past 1, and the SET was served. The Lua state is now measured as
+    each run starts, and counted while the run holds it."""
+    server = harness.start_server(
+        service={},
+        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
+        tag="osprey-fresh-maxmemory",
+    )
+    try:
+        client = server.redis()
+        client.config_set("maxmemory", 1)
+        with pytest.raises(redis.ResponseError, match="command not allowed when used memory"):
+            client.eval("redis.call('set', 'x', 1)", 0)
+        client.config_set("maxmemory", 0)
+        assert client.get("x") is None
+    finally:
+        server.close_clients()
+        server.stop()

@@ -140,6 +140,9 @@ pub struct Scripts {
     cache: Mutex<ScriptCache>,
     /// The engine and the cache generation its functions belong to; built on first use.
     engine: Mutex<Option<(u64, RedisScripting)>>,
+    /// The engine's Lua state's bytes when last seen: as each run starts, and whenever INFO
+    /// or `maxmemory` finds no run holding it (a run that holds it counts what it was).
+    lua_bytes_seen: AtomicU64,
     generation: AtomicU64,
     running: Mutex<Option<Arc<Running>>>,
     /// Whether a script runs: the cheap check every command makes.
@@ -173,6 +176,7 @@ impl Default for Scripts {
         Scripts {
             cache: Mutex::default(),
             engine: Mutex::new(None),
+            lua_bytes_seen: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             running: Mutex::new(None),
             active: AtomicBool::new(false),
@@ -187,17 +191,22 @@ impl Default for Scripts {
 impl Scripts {
     /// INFO's figures: the cached scripts, their bytes, and the Lua state's bytes (`None`
     /// while a script holds the state, or before the first script built it).
-    pub(super) fn cache_figures(&self) -> (usize, usize, Option<usize>) {
+    pub(super) fn cache_figures(&self) -> (usize, usize, u64) {
         let (count, bytes) = {
             let cache = self.cache.lock();
             (cache.scripts.len(), cache.bytes)
         };
-        let lua_bytes = self.engine.try_lock().and_then(|engine| {
-            engine
-                .as_ref()
-                .map(|(_, scripting)| scripting.used_memory_bytes())
-        });
-        (count, bytes, lua_bytes)
+        if let Some(engine) = self.engine.try_lock()
+            && let Some((_, scripting)) = engine.as_ref()
+        {
+            self.see_lua_bytes(scripting);
+        }
+        (count, bytes, self.lua_bytes_seen.load(Ordering::Relaxed))
+    }
+
+    fn see_lua_bytes(&self, scripting: &RedisScripting) {
+        let bytes = scripting.used_memory_bytes() as u64;
+        self.lua_bytes_seen.store(bytes, Ordering::Relaxed);
     }
 
     /// The script or function running now.
@@ -280,7 +289,10 @@ impl Scripts {
     fn with_engine<T>(&self, run: impl FnOnce(&mut RedisScripting) -> T) -> Result<T, String> {
         let mut slot = self.engine.lock();
         let generation = self.generation.load(Ordering::Acquire);
-        engine_in(&mut slot, generation).map(run)
+        let engine = engine_in(&mut slot, generation)?;
+        // Seen before the run holds it: `maxmemory` counts it during the run.
+        self.see_lua_bytes(engine);
+        Ok(run(engine))
     }
 }
 

@@ -1,7 +1,7 @@
 //! INFO: what a Redis tool asks a server about itself, answered from live figures.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use engine::NamespaceSummary;
 use wire_resp::Args;
@@ -34,10 +34,6 @@ const SECTIONS: &[&str] = &[
 /// The sections of INFO with no argument and of `INFO default` (Redis's defaults; the same as
 /// `all` here, as Osprey has none of the extra ones).
 const DEFAULT_SECTIONS: &[&str] = SECTIONS;
-
-/// `used_memory_lua` last measured: a running script holds the Lua state, and INFO does not
-/// wait for it.
-static LUA_BYTES_SEEN: AtomicU64 = AtomicU64::new(0);
 
 /// INFO [section ...]: the default sections for no argument or `default`, every section for
 /// `all` or `everything`; names in any case, each section printed once, in Redis's order.
@@ -118,14 +114,6 @@ fn used_memory_of(state: &ServerState, ns: &NamespaceSummary, scripts_bytes: u64
 /// script holds the state).
 fn scripts_memory(state: &ServerState) -> (usize, u64, u64) {
     let (scripts, script_bytes, lua_bytes) = state.scripts.cache_figures();
-    let lua_bytes = match lua_bytes {
-        Some(bytes) => {
-            let bytes = bytes as u64;
-            LUA_BYTES_SEEN.store(bytes, Ordering::Relaxed);
-            bytes
-        }
-        None => LUA_BYTES_SEEN.load(Ordering::Relaxed),
-    };
     (scripts, script_bytes as u64, lua_bytes)
 }
 
