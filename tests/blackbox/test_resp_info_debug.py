@@ -224,12 +224,18 @@ ERRORS = [
     ("LPUSH", "{k}text", "x"),
     ("EVAL", "return redis.call('incr', KEYS[1])", "1", "{k}text"),
     ("EVAL", "return redis.call('lpush', KEYS[1], 'x')", "1", "{k}text"),
+    ("EVAL", "return redis.pcall('lpush', KEYS[1], 'x')", "1", "{k}text"),
+    ("EVAL", "return redis.error_reply('MY_CODE custom')", "0"),
+    ("EVAL", "return redis.error_reply('')", "0"),
+    ("EVAL", "error('raised')", "0"),
+    ("EVAL", "return {err = 'OWN table'}", "0"),
 ]
 
 
 def test_errorstats_count_the_same_errors_as_redis(rb, real_redis):
-    """Errors of commands, and of commands a script calls (counted once, as in Redis). An
-    error a script returns itself (`redis.error_reply`) is not counted by Osprey yet."""
+    """Errors of commands, of commands a script calls (counted once, where the command
+    answered, as in Redis, whether the script raises them or returns them), and errors a
+    script makes itself (`redis.error_reply`, `error()`, an `err` table)."""
     for client in (rb, real_redis):
         client.set("{k}text", "abc")
         client.config_resetstat()
@@ -239,7 +245,8 @@ def test_errorstats_count_the_same_errors_as_redis(rb, real_redis):
                 client.execute_command(*args)
     ours, theirs = rb.info("errorstats"), real_redis.info("errorstats")
     assert ours == theirs
-    assert ours["errorstat_WRONGTYPE"] == {"count": 2}
+    assert ours["errorstat_WRONGTYPE"] == {"count": 3}
+    assert ours["errorstat_MY_CODE"] == {"count": 1}
     assert rb.info("stats")["total_error_replies"] == real_redis.info("stats")["total_error_replies"]
     rb.config_resetstat()
     assert rb.info("errorstats") == {} and rb.info("stats")["total_error_replies"] == 0

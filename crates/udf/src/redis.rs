@@ -40,6 +40,10 @@ pub enum RedisValue {
     Status(Vec<u8>),
     /// An error, its text with the code and without the `-` (`ERR boom`): Lua `{err = text}`.
     Error(Vec<u8>),
+    /// An error a command answered, which the script passes on: Lua `{err = text}` marked
+    /// `ignore_error_stats_update`, as Redis marks the errors of `redis.call` and
+    /// `redis.pcall`. Counted in INFO's `errorstats` where the command answered it, not again.
+    PassedError(Vec<u8>),
     /// `:42`: a Lua number.
     Integer(i64),
     /// A bulk string: a Lua string.

@@ -171,9 +171,14 @@ pub fn retry(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
         unreachable!("a blocked command was checked before it blocked");
     };
     session.blocking.retry = true;
+    let started = std::time::Instant::now();
     let after = handler(session, args, reply);
     session.blocking.retry = false;
     session.blocking.request = None;
+    if after != After::Block {
+        // Counted when it answers, as Redis counts a blocked command when it is unblocked.
+        super::command_stats::record_call(args, started.elapsed(), reply.errors_since_mark());
+    }
     after
 }
 

@@ -16,10 +16,10 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, client_control, databases, diagnostics, dump, functions,
-    geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, memory_limit, parameters, pops,
-    pubsub, scripting, server_info, sets, slowlog, sort, streams, strings, transactions,
-    zset_algebra, zsets,
+    After, Session, bitmaps, blocking, client_control, command_stats, databases, diagnostics, dump,
+    functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, memory_limit,
+    parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort, streams, strings,
+    transactions, zset_algebra, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -75,17 +75,21 @@ const TABLES: &[&[Command]] = &[
     pubsub::COMMANDS,
 ];
 
-/// Every command by lower-case name.
 /// Every command by lower-case name, with where it names the collections it reads whole (for
 /// its cost estimate, judged once here rather than per call).
-static BY_NAME: LazyLock<HashMap<&'static [u8], (Command, Reads)>> = LazyLock::new(|| {
+/// The third field is its slot in `command_stats` (its rank in the table).
+static BY_NAME: LazyLock<HashMap<&'static [u8], Found>> = LazyLock::new(|| {
     let mut by_name = HashMap::new();
-    for &command in TABLES.iter().copied().flatten() {
-        let previous = by_name.insert(command.0.as_bytes(), (command, cost::reads(command.0)));
+    for (slot, &command) in TABLES.iter().copied().flatten().enumerate() {
+        let found = (command, cost::reads(command.0), slot);
+        let previous = by_name.insert(command.0.as_bytes(), found);
         assert!(previous.is_none(), "command {} defined twice", command.0);
     }
     by_name
 });
+
+/// A command found in the table: itself, what it reads whole, and its `command_stats` slot.
+type Found = (Command, Reads, usize);
 
 /// Longest command name looked up (longer names are unknown).
 const NAME_BYTES_MAX: usize = 32;
@@ -93,7 +97,13 @@ const NAME_BYTES_MAX: usize = 32;
 /// Runs one request: looks the command up, checks its arity, calls it (or queues it inside
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    let arrived = !scripting::in_script() && !transactions::in_exec();
+    if arrived {
+        // Redis's rule for a failed call: an error written since the last command ended.
+        reply.errors_since_mark();
+    }
     if let Some(after) = scripting::while_busy(session, args, reply) {
+        command_stats::reject(args);
         if after == After::Continue && args.is_command(b"exec") {
             // Answered EXECABORT: the transaction is over, as Redis's `execCommandAbort` ends it.
             transactions::discard_all(session);
@@ -104,41 +114,44 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         }
         return after;
     }
-    let arrived = !scripting::in_script() && !transactions::in_exec();
     if arrived && memory_limit::refuses(&session.state, args, session.transaction.is_some()) {
         // Inside MULTI the refusal dooms the transaction, as Redis's `rejectCommand` does.
         reply.error(memory_limit::OOM);
+        command_stats::reject(args);
         transactions::doom(session);
         return After::Continue;
     }
     if let Some(after) = transactions::queue_if_in_multi(session, args, reply) {
         return after;
     }
-    let ((name, _, handler), reads) = match checked(&session.state, args) {
+    let ((name, _, handler), reads, slot) = match checked(&session.state, args) {
         Ok(found) => found,
         Err(message) => {
             reply.error(&message);
+            command_stats::reject(args);
             return After::Continue;
         }
     };
     if let Some(refusal) = pubsub::refusal(session, name) {
         reply.error(&refusal);
+        command_stats::reject(args);
         return After::Continue;
     }
     if session.may_offload && session.should_offload(cost::estimate(session, name, reads, args)) {
         return After::Offload;
     }
     let notifying = pubsub::notify::before(session, name, args);
-    let timing = session.state.resp_slowlog.is_on() && !slowlog::skips(name);
-    let started = timing.then(std::time::Instant::now);
+    let started = std::time::Instant::now();
     let after = handler(session, args, reply);
-    if let Some(started) = started
-        && matches!(after, After::Continue | After::Close)
-    {
-        session
-            .state
-            .resp_slowlog
-            .record(session, args, started.elapsed());
+    if matches!(after, After::Continue | After::Close) {
+        let elapsed = started.elapsed();
+        let failed = reply.errors_since_mark();
+        if let Some(slot) = command_stats::slot(slot, args) {
+            command_stats::record(slot, elapsed, failed);
+        }
+        if session.state.resp_slowlog.is_on() && !slowlog::skips(name) {
+            session.state.resp_slowlog.record(session, args, elapsed);
+        }
     }
     if let Some(pending) = notifying.filter(|_| after != After::Offload) {
         pubsub::notify::after(session, args, pending);
@@ -153,14 +166,14 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 /// The handler of a known command called with a valid argument count, or Redis's error (an
 /// unknown command is counted in `state`).
 pub fn check(state: &ServerState, args: &Args) -> Result<Handler, String> {
-    checked(state, args).map(|((_, _, handler), _)| handler)
+    checked(state, args).map(|((_, _, handler), _, _)| handler)
 }
 
 /// A known command called with a valid argument count, and where it reads collections whole.
 /// An unknown command (one of Redis's that Osprey does not serve yet, or a typo) is counted in
 /// INFO's `rejected_unknown_commands`.
-fn checked(state: &ServerState, args: &Args) -> Result<(Command, Reads), String> {
-    let Some(found @ ((command, arity, _), _)) = lookup(args.get(0)) else {
+fn checked(state: &ServerState, args: &Args) -> Result<Found, String> {
+    let Some(found @ ((command, arity, _), _, _)) = lookup(args.get(0)) else {
         state.resp_unknown_commands.fetch_add(1, Ordering::Relaxed);
         return Err(unknown_command(args));
     };
@@ -180,10 +193,15 @@ pub(super) fn names() -> impl Iterator<Item = &'static str> {
 
 /// The table's name and arity of the command named `name` (lower case).
 pub(super) fn arity_of(name: &str) -> Option<(&'static str, i32)> {
-    lookup(name.as_bytes()).map(|((name, arity, _), _)| (name, arity))
+    lookup(name.as_bytes()).map(|((name, arity, _), _, _)| (name, arity))
 }
 
-fn lookup(name: &[u8]) -> Option<(Command, Reads)> {
+/// The `command_stats` slot of the command named `name` (any case).
+pub(super) fn slot_of(name: &[u8]) -> Option<usize> {
+    lookup(name).map(|(_, _, slot)| slot)
+}
+
+fn lookup(name: &[u8]) -> Option<Found> {
     let mut lower = [0u8; NAME_BYTES_MAX];
     let lower = lower.get_mut(..name.len())?;
     lower.copy_from_slice(name);
@@ -426,14 +444,14 @@ fn command(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             reply.array(args.len() - 2);
             for position in 2..args.len() {
                 match lookup(args.get(position)) {
-                    Some(((name, arity, _), _)) => command_info(reply, name, arity),
+                    Some(((name, arity, _), _, _)) => command_info(reply, name, arity),
                     None => reply.null(),
                 }
             }
         }
         b"" => {
             reply.array(BY_NAME.len());
-            for ((name, arity, _), _) in BY_NAME.values() {
+            for ((name, arity, _), _, _) in BY_NAME.values() {
                 command_info(reply, name, *arity);
             }
         }

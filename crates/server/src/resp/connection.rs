@@ -952,21 +952,23 @@ impl Connection {
             .and_then(|timeout| Instant::now().checked_add(timeout));
         loop {
             let waiter = registration.waiter();
-            if !self.wait_blocked(waiter, deadline, shutdown).await? {
-                Reply::new(&mut self.output.filling, protocol).null_array();
+            let unblocked = match self.wait_blocked(waiter, deadline, shutdown).await? {
+                false => Some(Unblock::Timeout),
+                true => waiter.unblocked(),
+            };
+            if let Some(unblocked) = unblocked {
+                let failed = unblocked == Unblock::Error;
+                let mut reply = Reply::new(&mut self.output.filling, protocol);
+                match failed {
+                    true => reply.error(blocking::UNBLOCKED),
+                    false => reply.null_array(),
+                }
+                let args = self.args.as_ref().expect("the arguments are home");
+                super::command_stats::record_call(args, Duration::ZERO, failed);
                 return Ok(());
             }
-            match waiter.unblocked() {
-                Some(Unblock::Error) => {
-                    Reply::new(&mut self.output.filling, protocol).error(blocking::UNBLOCKED);
-                    return Ok(());
-                }
-                Some(Unblock::Timeout) => {
-                    Reply::new(&mut self.output.filling, protocol).null_array();
-                    return Ok(());
-                }
-                None if self.retry_blocked()? => return Ok(()),
-                None => {}
+            if self.retry_blocked()? {
+                return Ok(());
             }
         }
     }

@@ -530,6 +530,14 @@ static BY_NAME: LazyLock<HashMap<&'static str, (&'static str, Doc)>> = LazyLock:
         .collect()
 });
 
+/// The name of every documented subcommand (`container|subcommand`), in table order.
+pub(super) fn subcommand_names() -> impl Iterator<Item = &'static str> {
+    GROUPS
+        .iter()
+        .flat_map(|(_, docs)| docs.iter().map(|doc| doc.0))
+        .filter(|name| name.contains('|'))
+}
+
 /// COMMAND DOCS [name ...]: a map from command name to its documentation; every command for
 /// no name; unknown names are skipped, as Redis does.
 pub fn command_docs(args: &Args, reply: &mut Reply<'_>) {

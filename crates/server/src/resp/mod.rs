@@ -17,6 +17,7 @@ mod client_control;
 mod clients;
 mod collection;
 mod command_keys;
+mod command_stats;
 mod commands;
 mod connection;
 mod cost;

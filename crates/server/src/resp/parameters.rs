@@ -462,6 +462,7 @@ fn config(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
                 .resp_unknown_commands
                 .store(0, Ordering::Relaxed);
             super::error_stats::reset();
+            super::command_stats::reset();
             reply.ok();
         }
         // Osprey's settings come from its own TOML file, which CONFIG never writes: Redis's

@@ -33,6 +33,9 @@ pub struct Reply<'o> {
     /// Whether its error replies count in INFO's `errorstats` (not a scratch reply whose text
     /// is sent by another).
     counts_errors: bool,
+    /// Error replies written, and how many of them were when a command last ended (see
+    /// [`Reply::errors_since_mark`]).
+    errors: (u32, u32),
 }
 
 impl<'o> Reply<'o> {
@@ -57,6 +60,7 @@ impl<'o> Reply<'o> {
             unavailable: false,
             pushed: false,
             counts_errors: true,
+            errors: (0, 0),
         }
     }
 
@@ -187,10 +191,32 @@ impl<'o> Reply<'o> {
     /// INFO's `errorstats`, also a command's inside a script, as in Redis (which then does not
     /// count the script's reply that passes the same error on).
     pub fn error(&mut self, text: &str) {
+        self.errors.0 = self.errors.0.wrapping_add(1);
         if self.counts_errors {
             super::error_stats::record(text.as_bytes());
         }
         self.write(|out, _| encode::error(out, text.as_bytes()));
+    }
+
+    /// Whether an error reply was written since the last call, which marks where the errors
+    /// are now: at a command's end, whether it failed, as Redis's `incrCommandStatsOnError`
+    /// judges (the commands EXEC runs each take their own errors, leaving EXEC only its own).
+    pub fn errors_since_mark(&mut self) -> bool {
+        let (written, marked) = self.errors;
+        self.errors.1 = written;
+        written != marked
+    }
+
+    /// An error reply encoded already (`-` and the text, one line); counted in INFO's
+    /// `errorstats` unless `counted_elsewhere` (a script passing on the error of a command it
+    /// called, counted when the command answered it).
+    pub fn error_line(&mut self, line: &[u8], counted_elsewhere: bool) {
+        self.errors.0 = self.errors.0.wrapping_add(1);
+        if self.counts_errors && !counted_elsewhere {
+            let text = line.strip_prefix(b"-").unwrap_or(line);
+            super::error_stats::record(text.strip_suffix(b"\r\n").unwrap_or(text));
+        }
+        self.encoded(line);
     }
 
     /// An integer.

@@ -663,6 +663,10 @@ impl ScriptHost for SessionHost<'_> {
     fn call(&mut self, argv: Vec<Vec<u8>>, resp: u8) -> RedisValue {
         let args = to_args(&argv);
         if let Some(refusal) = self.refusal(&args) {
+            super::command_stats::reject(&args);
+            // Counted here, where Redis's `scriptCall` counts it: the script's reply that
+            // passes it on is not counted again.
+            super::error_stats::record(refusal.as_bytes());
             return RedisValue::Error(refusal.as_bytes().to_vec());
         }
         self.session.protocol = resp;
@@ -988,7 +992,8 @@ fn parse_aggregate(
 pub(super) fn write_value(reply: &mut Reply<'_>, value: &RedisValue) {
     match value {
         RedisValue::Status(text) => reply.encoded(&line(b'+', text)),
-        RedisValue::Error(text) => reply.encoded(&line(b'-', text)),
+        RedisValue::Error(text) => reply.error_line(&line(b'-', text), false),
+        RedisValue::PassedError(text) => reply.error_line(&line(b'-', text), true),
         RedisValue::Integer(i) => reply.integer(*i),
         RedisValue::Bulk(bytes) => reply.bulk(bytes),
         RedisValue::NullBulk | RedisValue::Null => reply.null(),

@@ -15,9 +15,26 @@ use crate::state::ServerState;
 pub const COMMANDS: &[Command] = &[("info", -1, info)];
 
 /// The sections INFO knows, in the order Redis 7.0 prints them (`modules` is Redis's
-/// `module_list`, empty: Osprey loads no Redis modules). Redis's `commandstats` and
-/// `latencystats` are not kept by Osprey, so `all` has none.
+/// `module_list`, empty: Osprey loads no Redis modules). Redis's `latencystats` is not kept by
+/// Osprey, so `all` has none.
 const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+/// The sections of INFO with no argument and of `INFO default`: Redis's defaults, every one but
+/// `commandstats` (and `latencystats`).
+const DEFAULT_SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
@@ -31,15 +48,14 @@ const SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-/// The sections of INFO with no argument and of `INFO default` (Redis's defaults; the same as
-/// `all` here, as Osprey has none of the extra ones).
-const DEFAULT_SECTIONS: &[&str] = SECTIONS;
-
 /// INFO [section ...]: the default sections for no argument or `default`, every section for
 /// `all` or `everything`; names in any case, each section printed once, in Redis's order.
 fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut wanted: Vec<String> = Vec::new();
-    let mut all = args.len() == 1;
+    let mut all = false;
+    if args.len() == 1 {
+        wanted.extend(DEFAULT_SECTIONS.iter().map(|&name| name.to_owned()));
+    }
     for position in 1..args.len() {
         let name = String::from_utf8_lossy(args.get(position)).to_ascii_lowercase();
         match name.as_str() {
@@ -212,6 +228,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
             )
         }
         "modules" => write!(text, "# Modules\r\n"),
+        "commandstats" => write!(text, "# Commandstats\r\n{}", super::command_stats::lines()),
         "errorstats" => write!(text, "# Errorstats\r\n{}", super::error_stats::lines()),
         "cluster" => write!(text, "# Cluster\r\ncluster_enabled:0\r\n"),
         _ => {

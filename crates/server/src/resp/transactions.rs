@@ -115,6 +115,7 @@ pub fn queue_if_in_multi(
     if let Err(message) = commands::check(&session.state, args) {
         transaction.doomed = true;
         reply.error(&message);
+        super::command_stats::reject(args);
         return Some(After::Continue);
     }
     transaction.queued_bytes += args.total_bytes();

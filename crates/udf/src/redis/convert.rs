@@ -38,7 +38,7 @@ pub(super) fn host_call(
         argv.push(bytes);
     }
     let reply = host.call(argv, resp);
-    let failed = matches!(reply, RedisValue::Error(_));
+    let failed = matches!(reply, RedisValue::Error(_) | RedisValue::PassedError(_));
     Ok((failed, reply_to_lua(lua, reply, 0)?))
 }
 
@@ -64,11 +64,15 @@ pub fn format_number(value: f64) -> String {
     format!("{value}")
 }
 
+/// Redis's mark on the error table of a command's error (`redis.call`, `redis.pcall`): the
+/// error was counted when the command answered it.
+const PASSED_MARK: &str = "ignore_error_stats_update";
+
 /// `{err = text}` with Redis's `ignore_error_stats_update` mark.
 fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
     let table = lua.create_table()?;
     table.raw_set("err", text)?;
-    table.raw_set("ignore_error_stats_update", true)?;
+    table.raw_set(PASSED_MARK, true)?;
     Ok(Value::Table(table))
 }
 
@@ -84,10 +88,10 @@ fn reply_to_lua(lua: &Lua, reply: RedisValue, depth: usize) -> mlua::Result<Valu
     };
     Ok(match reply {
         RedisValue::Status(text) => single("ok", Value::String(lua.create_string(text)?))?,
-        RedisValue::Error(text) => {
+        RedisValue::Error(text) | RedisValue::PassedError(text) => {
             let table = lua.create_table()?;
             table.raw_set("err", lua.create_string(text)?)?;
-            table.raw_set("ignore_error_stats_update", true)?;
+            table.raw_set(PASSED_MARK, true)?;
             Value::Table(table)
         }
         RedisValue::Integer(i) => Value::Integer(i),
@@ -153,7 +157,11 @@ pub(super) fn lua_to_reply(value: &Value, resp: u8, depth: usize) -> RedisValue 
 fn table_to_reply(table: &Table, resp: u8, depth: usize) -> RedisValue {
     let field = |name: &str| table.raw_get::<Value>(name).unwrap_or(Value::Nil);
     if let Value::String(text) = field("err") {
-        return RedisValue::Error(one_line(&text.as_bytes()));
+        let text = one_line(&text.as_bytes());
+        return match field(PASSED_MARK) {
+            Value::Boolean(true) => RedisValue::PassedError(text),
+            _ => RedisValue::Error(text),
+        };
     }
     if let Value::String(text) = field("ok") {
         return RedisValue::Status(one_line(&text.as_bytes()));
@@ -239,7 +247,11 @@ pub(super) fn script_error(error: &Value, sha: &str) -> RedisValue {
     if let (Some(source), Some(line)) = (text("source"), text("line")) {
         message = format!("{message} script: {sha}, on {source}:{line}.");
     }
-    RedisValue::Error(one_line(message.as_bytes()))
+    let message = one_line(message.as_bytes());
+    match table.raw_get::<Value>(PASSED_MARK) {
+        Ok(Value::Boolean(true)) => RedisValue::PassedError(message),
+        _ => RedisValue::Error(message),
+    }
 }
 
 /// Lua's message of an mlua error, without mlua's wrapping and traceback.

@@ -48,7 +48,9 @@ fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) 
 
 fn error_text(reply: &RedisValue) -> String {
     match reply {
-        RedisValue::Error(text) => String::from_utf8_lossy(text).into_owned(),
+        RedisValue::Error(text) | RedisValue::PassedError(text) => {
+            String::from_utf8_lossy(text).into_owned()
+        }
         other => panic!("expected an error, got {other:?}"),
     }
 }
@@ -95,14 +97,19 @@ fn call_raises_a_command_error_with_the_script_position_and_pcall_returns_it() {
         error_text(&reply),
         format!("WRONGTYPE Operation against a key script: {sha}, on @user_script:1.")
     );
+    assert!(matches!(reply, RedisValue::PassedError(_)), "{reply:?}");
     let (reply, _) = eval("return redis.pcall('erroring')", &[], &[]);
     assert_eq!(error_text(&reply), "WRONGTYPE Operation against a key");
+    // The command's error, passed on: counted where the command answered it.
+    assert!(matches!(reply, RedisValue::PassedError(_)), "{reply:?}");
 }
 
 #[test]
 fn runtime_errors_and_nonexistent_globals_read_as_redis_words_them() {
     let (reply, _) = eval("error('boom')", &[], &[]);
     assert!(error_text(&reply).starts_with("ERR user_script:1: boom script: "));
+    // The script's own error: counted as the script answers it.
+    assert!(matches!(reply, RedisValue::Error(_)), "{reply:?}");
     let (reply, _) = eval("return y", &[], &[]);
     assert!(
         error_text(&reply).starts_with(
