@@ -7,6 +7,7 @@
 //!   allowed in a subscribed context, a script's call that Redis's `scriptCall` refuses);
 //! - failed: it ran and answered an error of its own (Redis's rule: an error reply written
 //!   since the last command ended, so EXEC fails only for its own error, not its commands').
+//!
 //! An unknown command or subcommand is not counted (Redis has no entry to count it in).
 //!
 //! Counted per thread, summed when INFO asks: each command then touches only counters its own
