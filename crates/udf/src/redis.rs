@@ -661,6 +661,40 @@ fn raise(lua: &Lua, text: &str) -> mlua::Error {
     }
 }
 
+/// A function of a library written in Rust (`cjson`, `cmsgpack`) whose errors reach the script
+/// as a C library's `luaL_error` raises them: a string, `user_script:1: text`, which `pcall`
+/// returns and which the script's error reply quotes (an error raised from Rust would reach
+/// Lua as a userdata).
+pub(super) fn library_function<A, R, F>(lua: &Lua, function: F) -> mlua::Result<Function>
+where
+    A: mlua::FromLuaMulti,
+    R: mlua::IntoLuaMulti,
+    F: Fn(&Lua, A) -> mlua::Result<R> + mlua::MaybeSend + 'static,
+{
+    lua.create_function(move |lua, args: MultiValue| {
+        let outcome = A::from_lua_multi(args, lua).and_then(|args| function(lua, args));
+        outcome.map_err(|error| raise_from_library(lua, &convert::error_text(&error)))
+    })
+}
+
+/// `luaL_error(text)` from a library function: the text after the calling line's position,
+/// left for the error handler or `pcall`.
+fn raise_from_library(lua: &Lua, text: &str) -> mlua::Error {
+    // Level 0 is the library function, 1 the Lua code that called it.
+    let position = lua
+        .inspect_stack(1, |debug| {
+            let line = debug.current_line()?;
+            Some(format!("{}:{line}: ", debug.source().short_src?))
+        })
+        .flatten()
+        .unwrap_or_default();
+    let message = format!("{position}{text}");
+    match lua.set_named_registry_value(PENDING_ERROR, message.as_str()) {
+        Ok(()) => mlua::Error::runtime(message),
+        Err(error) => error,
+    }
+}
+
 /// `lua_tonumber`: a number, or a string that reads as one.
 fn lua_number(value: &mlua::Value) -> Option<f64> {
     match value {

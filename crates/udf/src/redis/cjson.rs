@@ -2,49 +2,146 @@
 //! `%.14g`, `/` escaped, an empty table as `{}`, sparse arrays refused), `cjson.decode` reads
 //! JSON with serde_json (`null` is `cjson.null`). `cjson.encode_keep_buffer` takes and answers
 //! its setting as lua-cjson's does; encoding writes into a fresh buffer either way.
+//! `cjson.encode_max_depth` and `cjson.decode_max_depth` set how deep tables and JSON may nest
+//! (lua-cjson's default, 1000), within [`NESTING_MAX`] levels whatever they say: the encoder
+//! and the decoder recurse, and serde_json stops at 128 levels too.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 
-use super::NESTING_MAX;
+use super::{NESTING_MAX, library_function};
 
 /// Largest key of an array that may be sparse without limit (lua-cjson's `encode_sparse_safe`).
 const SPARSE_SAFE: i64 = 10;
 /// A table whose largest key passes this many times its entries is "excessively sparse".
 const SPARSE_RATIO: i64 = 2;
 
-/// The `cjson` functions: `encode`, `decode`, `encode_keep_buffer`, and `null`.
+/// lua-cjson's default for both depth limits.
+const DEPTH_MAX_DEFAULT: i64 = 1000;
+
+/// The `cjson` functions: `encode`, `decode`, `encode_keep_buffer`, `encode_max_depth`,
+/// `decode_max_depth`, and `null`.
 pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
     let keep_buffer = Arc::new(AtomicBool::new(true));
     cjson.raw_set(
         "encode_keep_buffer",
-        lua.create_function(move |_, options: Variadic<Value>| {
+        library_function(lua, move |_, options: Variadic<Value>| {
             keep_buffer_option(&keep_buffer, &options)
         })?,
     )?;
+    let encode_max_depth = Arc::new(AtomicI64::new(DEPTH_MAX_DEFAULT));
+    let decode_max_depth = Arc::new(AtomicI64::new(DEPTH_MAX_DEFAULT));
+    for (name, setting) in [
+        ("encode_max_depth", &encode_max_depth),
+        ("decode_max_depth", &decode_max_depth),
+    ] {
+        let setting = Arc::clone(setting);
+        cjson.raw_set(
+            name,
+            library_function(lua, move |_, options: Variadic<Value>| {
+                depth_option(name, &setting, &options)
+            })?,
+        )?;
+    }
     cjson.raw_set(
         "encode",
-        lua.create_function(|lua, value: Value| {
+        library_function(lua, move |lua, value: Value| {
             let mut out = Vec::new();
-            encode(&mut out, &value, 0).map_err(mlua::Error::runtime)?;
+            let max_depth = effective_depth(&encode_max_depth);
+            encode(&mut out, &value, 0, max_depth).map_err(mlua::Error::runtime)?;
             lua.create_string(out)
         })?,
     )?;
     cjson.raw_set(
         "decode",
-        lua.create_function(|lua, text: mlua::LuaString| {
-            let json: serde_json::Value =
-                serde_json::from_slice(&text.as_bytes()).map_err(|e| {
-                    mlua::Error::runtime(format!("Expected value but found invalid token: {e}"))
-                })?;
+        library_function(lua, move |lua, text: mlua::LuaString| {
+            let text = text.as_bytes();
+            if let Some((depth, character)) = too_deep(&text, effective_depth(&decode_max_depth)) {
+                return Err(mlua::Error::runtime(format!(
+                    "Found too many nested data structures ({depth}) at character {character}"
+                )));
+            }
+            let json: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+                mlua::Error::runtime(format!("Expected value but found invalid token: {e}"))
+            })?;
             decode(lua, json)
         })?,
     )?;
     cjson.raw_set("null", null())?;
     Ok(cjson)
+}
+
+/// A depth setting as the coders apply it: at most [`NESTING_MAX`].
+fn effective_depth(setting: &AtomicI64) -> usize {
+    usize::try_from(setting.load(Ordering::Relaxed))
+        .unwrap_or(1)
+        .min(NESTING_MAX)
+}
+
+/// `cjson.encode_max_depth([depth])` and `cjson.decode_max_depth([depth])`: set the setting
+/// when given (an integer from 1 to 2^31 - 1), and answer it (lua-cjson's
+/// `json_integer_option`).
+fn depth_option(name: &str, setting: &AtomicI64, options: &[Value]) -> mlua::Result<i64> {
+    if options.len() > 1 {
+        return Err(mlua::Error::runtime(format!(
+            "bad argument #2 to '{name}' (found too many arguments)"
+        )));
+    }
+    let depth = match options.first() {
+        None | Some(Value::Nil) => return Ok(setting.load(Ordering::Relaxed)),
+        Some(Value::Integer(depth)) => Some(*depth),
+        #[allow(clippy::cast_possible_truncation)]
+        Some(Value::Number(depth)) => Some(*depth as i64),
+        Some(Value::String(text)) => text.to_str().ok().and_then(|t| t.trim().parse().ok()),
+        Some(_) => None,
+    };
+    let Some(depth) = depth else {
+        let got = options.first().map_or("no value", Value::type_name);
+        return Err(mlua::Error::runtime(format!(
+            "bad argument #1 to '{name}' (number expected, got {got})"
+        )));
+    };
+    if !(1..=i64::from(i32::MAX)).contains(&depth) {
+        return Err(mlua::Error::runtime(format!(
+            "bad argument #1 to '{name}' (expected integer between 1 and {})",
+            i32::MAX
+        )));
+    }
+    setting.store(depth, Ordering::Relaxed);
+    Ok(depth)
+}
+
+/// Where JSON `text` first opens more than `max_depth` objects and arrays inside each other:
+/// the depth it reaches and lua-cjson's character number (just past the bracket), looking
+/// past brackets in strings. `None` when it stays within.
+fn too_deep(text: &[u8], max_depth: usize) -> Option<(usize, usize)> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (position, &byte) in text.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max_depth {
+                    return Some((depth, position + 1));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `cjson.encode_keep_buffer([setting])`: sets the setting when given (a boolean, `"on"` or
@@ -64,10 +161,14 @@ fn keep_buffer_option(setting: &AtomicBool, options: &[Value]) -> mlua::Result<b
         Some(Value::String(text)) if *text.as_bytes() == *b"off" => {
             setting.store(false, Ordering::Relaxed);
         }
-        Some(_) => {
-            return Err(mlua::Error::runtime(
-                "bad argument #1 to 'encode_keep_buffer' (invalid option)",
-            ));
+        Some(other) => {
+            let shown = match other {
+                Value::String(text) => text.to_string_lossy(),
+                other => other.type_name().to_owned(),
+            };
+            return Err(mlua::Error::runtime(format!(
+                "bad argument #1 to 'encode_keep_buffer' (invalid option '{shown}')"
+            )));
         }
     }
     Ok(setting.load(Ordering::Relaxed))
@@ -78,7 +179,8 @@ fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
 
-fn encode(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), String> {
+/// Appends `value` as JSON; `depth` tables enclose it, and at most `max_depth` may.
+fn encode(out: &mut Vec<u8>, value: &Value, depth: usize, max_depth: usize) -> Result<(), String> {
     match value {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(data) if data.0.is_null() => out.extend_from_slice(b"null"),
@@ -88,15 +190,15 @@ fn encode(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), String> 
         Value::Number(n) => number(out, *n)?,
         Value::String(s) => string(out, &s.as_bytes()),
         Value::Table(table) => {
-            if depth >= NESTING_MAX {
+            if depth >= max_depth {
                 return Err(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
                 ));
             }
             match array_length(table)? {
-                Some(length) => array(out, table, length, depth)?,
-                None => object(out, table, depth)?,
+                Some(length) => array(out, table, length, (depth, max_depth))?,
+                None => object(out, table, (depth, max_depth))?,
             }
         }
         other => {
@@ -133,20 +235,29 @@ fn array_length(table: &Table) -> Result<Option<i64>, String> {
     Ok((max > 0).then_some(max))
 }
 
-fn array(out: &mut Vec<u8>, table: &Table, length: i64, depth: usize) -> Result<(), String> {
+fn array(
+    out: &mut Vec<u8>,
+    table: &Table,
+    length: i64,
+    (depth, max_depth): (usize, usize),
+) -> Result<(), String> {
     out.push(b'[');
     for index in 1..=length {
         if index > 1 {
             out.push(b',');
         }
         let item: Value = table.raw_get(index).map_err(|e| e.to_string())?;
-        encode(out, &item, depth + 1)?;
+        encode(out, &item, depth + 1, max_depth)?;
     }
     out.push(b']');
     Ok(())
 }
 
-fn object(out: &mut Vec<u8>, table: &Table, depth: usize) -> Result<(), String> {
+fn object(
+    out: &mut Vec<u8>,
+    table: &Table,
+    (depth, max_depth): (usize, usize),
+) -> Result<(), String> {
     out.push(b'{');
     let mut first = true;
     for pair in table.pairs::<Value, Value>() {
@@ -159,13 +270,13 @@ fn object(out: &mut Vec<u8>, table: &Table, depth: usize) -> Result<(), String> 
             Value::String(s) => string(out, &s.as_bytes()),
             Value::Integer(_) | Value::Number(_) => {
                 out.push(b'"');
-                encode(out, &key, depth + 1)?;
+                encode(out, &key, depth + 1, max_depth)?;
                 out.push(b'"');
             }
             _ => return Err("Cannot serialise table: table key must be a number or string".into()),
         }
         out.push(b':');
-        encode(out, &value, depth + 1)?;
+        encode(out, &value, depth + 1, max_depth)?;
     }
     out.push(b'}');
     Ok(())
@@ -260,7 +371,17 @@ fn decode(lua: &Lua, json: serde_json::Value) -> mlua::Result<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::format_g14;
+    use super::{format_g14, too_deep};
+
+    #[test]
+    fn nesting_is_measured_past_brackets_in_strings() {
+        assert_eq!(
+            too_deep(br#"{"obj": {"array": [1,2,3,4]}}"#, 1),
+            Some((2, 9))
+        );
+        assert_eq!(too_deep(br#"{"obj": {"array": [1,2,3,4]}}"#, 3), None);
+        assert_eq!(too_deep(br#"["[[\"[", {}]"#, 1), Some((2, 11)));
+    }
 
     #[test]
     fn numbers_print_as_c_percent_fourteen_g() {

@@ -235,8 +235,12 @@ end
 local cjson = {
   encode = cjson_impl.encode, decode = cjson_impl.decode, null = cjson_impl.null,
   encode_keep_buffer = cjson_impl.encode_keep_buffer,
+  encode_max_depth = cjson_impl.encode_max_depth, decode_max_depth = cjson_impl.decode_max_depth,
 }
-local cmsgpack = { pack = cmsgpack_impl.pack, unpack = cmsgpack_impl.unpack }
+local cmsgpack = {
+  pack = cmsgpack_impl.pack, unpack = cmsgpack_impl.unpack,
+  unpack_one = cmsgpack_impl.unpack_one, unpack_limit = cmsgpack_impl.unpack_limit,
+}
 
 G.redis = readonly(redis)
 G.bit = readonly(bit)
