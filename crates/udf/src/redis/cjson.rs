@@ -2,12 +2,14 @@
 //! `%.14g`, `/` escaped, an empty table as `{}`, sparse arrays refused), `cjson.decode` reads
 //! JSON with serde_json (`null` is `cjson.null`). `cjson.encode_keep_buffer` takes and answers
 //! its setting as lua-cjson's does; encoding writes into a fresh buffer either way.
+//! `cjson.encode_invalid_numbers` decides what NaN and the infinities become: an error (off,
+//! the default), `nan`, `inf` and `-inf` (on), or `null`.
 //! `cjson.encode_max_depth` and `cjson.decode_max_depth` set how deep tables and JSON may nest
 //! (lua-cjson's default, 1000), within [`NESTING_MAX`] levels whatever they say: the encoder
 //! and the decoder recurse, and serde_json stops at 128 levels too.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 
@@ -21,17 +23,37 @@ const SPARSE_RATIO: i64 = 2;
 /// lua-cjson's default for both depth limits.
 const DEPTH_MAX_DEFAULT: i64 = 1000;
 
-/// The `cjson` functions: `encode`, `decode`, `encode_keep_buffer`, `encode_max_depth`,
-/// `decode_max_depth`, and `null`.
+/// `encode_invalid_numbers`' choices, by setting (lua-cjson's order).
+const INVALID_NUMBERS: &[&str] = &["off", "on", "null"];
+
+/// `encode_keep_buffer`'s choices.
+const KEEP_BUFFER: &[&str] = &["off", "on"];
+
+/// How `encode` writes, from the settings.
+struct Encoding {
+    max_depth: usize,
+    /// An index in [`INVALID_NUMBERS`].
+    invalid_numbers: u8,
+}
+
+/// The `cjson` functions: `encode`, `decode`, `encode_keep_buffer`,
+/// `encode_invalid_numbers`, `encode_max_depth`, `decode_max_depth`, and `null`.
 pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
-    let keep_buffer = Arc::new(AtomicBool::new(true));
-    cjson.raw_set(
-        "encode_keep_buffer",
-        library_function(lua, move |_, options: Variadic<Value>| {
-            keep_buffer_option(&keep_buffer, &options)
-        })?,
-    )?;
+    let keep_buffer = Arc::new(AtomicU8::new(1));
+    let invalid_numbers = Arc::new(AtomicU8::new(0));
+    for (name, setting, choices) in [
+        ("encode_keep_buffer", &keep_buffer, KEEP_BUFFER),
+        ("encode_invalid_numbers", &invalid_numbers, INVALID_NUMBERS),
+    ] {
+        let setting = Arc::clone(setting);
+        cjson.raw_set(
+            name,
+            library_function(lua, move |lua, options: Variadic<Value>| {
+                enum_option(lua, (name, choices), &setting, &options)
+            })?,
+        )?;
+    }
     let encode_max_depth = Arc::new(AtomicI64::new(DEPTH_MAX_DEFAULT));
     let decode_max_depth = Arc::new(AtomicI64::new(DEPTH_MAX_DEFAULT));
     for (name, setting) in [
@@ -50,8 +72,11 @@ pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
         "encode",
         library_function(lua, move |lua, value: Value| {
             let mut out = Vec::new();
-            let max_depth = effective_depth(&encode_max_depth);
-            encode(&mut out, &value, 0, max_depth).map_err(mlua::Error::runtime)?;
+            let encoding = Encoding {
+                max_depth: effective_depth(&encode_max_depth),
+                invalid_numbers: invalid_numbers.load(Ordering::Relaxed),
+            };
+            encode(&mut out, &value, 0, &encoding).map_err(mlua::Error::runtime)?;
             lua.create_string(out)
         })?,
     )?;
@@ -144,34 +169,42 @@ fn too_deep(text: &[u8], max_depth: usize) -> Option<(usize, usize)> {
     None
 }
 
-/// `cjson.encode_keep_buffer([setting])`: sets the setting when given (a boolean, `"on"` or
-/// `"off"`), and answers it as a boolean (lua-cjson's `json_enum_option`).
-fn keep_buffer_option(setting: &AtomicBool, options: &[Value]) -> mlua::Result<bool> {
+/// `cjson.encode_keep_buffer([setting])` and `cjson.encode_invalid_numbers([setting])`: set
+/// the setting when given (a boolean, or one of its `choices` by name), and answer it, as a
+/// boolean when it is off or on, else by name (lua-cjson's `json_enum_option`).
+fn enum_option(
+    lua: &Lua,
+    (name, choices): (&str, &[&str]),
+    setting: &AtomicU8,
+    options: &[Value],
+) -> mlua::Result<Value> {
     if options.len() > 1 {
-        return Err(mlua::Error::runtime(
-            "bad argument #2 to 'encode_keep_buffer' (found too many arguments)",
-        ));
+        return Err(mlua::Error::runtime(format!(
+            "bad argument #2 to '{name}' (found too many arguments)"
+        )));
     }
     match options.first() {
         None | Some(Value::Nil) => {}
-        Some(Value::Boolean(on)) => setting.store(*on, Ordering::Relaxed),
-        Some(Value::String(text)) if *text.as_bytes() == *b"on" => {
-            setting.store(true, Ordering::Relaxed);
-        }
-        Some(Value::String(text)) if *text.as_bytes() == *b"off" => {
-            setting.store(false, Ordering::Relaxed);
-        }
+        Some(Value::Boolean(on)) => setting.store(u8::from(*on), Ordering::Relaxed),
         Some(other) => {
-            let shown = match other {
+            let text = match other {
                 Value::String(text) => text.to_string_lossy(),
+                Value::Integer(i) => i.to_string(),
+                Value::Number(n) => n.to_string(),
                 other => other.type_name().to_owned(),
             };
-            return Err(mlua::Error::runtime(format!(
-                "bad argument #1 to 'encode_keep_buffer' (invalid option '{shown}')"
-            )));
+            let Some(index) = choices.iter().position(|choice| *choice == text) else {
+                return Err(mlua::Error::runtime(format!(
+                    "bad argument #1 to '{name}' (invalid option '{text}')"
+                )));
+            };
+            setting.store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
         }
     }
-    Ok(setting.load(Ordering::Relaxed))
+    Ok(match setting.load(Ordering::Relaxed) {
+        index @ (0 | 1) => Value::Boolean(index == 1),
+        index => Value::String(lua.create_string(choices[usize::from(index)])?),
+    })
 }
 
 /// `cjson.null`: a light userdata holding NULL, as lua-cjson's.
@@ -179,26 +212,31 @@ fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
 
-/// Appends `value` as JSON; `depth` tables enclose it, and at most `max_depth` may.
-fn encode(out: &mut Vec<u8>, value: &Value, depth: usize, max_depth: usize) -> Result<(), String> {
+/// Appends `value` as JSON; `depth` tables enclose it, and at most `encoding.max_depth` may.
+fn encode(
+    out: &mut Vec<u8>,
+    value: &Value,
+    depth: usize,
+    encoding: &Encoding,
+) -> Result<(), String> {
     match value {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(data) if data.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         #[allow(clippy::cast_precision_loss)]
-        Value::Integer(i) => number(out, *i as f64)?,
-        Value::Number(n) => number(out, *n)?,
+        Value::Integer(i) => number(out, *i as f64, encoding)?,
+        Value::Number(n) => number(out, *n, encoding)?,
         Value::String(s) => string(out, &s.as_bytes()),
         Value::Table(table) => {
-            if depth >= max_depth {
+            if depth >= encoding.max_depth {
                 return Err(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
                 ));
             }
             match array_length(table)? {
-                Some(length) => array(out, table, length, (depth, max_depth))?,
-                None => object(out, table, (depth, max_depth))?,
+                Some(length) => array(out, table, length, (depth, encoding))?,
+                None => object(out, table, (depth, encoding))?,
             }
         }
         other => {
@@ -239,7 +277,7 @@ fn array(
     out: &mut Vec<u8>,
     table: &Table,
     length: i64,
-    (depth, max_depth): (usize, usize),
+    (depth, encoding): (usize, &Encoding),
 ) -> Result<(), String> {
     out.push(b'[');
     for index in 1..=length {
@@ -247,7 +285,7 @@ fn array(
             out.push(b',');
         }
         let item: Value = table.raw_get(index).map_err(|e| e.to_string())?;
-        encode(out, &item, depth + 1, max_depth)?;
+        encode(out, &item, depth + 1, encoding)?;
     }
     out.push(b']');
     Ok(())
@@ -256,7 +294,7 @@ fn array(
 fn object(
     out: &mut Vec<u8>,
     table: &Table,
-    (depth, max_depth): (usize, usize),
+    (depth, encoding): (usize, &Encoding),
 ) -> Result<(), String> {
     out.push(b'{');
     let mut first = true;
@@ -270,21 +308,30 @@ fn object(
             Value::String(s) => string(out, &s.as_bytes()),
             Value::Integer(_) | Value::Number(_) => {
                 out.push(b'"');
-                encode(out, &key, depth + 1, max_depth)?;
+                encode(out, &key, depth + 1, encoding)?;
                 out.push(b'"');
             }
             _ => return Err("Cannot serialise table: table key must be a number or string".into()),
         }
         out.push(b':');
-        encode(out, &value, depth + 1, max_depth)?;
+        encode(out, &value, depth + 1, encoding)?;
     }
     out.push(b'}');
     Ok(())
 }
 
-fn number(out: &mut Vec<u8>, value: f64) -> Result<(), String> {
+fn number(out: &mut Vec<u8>, value: f64, encoding: &Encoding) -> Result<(), String> {
     if !value.is_finite() {
-        return Err("Cannot serialise number: must not be NaN or Inf".to_owned());
+        let text: &[u8] = match encoding.invalid_numbers {
+            0 => return Err("Cannot serialise number: must not be NaN or Inf".to_owned()),
+            // `%.14g`'s words, as the lua-cjson Redis bundles writes them.
+            1 if value.is_nan() => b"nan",
+            1 if value < 0.0 => b"-inf",
+            1 => b"inf",
+            _ => b"null",
+        };
+        out.extend_from_slice(text);
+        return Ok(());
     }
     out.extend_from_slice(format_g14(value).as_bytes());
     Ok(())

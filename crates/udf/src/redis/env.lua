@@ -236,6 +236,7 @@ local cjson = {
   encode = cjson_impl.encode, decode = cjson_impl.decode, null = cjson_impl.null,
   encode_keep_buffer = cjson_impl.encode_keep_buffer,
   encode_max_depth = cjson_impl.encode_max_depth, decode_max_depth = cjson_impl.decode_max_depth,
+  encode_invalid_numbers = cjson_impl.encode_invalid_numbers,
 }
 local cmsgpack = {
   pack = cmsgpack_impl.pack, unpack = cmsgpack_impl.unpack,
