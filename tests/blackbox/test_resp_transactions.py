@@ -148,11 +148,33 @@ def test_delete_expiry_and_flush_abort_exec(resp_server, r, key):
     r.execute_command("SET", key, "x")
     assert r.execute_command("EXEC") is None, "a watched key that expired aborts EXEC"
 
+    r.set(key + "f", "1")
     r.execute_command("WATCH", key + "f")
     other.flushdb()
     r.execute_command("MULTI")
     r.execute_command("SET", key, "x")
-    assert r.execute_command("EXEC") is None
+    assert r.execute_command("EXEC") is None, "FLUSHDB removed the watched key"
+
+
+def test_a_flush_that_removes_no_watched_key_lets_exec_run(resp_server, r, key):
+    """As Redis 7 (multi.tcl "FLUSHDB does not touch non affected keys"): FLUSHDB and FLUSHALL
+    abort a transaction only for the watched keys they remove; a watch on a key that did not
+    exist, or that lives in another database, stays clean."""
+    other = resp_server.redis()
+    for flush in (other.flushdb, other.flushall):
+        r.execute_command("WATCH", key + "missing")
+        flush()
+        r.execute_command("MULTI")
+        r.execute_command("PING")
+        assert r.execute_command("EXEC") in ([b"PONG"], [True], ["PONG"])
+    elsewhere = resp_server.redis(db=1)
+    elsewhere.set(key, "1")
+    r.execute_command("WATCH", key)
+    other.flushdb()
+    r.execute_command("MULTI")
+    r.execute_command("PING")
+    assert r.execute_command("EXEC") is not None, "db 1's key is not db 0's"
+    elsewhere.delete(key)
 
 
 def test_a_write_through_aerospike_aborts_exec(resp_server, r, key):

@@ -197,16 +197,12 @@ impl WatchRegistry {
         wakes.iter().for_each(|wake| wake());
     }
 
-    /// Every record may have changed (a truncate).
-    pub(crate) fn touched_all(&self) {
+    /// The digests watched now (none without a live watch).
+    pub(crate) fn watched(&self) -> Vec<Digest> {
         if self.active.load(Ordering::Acquire) == 0 {
-            return;
+            return Vec::new();
         }
-        let mut wakes = Vec::new();
-        for list in self.flags.lock().values() {
-            list.iter().for_each(|flag| flag.touch(&mut wakes));
-        }
-        wakes.iter().for_each(|wake| wake());
+        self.flags.lock().keys().copied().collect()
     }
 }
 
@@ -226,8 +222,9 @@ mod tests {
         registry.touched(&digest(1));
         assert!(first.is_dirty());
         assert!(!second.is_dirty());
-        registry.touched_all();
-        assert!(second.is_dirty());
+        let mut watched = registry.watched();
+        watched.sort_by_key(|digest| digest.0);
+        assert_eq!(watched, vec![digest(1), digest(2)]);
     }
 
     #[test]
@@ -242,7 +239,7 @@ mod tests {
         registry.touched(&digest(4));
         assert_eq!(calls.load(Ordering::Relaxed), 0);
         registry.touched(&digest(3));
-        registry.touched_all();
+        registry.touched(&digest(3));
         assert_eq!(calls.load(Ordering::Relaxed), 2);
         assert!(waking.is_dirty());
         drop(waking);

@@ -56,6 +56,30 @@ impl Namespace {
         self.truncate_at(set, Some(before_ms))
     }
 
+    /// The watched digests whose live record is in `set` (any set for `None`): those a
+    /// truncate removes.
+    fn watched_records_in(&self, set: Option<&[u8]>) -> Vec<model::Digest> {
+        let set_id = match set {
+            None => None,
+            Some(name) => match self.sets.id_of(name) {
+                Some(set_id) => Some(set_id),
+                None => return Vec::new(),
+            },
+        };
+        let now = self.clock.now();
+        let mut watched = self.watches.watched();
+        watched.retain(|digest| {
+            let Ok(access) = self.read_access(digest, now) else {
+                return false;
+            };
+            access
+                .partition
+                .live(digest, &access.visibility)
+                .is_some_and(|record| set_id.is_none_or(|id| record.set_id == id))
+        });
+        watched
+    }
+
     /// The cut-off of `set` (or of the namespace for `None`), Unix ms; 0 if never truncated.
     pub fn truncate_cutoff_ms(&self, set: Option<&[u8]>) -> u64 {
         match set {
@@ -72,6 +96,9 @@ impl Namespace {
         set: Option<&[u8]>,
         before_ms: Option<u64>,
     ) -> Result<bool, TruncateError> {
+        // Looked up before the gate is taken (a lookup takes it too). A record written after
+        // the look touches its watches itself.
+        let removed_watched = self.watched_records_in(set);
         let _gate = self.gate.shared();
         let now_ms = self.clock.now().unix_ms;
         // Aerospike creates the set, so that the cut-off holds for it.
@@ -97,7 +124,11 @@ impl Namespace {
                 .truncate(set.unwrap_or_default(), before_ms)
                 .map_err(|e| TruncateError::Storage(e.to_string()))?;
         }
-        self.watches.touched_all();
+        // As Redis's FLUSHDB touches only the watched keys it removes: a watch on a key that
+        // did not exist stays clean.
+        removed_watched
+            .iter()
+            .for_each(|digest| self.watches.touched(digest));
         let moved = match set_id {
             None => {
                 self.truncate_before_ms

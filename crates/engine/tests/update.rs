@@ -341,9 +341,19 @@ fn a_watch_turns_dirty_on_any_write_to_its_key_only() {
     })
     .expect("delete");
     assert!(watch.is_dirty(), "a delete");
-    let watch = ns.watch(at.digest);
+    let absent = ns.watch(at.digest);
+    let elsewhere = address(b"other-set", b"w2");
+    increment(&ns, &elsewhere, &mut writer, 1);
+    let in_another_set = ns.watch(elsewhere.digest);
+    increment(&ns, &other, &mut writer, 1);
+    let removed = ns.watch(other.digest);
+    ns.truncate(Some(b"redis"), None).expect("truncate");
+    assert!(removed.is_dirty(), "a truncate that removes the key");
+    // As Redis's FLUSHDB: a watched key it does not remove stays clean.
+    assert!(!absent.is_dirty(), "a truncate where the key did not exist");
+    assert!(!in_another_set.is_dirty(), "a truncate of another set");
     ns.truncate(None, None).expect("truncate");
-    assert!(watch.is_dirty(), "a truncate");
+    assert!(in_another_set.is_dirty(), "a truncate of the namespace");
 }
 
 #[test]
