@@ -1,4 +1,4 @@
-//! The live Redis connections, as CLIENT KILL and CLIENT PAUSE see them.
+//! The live Redis connections, as CLIENT LIST, CLIENT KILL and CLIENT PAUSE see them.
 //!
 //! Each connection registers a [`ClientEntry`] when it starts and leaves with its guard. CLIENT
 //! KILL closes another connection through that connection's memory account
@@ -7,7 +7,9 @@
 //!
 //! Invariants:
 //! - The registry holds exactly the live Redis connections of this node; the lock is taken
-//!   when a connection opens or closes and by CLIENT KILL, never per command.
+//!   when a connection opens or closes and by CLIENT KILL and LIST, never per command.
+//! - An entry's `shown` is written only by its own connection (after each step of commands,
+//!   not per command) and read by CLIENT LIST: its lock is uncontended but for a listing.
 //! - A pause ends at its deadline without anyone lifting it: a command checks it with one
 //!   atomic load while no pause is set, and a paused command waits, it never fails.
 
@@ -41,7 +43,31 @@ pub struct ClientEntry {
     pub connected_at: Instant,
     /// Whether it subscribes to anything (CLIENT KILL TYPE pubsub), kept by the connection.
     pub subscribed: AtomicBool,
+    /// What CLIENT LIST shows of it, as the connection last published it (after each step of
+    /// commands, and before a CLIENT LIST or INFO of its own).
+    pub shown: Mutex<Shown>,
     closer: Closer,
+}
+
+/// A connection's state as CLIENT LIST and CLIENT INFO show it.
+#[derive(Clone, Debug, Default)]
+pub struct Shown {
+    pub name: Option<Vec<u8>>,
+    pub database: usize,
+    pub protocol: u8,
+    /// Channels, patterns and shard channels subscribed to.
+    pub subscriptions: (usize, usize, usize),
+    /// Commands queued since MULTI; `None` outside MULTI.
+    pub queued: Option<usize>,
+    pub blocked: bool,
+    pub no_evict: bool,
+    pub no_touch: bool,
+    /// The input buffer: bytes unparsed, and room left before it grows.
+    pub query_buffer: (usize, usize),
+    /// Reply bytes not yet sent, and the memory the reply buffers hold.
+    pub output: (usize, usize),
+    /// The last command run (`container|subcommand` for a subcommand), and when.
+    pub last_command: Option<(&'static str, std::time::Instant)>,
 }
 
 /// Which clients CLIENT KILL closes: every criterion given must hold.
@@ -92,6 +118,69 @@ impl Drop for Registration {
     }
 }
 
+impl ClientEntry {
+    /// Its CLIENT LIST line (newline-terminated), with Redis 7.0's fields in Redis's order.
+    /// Fields Osprey has no counterpart for answer what a Redis client of the same kind would
+    /// (`fd` is not shown by Osprey: -1; `user` is `default`, there are no ACLs yet).
+    pub fn line(&self) -> String {
+        let shown = self.shown.lock().clone();
+        let now = std::time::Instant::now();
+        let name = shown
+            .name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        let idle_s = shown
+            .last_command
+            .map_or(self.connected_at.elapsed(), |(_, at)| {
+                now.duration_since(at)
+            })
+            .as_secs();
+        let (sub, psub, ssub) = shown.subscriptions;
+        let multi = shown.queued.map_or(-1, |queued| queued as i64);
+        let (qbuf, qbuf_free) = shown.query_buffer;
+        let (obl, omem) = shown.output;
+        let command = shown.last_command.map_or("NULL", |(name, _)| name);
+        format!(
+            "id={} addr={} laddr={} fd=-1 name={name} age={} idle={idle_s} flags={} db={} \
+             sub={sub} psub={psub} ssub={ssub} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} \
+             argv-mem=0 multi-mem=0 rbs={} rbp={} obl={obl} oll=0 omem={omem} tot-mem={} \
+             events=r cmd={command} user=default redir=-1 resp={}\n",
+            self.id,
+            self.peer_address,
+            self.local_address,
+            self.connected_at.elapsed().as_secs(),
+            flags(&shown, self.subscribed.load(Ordering::Relaxed)),
+            shown.database,
+            qbuf + qbuf_free,
+            qbuf + qbuf_free,
+            qbuf + qbuf_free + omem,
+            shown.protocol,
+        )
+    }
+}
+
+/// CLIENT LIST's `flags`, in Redis's order: P (subscribed), x (in MULTI), b (blocked), e
+/// (no-evict), T (no-touch); N for none.
+fn flags(shown: &Shown, subscribed: bool) -> String {
+    let flags: String = [
+        (subscribed, 'P'),
+        (shown.queued.is_some(), 'x'),
+        (shown.blocked, 'b'),
+        (shown.no_evict, 'e'),
+        (shown.no_touch, 'T'),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, flag)| *flag)
+    .collect();
+    if flags.is_empty() {
+        "N".to_owned()
+    } else {
+        flags
+    }
+}
+
 impl Clients {
     /// Registers a new connection of `state`; it leaves when the registration drops.
     pub fn register(
@@ -107,6 +196,10 @@ impl Clients {
             local_address,
             connected_at: Instant::now(),
             subscribed: AtomicBool::new(false),
+            shown: Mutex::new(Shown {
+                protocol: 2,
+                ..Shown::default()
+            }),
             closer,
         });
         state
@@ -118,6 +211,24 @@ impl Clients {
             clients: Arc::clone(state),
             entry,
         }
+    }
+
+    /// CLIENT LIST's lines of every connection (or those of `ids`; with `pubsub`, those that
+    /// subscribe, or those that do not), by id.
+    pub fn list(&self, ids: Option<&[u64]>, pubsub: Option<bool>) -> String {
+        let mut entries: Vec<Arc<ClientEntry>> = {
+            let by_id = self.by_id.lock();
+            by_id
+                .values()
+                .filter(|entry| ids.is_none_or(|ids| ids.contains(&entry.id)))
+                .filter(|entry| {
+                    pubsub.is_none_or(|pubsub| entry.subscribed.load(Ordering::Relaxed) == pubsub)
+                })
+                .cloned()
+                .collect()
+        };
+        entries.sort_unstable_by_key(|entry| entry.id);
+        entries.iter().map(|entry| entry.line()).collect()
     }
 
     /// Closes the connections `filter` matches; returns how many, and whether the caller

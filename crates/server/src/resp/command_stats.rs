@@ -151,6 +151,11 @@ pub fn slot(command_slot: usize, args: &Args) -> Option<usize> {
     names.subcommands.get(name.as_str()).copied()
 }
 
+/// The name `slot` is counted under (`config|get` for a subcommand).
+pub fn name(slot: usize) -> &'static str {
+    NAMES.by_slot[slot]
+}
+
 /// Counts one call of the command in `slot` that took `elapsed`, failed or not.
 pub fn record(slot: usize, elapsed: Duration, failed: bool) {
     let nanoseconds = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);

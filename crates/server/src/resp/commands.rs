@@ -143,10 +143,19 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     let notifying = pubsub::notify::before(session, name, args);
     let started = std::time::Instant::now();
     let after = handler(session, args, reply);
+    let stat_slot = command_stats::slot(slot, args);
+    if arrived
+        && after != After::Offload
+        && after != After::AwaitScript
+        && let Some(slot) = stat_slot
+    {
+        // A blocked command shows too, as Redis's CLIENT LIST shows it while it waits.
+        session.last_command = Some((command_stats::name(slot), started));
+    }
     if matches!(after, After::Continue | After::Close) {
         let elapsed = started.elapsed();
         let failed = reply.errors_since_mark();
-        if let Some(slot) = command_stats::slot(slot, args) {
+        if let Some(slot) = stat_slot {
             command_stats::record(slot, elapsed, failed);
         }
         if session.state.resp_slowlog.is_on() && !slowlog::skips(name) {
@@ -375,8 +384,14 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             }
         }
         (b"SETINFO", 4) => reply.ok(),
-        (b"INFO", 2) => reply.bulk(client_line(session).as_bytes()),
-        (b"LIST", _) => reply.bulk(client_line(session).as_bytes()),
+        (b"INFO", 2) => {
+            let line = session.registration.as_ref().map(|registration| {
+                session.publish_shown(None);
+                registration.entry.line()
+            });
+            reply.bulk(line.unwrap_or_default().as_bytes());
+        }
+        (b"LIST", _) => client_list(session, args, reply),
         (b"UNBLOCK", 3 | 4) => blocking::client_unblock(session, args, reply),
         _ => {
             if let Some(after) = client_control::client(session, args, reply) {
@@ -410,16 +425,49 @@ const CLIENT_SUBCOMMANDS: &[&str] = &[
     "unpause",
 ];
 
-fn client_line(session: &Session) -> String {
-    let name = session
-        .name
-        .as_deref()
-        .map(String::from_utf8_lossy)
-        .unwrap_or_default();
-    format!(
-        "id={} name={} db={} resp={}\n",
-        session.client_id, name, session.database.0, session.protocol
-    )
+/// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]: a line per connection.
+fn client_list(session: &mut Session, args: &Args, reply: &mut Reply<'_>) {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut kind: Option<Vec<u8>> = None;
+    let mut position = 2;
+    while position < args.len() {
+        let option = args.get(position).to_ascii_uppercase();
+        match option.as_slice() {
+            b"TYPE" if position + 1 < args.len() => {
+                kind = Some(args.get(position + 1).to_ascii_lowercase());
+                position += 2;
+            }
+            b"ID" if position + 1 < args.len() => {
+                let mut found = Vec::new();
+                for arg in (position + 1..args.len()).map(|p| args.get(p)) {
+                    match std::str::from_utf8(arg)
+                        .ok()
+                        .and_then(|t| t.parse::<u64>().ok())
+                    {
+                        Some(id) if id > 0 => found.push(id),
+                        _ => return reply.error("ERR Invalid client ID"),
+                    }
+                }
+                ids = Some(found);
+                position = args.len();
+            }
+            _ => return reply.error("ERR syntax error"),
+        }
+    }
+    let pubsub = match kind.as_deref() {
+        None => None,
+        Some(b"normal") => Some(false),
+        Some(b"pubsub") => Some(true),
+        // Osprey has no replication clients: none is listed.
+        Some(b"master" | b"replica" | b"slave") => return reply.bulk(b""),
+        Some(other) => {
+            let text = String::from_utf8_lossy(other);
+            return reply.error(&format!("ERR Unknown client type '{text}'"));
+        }
+    };
+    session.publish_shown(None);
+    let lines = session.state.resp_clients.list(ids.as_deref(), pubsub);
+    reply.bulk(lines.as_bytes());
 }
 
 /// COMMAND [COUNT | DOCS | INFO ...]: enough for redis-cli and client libraries.

@@ -315,6 +315,7 @@ impl Connection {
             }
             let step = self.answer_step();
             self.note_subscribed();
+            self.publish_shown();
             if step == Step::OverLimit {
                 // The cut reply must not reach the client: close without writing it.
                 return self.over_limit();
@@ -480,6 +481,16 @@ impl Connection {
                 entry.subscribed.store(subscribed, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Publishes what CLIENT LIST shows of this connection, buffers included.
+    fn publish_shown(&self) {
+        let Some(session) = self.session.as_ref() else {
+            return;
+        };
+        let query_buffer = (self.input.len(), self.input.capacity() - self.input.len());
+        let output = (self.output.unsent_bytes(), self.output.held_bytes());
+        session.publish_shown(Some((query_buffer, output)));
     }
 
     /// Runs one command into the output.

@@ -99,6 +99,9 @@ pub struct Session {
     /// Set while a script or function runs the session's commands (Redis's `CLIENT_SCRIPT`):
     /// SORT then orders a set it would leave unsorted, and XREAD refuses BLOCK.
     in_script: bool,
+    /// The last command run (its `command_stats` name), and when it started: CLIENT LIST's
+    /// `cmd` and `idle`.
+    last_command: Option<(&'static str, std::time::Instant)>,
 }
 
 /// What the connection does after a command.
@@ -148,6 +151,7 @@ impl Session {
             no_evict: false,
             no_touch: false,
             in_script: false,
+            last_command: None,
         }
     }
 
@@ -157,6 +161,30 @@ impl Session {
             .as_ref()
             .map(|registration| registration.entry.peer_address.clone())
             .unwrap_or_default()
+    }
+
+    /// Publishes what CLIENT LIST shows of this connection; `buffers` are its input buffer's
+    /// (unparsed bytes, room left) and its replies' (unsent bytes, memory held), when the
+    /// connection knows them (else the last published stand).
+    pub fn publish_shown(&self, buffers: Option<((usize, usize), (usize, usize))>) {
+        let Some(registration) = &self.registration else {
+            return;
+        };
+        let mut shown = registration.entry.shown.lock();
+        shown.name.clone_from(&self.name);
+        shown.database = self.database.0 as usize;
+        shown.protocol = self.protocol;
+        shown.subscriptions = self.pubsub.counts();
+        shown.queued = self
+            .transaction
+            .as_ref()
+            .map(|transaction| transaction.queued().len());
+        shown.blocked = self.blocking.request.is_some();
+        (shown.no_evict, shown.no_touch) = (self.no_evict, self.no_touch);
+        shown.last_command = self.last_command;
+        if let Some((query_buffer, output)) = buffers {
+            (shown.query_buffer, shown.output) = (query_buffer, output);
+        }
     }
 
     /// Whether a command that may take long should ask for the long-request pool: it asks
@@ -213,6 +241,7 @@ pub async fn serve(
         no_evict: false,
         no_touch: false,
         in_script: false,
+        last_command: None,
     };
     connection::serve(stream, session, shutdown, account).await;
 }

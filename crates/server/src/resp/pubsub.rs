@@ -74,6 +74,15 @@ impl Subscriptions {
         !(self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty())
     }
 
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST's sub, psub, ssub).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+        )
+    }
+
     /// The mailbox to wait on, while the connection listens to anything.
     pub fn mailbox(&self) -> Option<&Arc<Mailbox>> {
         self.mailbox.as_ref().filter(|_| self.is_subscribed())
