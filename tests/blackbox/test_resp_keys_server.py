@@ -157,6 +157,41 @@ def test_keyspace_notifications_name_the_database(resp_server, key):
         db6.config_set("notify-keyspace-events", "")
 
 
+def test_aerospike_clients_writes_are_notified_to_redis_subscribers(resp_server, key):
+    """Keyspace notifications for writes from either protocol: an Aerospike client's put of a
+    new record (sent with its key) is `new` then `write`, a put of an existing one `write`, a
+    delete `del`, each on the database its set is; a record sent by digest alone has no key
+    name to notify, and nothing is published."""
+    import aerospike
+
+    db2 = client(resp_server, 2)
+    db2.config_set("notify-keyspace-events", "KEgn")
+    aero = resp_server.client()
+    send_key = {"key": aerospike.POLICY_KEY_SEND}
+    try:
+        pubsub = db2.pubsub()
+        pubsub.psubscribe("__keyspace@2__:*")
+        assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
+        aero.put(("test", "redis-2", key), {"value": "a"}, policy=send_key)
+        aero.put(("test", "redis-2", key), {"value": "b"}, policy=send_key)
+        aero.remove(("test", "redis-2", key), policy=send_key)
+        aero.put(("test", "redis-2", key + "-digest-only"), {"value": "c"})
+        aero.put(("test", "redis-2", 42), {"value": "d"}, policy=send_key)
+        events = []
+        while (message := pubsub.get_message(timeout=2)) is not None:
+            events.append((message["channel"].decode(), message["data"]))
+        prefix = "__keyspace@2__:"
+        assert events == [
+            (prefix + key, b"new"), (prefix + key, b"write"), (prefix + key, b"write"),
+            (prefix + key, b"del"), (prefix + "42", b"new"), (prefix + "42", b"write"),
+        ]
+        pubsub.close()
+    finally:
+        db2.config_set("notify-keyspace-events", "")
+        aero.remove(("test", "redis-2", key + "-digest-only"))
+        aero.remove(("test", "redis-2", 42))
+
+
 def test_a_transaction_and_a_script_run_in_the_session_database(resp_server, key):
     db8 = client(resp_server, 8)
     with db8.pipeline(transaction=True) as pipe:

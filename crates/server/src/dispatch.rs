@@ -382,11 +382,39 @@ pub fn execute_record(
     if sink.overflowed {
         return Err(ResultCode::Parameter);
     }
+    if header.info2 & info2::WRITE != 0 {
+        notify_redis_subscribers(state, namespace, command, &meta);
+    }
     Ok(Answer {
         result_code: ResultCode::Ok,
         meta,
         op_count: sink.op_count,
     })
+}
+
+/// Keyspace notifications of an Aerospike client's write or delete to a record of the Redis
+/// namespace, for Redis clients that subscribe to them (one atomic load when none does).
+fn notify_redis_subscribers(
+    state: &ServerState,
+    namespace: &Namespace,
+    command: &RecordCommand<'_>,
+    meta: &RecordMeta,
+) {
+    use crate::resp::pubsub::notify::{self, AerospikeChange};
+    if state.pubsub.notify_flags.load(std::sync::atomic::Ordering::Relaxed) == 0
+        || namespace.name() != state.config.resp_namespace()
+    {
+        return;
+    }
+    let change = match command.header.info2 & info2::DELETE != 0 {
+        true => AerospikeChange::Deleted,
+        // A record's first write gives it generation 1.
+        false => AerospikeChange::Written {
+            created: meta.generation.0 == 1,
+        },
+    };
+    let record = (command.fields.set.unwrap_or_default(), command.fields.key);
+    notify::aerospike_change(&state.pubsub, &state.resp_databases, record, change);
 }
 
 /// A record UDF (`apply`): its return value in bin `SUCCESS`, or UDF_BAD_RESPONSE (100) with

@@ -464,6 +464,62 @@ fn publish(hub: &Hub, flags: u32, class: u32, event: &str, database: u16, key: &
     }
 }
 
+/// A change an Aerospike client made to a record of the Redis namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AerospikeChange {
+    /// A write (put, operate, touch) that succeeded; `created` when the record was new.
+    Written { created: bool },
+    /// A delete of a record that existed.
+    Deleted,
+}
+
+/// The events of a change an Aerospike client made to a record of database `set_name`, sent
+/// with its key (`key_field`: particle type, then the key; Redis's events name the key, so a
+/// record sent by digest alone has none): `new` (class `n`) for a record it created, then
+/// `write` (class `g`, Osprey's event: no Redis command names an Aerospike write) or `del`
+/// (class `g`, as Redis's DEL). The RESP commands' writes have their own events (above).
+pub fn aerospike_change(
+    hub: &Hub,
+    databases: &Databases,
+    (set_name, key_field): (&[u8], Option<&[u8]>),
+    change: AerospikeChange,
+) {
+    let flags = hub.notify_flags.load(Ordering::Relaxed);
+    if flags & (KEYSPACE | KEYEVENT) == 0 || flags & (GENERIC | NEW) == 0 {
+        return;
+    }
+    let Some((&particle_type, key)) = key_field.and_then(<[u8]>::split_first) else {
+        return;
+    };
+    let Some((database, _)) = databases
+        .iter()
+        .find(|(_, name)| name.as_bytes() == set_name)
+    else {
+        return;
+    };
+    let key = key_text(particle_type, key);
+    match change {
+        AerospikeChange::Written { created } => {
+            if created {
+                publish(hub, flags, NEW, "new", database.0, &key);
+            }
+            publish(hub, flags, GENERIC, "write", database.0, &key);
+        }
+        AerospikeChange::Deleted => publish(hub, flags, GENERIC, "del", database.0, &key),
+    }
+}
+
+/// A record's key as Redis names it: its bytes, or the decimal text of a key an Aerospike
+/// client wrote as an integer.
+fn key_text(particle_type: u8, key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match <[u8; 8]>::try_from(key) {
+        Ok(bytes) if particle_type == ParticleType::Integer as u8 => {
+            std::borrow::Cow::Owned(i64::from_be_bytes(bytes).to_string().into_bytes())
+        }
+        _ => std::borrow::Cow::Borrowed(key),
+    }
+}
+
 /// The events of the keys the server removes itself, which no command names: `expired`
 /// (class `x`) when the expiry sweep reclaims a key, `evicted` (class `e`) when eviction
 /// does; published on the node master of the key's partition, for the database its set is.
@@ -500,16 +556,9 @@ impl RemovalListener for Removals {
             return;
         };
         // A key written as an integer by an Aerospike client reads as its decimal text.
-        let integer_text;
-        let key = match <[u8; 8]>::try_from(key) {
-            Ok(bytes) if particle_type == ParticleType::Integer as u8 => {
-                integer_text = i64::from_be_bytes(bytes).to_string();
-                integer_text.as_bytes()
-            }
-            _ => key,
-        };
+        let key = key_text(particle_type, key);
         let flags = self.hub.notify_flags.load(Ordering::Relaxed);
-        publish(&self.hub, flags, class, event, database.0, key);
+        publish(&self.hub, flags, class, event, database.0, &key);
     }
 }
 
