@@ -9,6 +9,7 @@ redis-server's.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import redis
@@ -114,11 +115,96 @@ def test_copy_to_another_database(resp_server, key):
     assert error_of(lambda: db0.copy(key, key)) == "source and destination objects are the same"
 
 
-def test_swapdb_is_refused_with_a_reason(resp_server):
-    db0 = client(resp_server)
-    assert error_of(lambda: db0.swapdb(0, 1)).startswith("SWAPDB is not supported")
-    assert error_of(lambda: db0.swapdb(0, 99)) == "DB index is out of range"
-    assert error_of(lambda: db0.execute_command("SWAPDB", "x", 1)) == "invalid first DB index"
+SWAPDB_SEQUENCE = [
+    ("SELECT", "0"), ("FLUSHALL",),
+    ("SET", "{k}a", "zero"), ("RPUSH", "{k}l", "x"), ("SELECT", "1"), ("SET", "{k}a", "one"),
+    ("SET", "{k}b", "only-one"), ("SWAPDB", "0", "1"), ("GET", "{k}a"), ("GET", "{k}b"),
+    ("LLEN", "{k}l"), ("DBSIZE",), ("SELECT", "0"), ("GET", "{k}a"), ("GET", "{k}b"),
+    ("DBSIZE",), ("SWAPDB", "1", "1"), ("SWAPDB", "0", "99"), ("SWAPDB", "x", "1"),
+    ("SWAPDB", "1", "y"), ("SWAPDB", "1", "0"), ("GET", "{k}a"), ("FLUSHALL",),
+]
+
+
+def test_swapdb_answers_as_redis_server(resp_server, redis_server_port, key):
+    """Each database's keys change hands at once; errors are Redis's."""
+    commands = [tuple(word.replace("{k}", key) for word in command) for command in SWAPDB_SEQUENCE]
+
+    def run(port):
+        connection = redis.Redis(host="127.0.0.1", port=port).connection_pool.get_connection("x")
+        answers = []
+        for command in commands:
+            connection.send_command(*command)
+            try:
+                answers.append(connection.read_response())
+            except redis.ResponseError as error:
+                answers.append(f"error: {error}")
+        connection.disconnect()
+        return answers
+
+    assert run(resp_server.resp_port) == run(redis_server_port)
+
+
+def test_swapdb_aborts_transactions_watching_keys_it_changes(resp_server, redis_server_port, key):
+    """As Redis's SWAPDB: a watched key of either database that exists in one of them aborts
+    EXEC; one missing from both does not."""
+    for port in (resp_server.resp_port, redis_server_port):
+        watcher = redis.Redis(host="127.0.0.1", port=port, single_connection_client=True)
+        other = redis.Redis(host="127.0.0.1", port=port)
+        outcomes = []
+        for present_in in (0, 1, None):
+            other.flushall()
+            if present_in is not None:
+                redis.Redis(host="127.0.0.1", port=port, db=present_in).set(key, "v")
+            watcher.execute_command("WATCH", key)
+            other.swapdb(0, 1)
+            watcher.execute_command("MULTI")
+            watcher.execute_command("PING")
+            outcomes.append(watcher.execute_command("EXEC"))
+        assert outcomes[0] is None and outcomes[1] is None, port
+        assert outcomes[2] is not None, port
+        other.flushall()
+        watcher.close()
+
+
+def test_a_client_blocked_on_a_database_is_served_by_the_swap(resp_server, key):
+    """BLPOP on db 0 waits; SWAPDB brings db 1's list: the client is served at once."""
+    import threading
+
+    client(resp_server, 1).rpush(key, "from-one")
+    blocked = client(resp_server, 0)
+    got = {}
+    thread = threading.Thread(target=lambda: got.update(reply=blocked.blpop([key], timeout=5)))
+    thread.start()
+    time.sleep(0.3)
+    client(resp_server).swapdb(0, 1)
+    thread.join()
+    assert got["reply"] == (key.encode(), b"from-one")
+    client(resp_server).swapdb(0, 1)
+
+
+def test_the_order_survives_a_restart_on_durable_storage(tmp_path, key):
+    """The swap is kept in a record of the namespace (set `<set>-databases`), written before
+    the reply: a restart on the same files keeps each database's keys where SWAPDB put them."""
+    storage = harness.device_storage([tmp_path / "data.dat"], filesize=64 << 20)
+    server = harness.start_server(
+        service={},
+        namespaces=[harness.namespace("test", storage_engine=storage)],
+        tag="osprey-swapdb-restart",
+    )
+    try:
+        client(server, 0).set(key, "zero")
+        client(server, 3).set(key, "three")
+        client(server, 0).swapdb(0, 3)
+        assert client(server, 0).get(key) == b"three"
+        server.stop()
+        server.start()
+        assert client(server, 0).get(key) == b"three"
+        assert client(server, 3).get(key) == b"zero"
+        order = server.client().get(("test", "redis-databases", "order"))[2]
+        assert order["value"].split(",")[:4] == ["3", "1", "2", "0"]
+    finally:
+        server.close_clients()
+        server.stop()
 
 
 def test_info_keyspace_lists_each_database(resp_server, key):

@@ -401,7 +401,11 @@ fn notify_redis_subscribers(
     meta: &RecordMeta,
 ) {
     use crate::resp::pubsub::notify::{self, AerospikeChange};
-    if state.pubsub.notify_flags.load(std::sync::atomic::Ordering::Relaxed) == 0
+    if state
+        .pubsub
+        .notify_flags
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
         || namespace.name() != state.config.resp_namespace()
     {
         return;

@@ -54,7 +54,7 @@ pub struct ServerState {
     /// `rejected_unknown_commands`).
     pub resp_unknown_commands: AtomicU64,
     /// Redis's numbered databases: the set each lives in.
-    pub resp_databases: crate::resp::Databases,
+    pub resp_databases: Arc<crate::resp::Databases>,
     /// Redis clients blocked in BLPOP and the like, by key.
     pub blocked_clients: Arc<crate::resp::BlockedClients>,
     /// Aerospike requests refused because they use a feature Osprey does not implement yet.
@@ -118,13 +118,20 @@ impl ServerState {
         let pubsub = Arc::new(crate::resp::pubsub::hub::Hub::with_notify_flags(
             &config.resp.notify_keyspace_events,
         ));
+        let resp_databases = Arc::new(crate::resp::Databases::new(
+            &config.resp.set,
+            config.resp.databases,
+        ));
         if let Some(namespace) = namespaces
             .iter()
             .find(|namespace| namespace.name() == config.resp_namespace())
         {
-            let databases = crate::resp::Databases::new(&config.resp.set, config.resp.databases);
-            let removals =
-                crate::resp::pubsub::notify::Removals::new(Arc::clone(&pubsub), databases);
+            // As the last SWAPDB left them, before any client connects.
+            resp_databases.load_order(namespace);
+            let removals = crate::resp::pubsub::notify::Removals::new(
+                Arc::clone(&pubsub),
+                Arc::clone(&resp_databases),
+            );
             namespace.set_removal_listener(Arc::new(removals));
         }
         Ok(ServerState {
@@ -143,7 +150,7 @@ impl ServerState {
             resp_commands: AtomicU64::new(0),
             resp_connected: AtomicU64::new(0),
             resp_unknown_commands: AtomicU64::new(0),
-            resp_databases: crate::resp::Databases::new(&config.resp.set, config.resp.databases),
+            resp_databases,
             blocked_clients: Arc::default(),
             unsupported: UnsupportedStats::default(),
             cluster: Arc::new(SingleNode::new(node_id.parse().unwrap_or(model::NodeId(1)))),

@@ -174,7 +174,6 @@ pub fn retry(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After
     let started = std::time::Instant::now();
     let after = handler(session, args, reply);
     session.blocking.retry = false;
-    session.blocking.request = None;
     if after != After::Block {
         // Counted when it answers, as Redis counts a blocked command when it is unblocked.
         super::command_stats::record_call(args, started.elapsed(), reply.errors_since_mark());
@@ -704,6 +703,15 @@ impl BlockedClients {
                 .compare_exchange(0, reason as u8, Ordering::AcqRel, Ordering::Acquire);
         waiter.wake.notify_one();
         set.is_ok()
+    }
+
+    /// Wakes every blocked client to look again (SWAPDB: the keys they wait on may hold values
+    /// now, or be other records): each runs its command again, and waits where its keys are.
+    pub fn wake_all(&self) {
+        let waiters: Vec<Arc<Waiter>> = self.by_client.lock().values().cloned().collect();
+        for waiter in waiters {
+            waiter.wake.notify_one();
+        }
     }
 
     /// The wake-up the engine calls on a write to `digest`.

@@ -955,14 +955,18 @@ impl Connection {
             .expect("a blocked command says why");
         let (state, protocol) = (Arc::clone(&session.state), session.protocol);
         let namespace = super::keys::namespace_of(&state);
-        let registration = state
-            .blocked_clients
-            .register(namespace, session.client_id, &request);
+        let client_id = session.client_id;
+        let mut digests = request.digests.clone();
+        let mut registration = Some(
+            state
+                .blocked_clients
+                .register(namespace, client_id, &request),
+        );
         let deadline = request
             .timeout
             .and_then(|timeout| Instant::now().checked_add(timeout));
         loop {
-            let waiter = registration.waiter();
+            let waiter = registration.as_ref().expect("registered").waiter();
             let unblocked = match self.wait_blocked(waiter, deadline, shutdown).await? {
                 false => Some(Unblock::Timeout),
                 true => waiter.unblocked(),
@@ -980,6 +984,14 @@ impl Connection {
             }
             if self.retry_blocked()? {
                 return Ok(());
+            }
+            // Its keys are other records now (SWAPDB): it waits where they are.
+            let again = self.session().blocking.request.take();
+            if let Some(again) = again.filter(|again| again.digests != digests) {
+                // Unregistered first: a client is registered once at a time.
+                drop(registration.take());
+                digests.clone_from(&again.digests);
+                registration = Some(state.blocked_clients.register(namespace, client_id, &again));
             }
         }
     }

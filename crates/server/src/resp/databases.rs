@@ -4,13 +4,23 @@
 //! (`docs/internals/redis-mapping.md`).
 //!
 //! SELECT changes the session's database; MOVE moves a key to another database; FLUSHALL
-//! truncates every database's set. SWAPDB is refused: a key's database is part of its digest,
-//! so swapping two databases would rewrite every key of both, neither atomic nor cheap.
+//! truncates every database's set. SWAPDB swaps which sets two databases are: a key's
+//! database is part of its digest, so the records stay where they are and the numbers change
+//! hands, at once, whatever the databases hold. The order is kept in a record of its own
+//! (set `<set>-databases`, key `order`), written before the swap takes effect and read at
+//! start-up, so that a restart on the same storage keeps it.
 //!
 //! Invariants:
 //! - A session's database is below `resp.databases` (checked at SELECT, asserted here).
-//! - The set names are fixed at start-up and distinct.
+//! - The set names are fixed at start-up and distinct; `order` is a permutation of their
+//!   indexes, changed only by SWAPDB, inside the namespace's exclusive section and under
+//!   `swapping`, so no command sees half a swap.
 
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use engine::Namespace;
+use model::{Digest, ParticleType, UserKey};
+use parking_lot::Mutex;
 use wire_resp::Args;
 
 use super::commands::Command;
@@ -30,7 +40,16 @@ pub struct Database(pub u16);
 #[derive(Debug)]
 pub struct Databases {
     set_names: Vec<String>,
+    /// Per database, the index in `set_names` of the set it is (the identity until a SWAPDB).
+    order: Vec<AtomicU16>,
+    /// Where the order is kept: the set and key of its record.
+    order_record: (String, &'static [u8]),
+    /// Held by a SWAPDB from reading the order to writing it.
+    swapping: Mutex<()>,
 }
+
+/// The key of the record holding the order of the databases.
+const ORDER_KEY: &[u8] = b"order";
 
 /// The set holding database `database` when database 0 is `set`.
 pub fn database_set_name(set: &str, database: u16) -> String {
@@ -49,7 +68,12 @@ impl Databases {
             "at most {DATABASES_MAX}, got {count}"
         );
         let set_names = (0..count).map(|n| database_set_name(set, n)).collect();
-        Databases { set_names }
+        Databases {
+            set_names,
+            order: (0..count).map(AtomicU16::new).collect(),
+            order_record: (format!("{set}-databases"), ORDER_KEY),
+            swapping: Mutex::new(()),
+        }
     }
 
     /// How many there are.
@@ -65,7 +89,73 @@ impl Databases {
             "database {index} of {}",
             self.set_names.len()
         );
-        &self.set_names[index]
+        &self.set_names[usize::from(self.order[index].load(Ordering::Acquire))]
+    }
+
+    /// The order a SWAPDB left in `namespace`'s record, if any (a record that does not read as
+    /// a permutation of these databases is ignored, with a warning).
+    pub fn load_order(&self, namespace: &Namespace) {
+        let text = namespace
+            .view(&self.order_address(), |current| {
+                current.and_then(|current| {
+                    super::strings::string_of(&current)
+                        .ok()
+                        .map(|value| value.bytes())
+                })
+            })
+            .ok()
+            .flatten();
+        let Some(text) = text else {
+            return;
+        };
+        match parse_order(&text, self.set_names.len()) {
+            Some(order) => {
+                for (slot, index) in self.order.iter().zip(order) {
+                    slot.store(index, Ordering::Release);
+                }
+            }
+            None => tracing::warn!(
+                record = %String::from_utf8_lossy(&text),
+                "the databases' order record does not name each database once: ignored"
+            ),
+        }
+    }
+
+    fn order_address(&self) -> engine::RecordAddress<'_> {
+        let (set, key) = &self.order_record;
+        engine::RecordAddress {
+            digest: Digest::compute(set.as_bytes(), &UserKey::String(key)),
+            set_name: set.as_bytes(),
+            key: Some((ParticleType::String as u8, key)),
+        }
+    }
+
+    /// SWAPDB: `a` and `b` exchange sets. The new order is written first (`writes` carries
+    /// what the reply waits for), then takes effect; the caller holds the namespace's
+    /// exclusive section.
+    fn swap(
+        &self,
+        namespace: &Namespace,
+        writes: &mut super::keys::Writes,
+        (a, b): (Database, Database),
+    ) -> Result<(), model::ResultCode> {
+        let _swapping = self.swapping.lock();
+        let mut order: Vec<u16> = self
+            .order
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .collect();
+        order.swap(usize::from(a.0), usize::from(b.0));
+        let text = order
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        writes.store_string(namespace, &self.order_address(), text.as_bytes())?;
+        for (slot, index) in self.order.iter().zip(order) {
+            slot.store(index, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Every database with its set.
@@ -154,11 +244,15 @@ fn move_key(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     After::Continue
 }
 
-/// SWAPDB index index: refused once its arguments are valid, since a database is part of each
-/// key's digest (see the module's comment).
+/// SWAPDB index index: the two databases exchange their keys, at once (see the module's
+/// comment). Clients blocked on keys of either retry where their keys are now; a transaction
+/// watching a key of either that exists in one of them is aborted (`transactions::changed`).
+/// Refused on a cluster, as Redis Cluster has one database.
 fn swapdb(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let databases = &session.state.resp_databases;
-    for position in [1, 2] {
+    let state = std::sync::Arc::clone(&session.state);
+    let databases = &state.resp_databases;
+    let mut pair = [Database(0); 2];
+    for (index, position) in [1, 2].into_iter().enumerate() {
         if keys::parse_i64(args.get(position)).is_err() {
             reply.error(match position {
                 1 => "ERR invalid first DB index",
@@ -166,18 +260,51 @@ fn swapdb(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             });
             return After::Continue;
         }
-        if databases.parse(args.get(position)).is_err() {
-            reply.error(OUT_OF_RANGE);
-            return After::Continue;
+        match databases.parse(args.get(position)) {
+            Ok(database) => pair[index] = database,
+            Err(_) => {
+                reply.error(OUT_OF_RANGE);
+                return After::Continue;
+            }
         }
     }
-    reply.error(SWAPDB_REFUSED);
+    if state.is_clustered() {
+        reply.error("ERR SWAPDB is not allowed in cluster mode");
+        return After::Continue;
+    }
+    if pair[0] == pair[1] {
+        reply.ok();
+        return After::Continue;
+    }
+    let namespace = namespace_of(&state);
+    let swapped =
+        namespace.exclusive(|| databases.swap(namespace, &mut session.writes, (pair[0], pair[1])));
+    match swapped {
+        Ok(()) => {
+            state.blocked_clients.wake_all();
+            reply.ok();
+        }
+        Err(code) => engine_error(reply, code),
+    }
     After::Continue
 }
 
-/// Why SWAPDB is refused.
-pub const SWAPDB_REFUSED: &str = "ERR SWAPDB is not supported: a key's database is part of its \
-                                  digest, so swapping databases would rewrite every key";
+/// The order a record holds (`2,0,1`): each of `count` databases once, else `None`.
+fn parse_order(text: &[u8], count: usize) -> Option<Vec<u16>> {
+    let order: Vec<u16> = std::str::from_utf8(text)
+        .ok()?
+        .split(',')
+        .map(|index| index.parse().ok())
+        .collect::<Option<_>>()?;
+    let mut seen = vec![false; count];
+    for &index in &order {
+        let slot = seen.get_mut(usize::from(index))?;
+        if std::mem::replace(slot, true) {
+            return None;
+        }
+    }
+    (order.len() == count).then_some(order)
+}
 
 #[cfg(test)]
 mod tests {
@@ -192,6 +319,15 @@ mod tests {
         let names: std::collections::HashSet<&str> =
             databases.iter().map(|(_, name)| name).collect();
         assert_eq!(names.len(), 16, "distinct sets");
+    }
+
+    #[test]
+    fn an_order_record_must_name_each_database_once() {
+        assert_eq!(parse_order(b"1,0,2", 3), Some(vec![1, 0, 2]));
+        assert_eq!(parse_order(b"1,1,2", 3), None);
+        assert_eq!(parse_order(b"1,0", 3), None);
+        assert_eq!(parse_order(b"0,1,3", 3), None);
+        assert_eq!(parse_order(b"0,x,2", 3), None);
     }
 
     #[test]

@@ -75,6 +75,24 @@ pub struct Writes {
     pub acks: Acks,
 }
 
+impl Writes {
+    /// Stores `bytes` as the string value of the record at `address`, without expiry.
+    ///
+    /// # Errors
+    /// The engine's refusal.
+    pub fn store_string(
+        &mut self,
+        namespace: &Namespace,
+        address: &RecordAddress<'_>,
+        bytes: &[u8],
+    ) -> Result<(), ResultCode> {
+        namespace.update(address, &mut self.bins, &mut self.acks, |_, writer| {
+            super::strings::write_string(writer, bytes);
+            Ok((Decision::Store(Expiry::Never), ()))
+        })
+    }
+}
+
 /// One Redis key as a record of the configured namespace and set.
 pub struct Target<'s> {
     namespace: &'s Namespace,

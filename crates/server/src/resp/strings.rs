@@ -51,6 +51,11 @@ pub enum StringValue {
 }
 
 impl StringValue {
+    /// The value as Redis shows it (an integer as its decimal text).
+    pub fn bytes(self) -> Vec<u8> {
+        self.into_bytes()
+    }
+
     fn into_bytes(self) -> Vec<u8> {
         match self {
             StringValue::Bytes(bytes) => bytes,

@@ -69,6 +69,8 @@ impl Transaction {
 #[derive(Debug)]
 pub struct WatchedKey {
     watch: Watch,
+    /// The record the key was when watched (SWAPDB may make it another).
+    digest: model::Digest,
     /// Whether the key existed when watched (its expiry then aborts EXEC).
     existed: bool,
     /// The database the key was watched in.
@@ -215,13 +217,18 @@ fn exec(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     })
 }
 
-/// Whether a watched key was written, deleted or has expired since WATCH.
+/// Whether a watched key was written, deleted or has expired since WATCH; or, its database
+/// swapped with another (SWAPDB), whether it exists in either, as Redis's SWAPDB touches
+/// such keys.
 fn changed(session: &Session, key: &WatchedKey) -> bool {
     if key.watch.is_dirty() {
         return true;
     }
     let target = Target::of(&session.state, key.database, &key.key);
     let exists = target.view(|current| current.is_some()).unwrap_or(false);
+    if target.digest() != key.digest {
+        return exists || key.existed;
+    }
     key.existed && !exists
 }
 
@@ -244,6 +251,7 @@ fn watch(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         let existed = target.view(|current| current.is_some()).unwrap_or(false);
         session.watched.push(WatchedKey {
             watch,
+            digest: target.digest(),
             existed,
             database,
             key: key.to_vec(),

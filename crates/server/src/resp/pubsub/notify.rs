@@ -526,12 +526,12 @@ fn key_text(particle_type: u8, key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 #[derive(Debug)]
 pub struct Removals {
     hub: Arc<Hub>,
-    databases: Databases,
+    databases: Arc<Databases>,
 }
 
 impl Removals {
     /// Events on `hub` for the databases `databases`.
-    pub fn new(hub: Arc<Hub>, databases: Databases) -> Removals {
+    pub fn new(hub: Arc<Hub>, databases: Arc<Databases>) -> Removals {
         Removals { hub, databases }
     }
 }
