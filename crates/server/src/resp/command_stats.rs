@@ -136,19 +136,43 @@ thread_local! {
     static LOCAL: Local = Local::register();
 }
 
-/// The slot `args` are counted in, for the command in slot `command_slot`: its subcommand's
-/// for a container command (`None` for a subcommand Redis does not know).
-pub fn slot(command_slot: usize, args: &Args) -> Option<usize> {
-    let names = &*NAMES;
-    if !names.is_container[command_slot] || args.len() < 2 {
-        return Some(command_slot);
+/// Where a command of the table is counted: its slot, and whether it is counted under its
+/// subcommands instead. Judged once per command when the table is built, so that counting a
+/// call of a plain command looks nothing up.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandSlot {
+    slot: usize,
+    container: bool,
+}
+
+impl CommandSlot {
+    /// The command of rank `rank` in the command table.
+    pub fn of_rank(rank: usize) -> CommandSlot {
+        CommandSlot {
+            slot: rank,
+            container: NAMES.is_container[rank],
+        }
     }
-    let name = format!(
-        "{}|{}",
-        names.by_slot[command_slot],
-        String::from_utf8_lossy(args.get(1)).to_ascii_lowercase()
-    );
-    names.subcommands.get(name.as_str()).copied()
+
+    /// The slot a call with `args` is counted in: its subcommand's for a container command
+    /// (`None` for a subcommand Redis does not know).
+    pub fn resolve(self, args: &Args) -> Option<usize> {
+        if !self.container || args.len() < 2 {
+            return Some(self.slot);
+        }
+        let names = &*NAMES;
+        let name = format!(
+            "{}|{}",
+            names.by_slot[self.slot],
+            String::from_utf8_lossy(args.get(1)).to_ascii_lowercase()
+        );
+        names.subcommands.get(name.as_str()).copied()
+    }
+
+    /// Whether calls are counted under their subcommands.
+    pub fn is_container(self) -> bool {
+        self.container
+    }
 }
 
 /// The name `slot` is counted under (`config|get` for a subcommand).
@@ -173,14 +197,15 @@ pub fn record(slot: usize, elapsed: Duration, failed: bool) {
 /// Counts one call of the command `args` name (one Osprey knows) that took `elapsed`: a
 /// blocked command that answered.
 pub fn record_call(args: &Args, elapsed: Duration, failed: bool) {
-    if let Some(slot) = commands::slot_of(args.get(0)).and_then(|command| slot(command, args)) {
+    if let Some(slot) = commands::slot_of(args.get(0)).and_then(|command| command.resolve(args)) {
         record(slot, elapsed, failed);
     }
 }
 
 /// Counts a rejection of the command `args` name, when it is one Osprey knows.
 pub fn reject(args: &Args) {
-    let Some(slot) = commands::slot_of(args.get(0)).and_then(|command| slot(command, args)) else {
+    let Some(slot) = commands::slot_of(args.get(0)).and_then(|command| command.resolve(args))
+    else {
         return;
     };
     let _ = LOCAL.try_with(|local| local.0.cells[slot].rejected.fetch_add(1, Ordering::Relaxed));
@@ -255,17 +280,23 @@ mod tests {
     #[test]
     fn a_container_command_is_counted_under_its_subcommand_and_an_unknown_one_not_at_all() {
         let config = commands::slot_of(b"CONFIG").expect("config is served");
-        let get = slot(config, &args(&["config", "GET", "x"])).expect("config|get");
+        assert!(config.is_container());
+        let get = config
+            .resolve(&args(&["config", "GET", "x"]))
+            .expect("config|get");
         assert_eq!(NAMES.by_slot[get], "config|get");
-        assert_eq!(slot(config, &args(&["config", "nope"])), None);
+        assert_eq!(config.resolve(&args(&["config", "nope"])), None);
         let set = commands::slot_of(b"set").expect("set is served");
-        assert_eq!(slot(set, &args(&["set", "k", "v"])), Some(set));
-        assert_eq!(NAMES.by_slot[set], "set");
+        assert!(!set.is_container());
+        let plain = set.resolve(&args(&["set", "k", "v"])).expect("set");
+        assert_eq!(NAMES.by_slot[plain], "set");
     }
 
     #[test]
     fn counts_of_a_thread_that_ended_are_kept() {
-        let echo = commands::slot_of(b"echo").expect("echo is served");
+        let echo = commands::slot_of(b"echo")
+            .and_then(|echo| echo.resolve(&args(&["echo", "x"])))
+            .expect("echo is served");
         std::thread::spawn(move || record(echo, Duration::from_micros(3), true))
             .join()
             .expect("the thread ends");

@@ -77,19 +77,24 @@ const TABLES: &[&[Command]] = &[
 
 /// Every command by lower-case name, with where it names the collections it reads whole (for
 /// its cost estimate, judged once here rather than per call).
-/// The third field is its slot in `command_stats` (its rank in the table).
+/// The third field is where `command_stats` counts it.
 static BY_NAME: LazyLock<HashMap<&'static [u8], Found>> = LazyLock::new(|| {
     let mut by_name = HashMap::new();
     for (slot, &command) in TABLES.iter().copied().flatten().enumerate() {
-        let found = (command, cost::reads(command.0), slot);
+        let found = (
+            command,
+            cost::reads(command.0),
+            command_stats::CommandSlot::of_rank(slot),
+        );
         let previous = by_name.insert(command.0.as_bytes(), found);
         assert!(previous.is_none(), "command {} defined twice", command.0);
     }
     by_name
 });
 
-/// A command found in the table: itself, what it reads whole, and its `command_stats` slot.
-type Found = (Command, Reads, usize);
+/// A command found in the table: itself, what it reads whole, and where `command_stats`
+/// counts it.
+type Found = (Command, Reads, command_stats::CommandSlot);
 
 /// Longest command name looked up (longer names are unknown).
 const NAME_BYTES_MAX: usize = 32;
@@ -143,14 +148,18 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     let notifying = pubsub::notify::before(session, name, args);
     let started = std::time::Instant::now();
     let after = handler(session, args, reply);
-    let stat_slot = command_stats::slot(slot, args);
+    let stat_slot = slot.resolve(args);
     if arrived
         && after != After::Offload
         && after != After::AwaitScript
-        && let Some(slot) = stat_slot
+        && let Some(stat_slot) = stat_slot
     {
         // A blocked command shows too, as Redis's CLIENT LIST shows it while it waits.
-        session.last_command = Some((command_stats::name(slot), started));
+        let shown = match slot.is_container() {
+            true => command_stats::name(stat_slot),
+            false => name,
+        };
+        session.last_command = Some((shown, started));
     }
     if matches!(after, After::Continue | After::Close) {
         let elapsed = started.elapsed();
@@ -206,7 +215,7 @@ pub(super) fn arity_of(name: &str) -> Option<(&'static str, i32)> {
 }
 
 /// The `command_stats` slot of the command named `name` (any case).
-pub(super) fn slot_of(name: &[u8]) -> Option<usize> {
+pub(super) fn slot_of(name: &[u8]) -> Option<command_stats::CommandSlot> {
     lookup(name).map(|(_, _, slot)| slot)
 }
 
