@@ -127,21 +127,11 @@ SWAPDB_SEQUENCE = [
 
 def test_swapdb_answers_as_redis_server(resp_server, redis_server_port, key):
     """Each database's keys change hands at once; errors are Redis's."""
+    from test_resp_maxmemory import replies
+
     commands = [tuple(word.replace("{k}", key) for word in command) for command in SWAPDB_SEQUENCE]
-
-    def run(port):
-        connection = redis.Redis(host="127.0.0.1", port=port).connection_pool.get_connection("x")
-        answers = []
-        for command in commands:
-            connection.send_command(*command)
-            try:
-                answers.append(connection.read_response())
-            except redis.ResponseError as error:
-                answers.append(f"error: {error}")
-        connection.disconnect()
-        return answers
-
-    assert run(resp_server.resp_port) == run(redis_server_port)
+    ours = replies(redis.Redis(port=resp_server.resp_port), commands)
+    assert ours == replies(redis.Redis(port=redis_server_port), commands)
 
 
 def test_swapdb_aborts_transactions_watching_keys_it_changes(resp_server, redis_server_port, key):

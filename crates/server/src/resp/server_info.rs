@@ -32,21 +32,17 @@ const SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-/// The sections of INFO with no argument and of `INFO default`: Redis's defaults, every one but
-/// `commandstats` (and `latencystats`).
-const DEFAULT_SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "modules",
-    "errorstats",
-    "cluster",
-    "keyspace",
-];
+/// The sections left out of INFO with no argument and of `INFO default`, as Redis leaves them
+/// out (`latencystats` too, which Osprey does not keep).
+const NOT_DEFAULT: &[&str] = &["commandstats"];
+
+/// The sections of INFO with no argument and of `INFO default`: Redis's defaults.
+fn default_sections() -> impl Iterator<Item = String> {
+    SECTIONS
+        .iter()
+        .filter(|section| !NOT_DEFAULT.contains(section))
+        .map(|&section| section.to_owned())
+}
 
 /// INFO [section ...]: the default sections for no argument or `default`, every section for
 /// `all` or `everything`; names in any case, each section printed once, in Redis's order.
@@ -54,13 +50,13 @@ fn info(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let mut wanted: Vec<String> = Vec::new();
     let mut all = false;
     if args.len() == 1 {
-        wanted.extend(DEFAULT_SECTIONS.iter().map(|&name| name.to_owned()));
+        wanted.extend(default_sections());
     }
     for position in 1..args.len() {
         let name = String::from_utf8_lossy(args.get(position)).to_ascii_lowercase();
         match name.as_str() {
             "all" | "everything" => all = true,
-            "default" => wanted.extend(DEFAULT_SECTIONS.iter().map(|&name| name.to_owned())),
+            "default" => wanted.extend(default_sections()),
             "module_list" => wanted.push("modules".to_owned()),
             _ => wanted.push(name),
         }

@@ -249,39 +249,37 @@ fn decode(lua: &Lua, cursor: &mut &[u8], depth: usize) -> mlua::Result<Value> {
         Marker::F32 => Value::Number(f32::from_bits(be_uint(cursor, 4)? as u32).into()),
         Marker::F64 => Value::Number(f64::from_bits(be_uint(cursor, 8)?)),
         Marker::FixStr(n) => bytes_value(lua, cursor, n.into())?,
-        Marker::Str8 | Marker::Bin8 => {
-            let length = be_uint(cursor, 1)?;
-            bytes_value(lua, cursor, length)?
-        }
-        Marker::Str16 | Marker::Bin16 => {
-            let length = be_uint(cursor, 2)?;
-            bytes_value(lua, cursor, length)?
-        }
-        Marker::Str32 | Marker::Bin32 => {
-            let length = be_uint(cursor, 4)?;
+        Marker::Str8
+        | Marker::Bin8
+        | Marker::Str16
+        | Marker::Bin16
+        | Marker::Str32
+        | Marker::Bin32 => {
+            let length = be_uint(cursor, length_bytes(marker))?;
             bytes_value(lua, cursor, length)?
         }
         Marker::FixArray(n) => array_value(lua, cursor, n.into(), depth)?,
-        Marker::Array16 => {
-            let count = be_uint(cursor, 2)?;
-            array_value(lua, cursor, count, depth)?
-        }
-        Marker::Array32 => {
-            let count = be_uint(cursor, 4)?;
+        Marker::Array16 | Marker::Array32 => {
+            let count = be_uint(cursor, length_bytes(marker))?;
             array_value(lua, cursor, count, depth)?
         }
         Marker::FixMap(n) => map_value(lua, cursor, n.into(), depth)?,
-        Marker::Map16 => {
-            let count = be_uint(cursor, 2)?;
-            map_value(lua, cursor, count, depth)?
-        }
-        Marker::Map32 => {
-            let count = be_uint(cursor, 4)?;
+        Marker::Map16 | Marker::Map32 => {
+            let count = be_uint(cursor, length_bytes(marker))?;
             map_value(lua, cursor, count, depth)?
         }
         _ => return Err(UnpackError::BadFormat.into()),
     };
     Ok(value)
+}
+
+/// How many bytes the length (or element count) after `marker` takes.
+fn length_bytes(marker: Marker) -> usize {
+    match marker {
+        Marker::Str8 | Marker::Bin8 => 1,
+        Marker::Str16 | Marker::Bin16 | Marker::Array16 | Marker::Map16 => 2,
+        _ => 4,
+    }
 }
 
 fn bytes_value(lua: &Lua, cursor: &mut &[u8], length: u64) -> mlua::Result<Value> {
