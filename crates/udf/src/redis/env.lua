@@ -41,6 +41,15 @@ local function take_pending(e)
   return e
 end
 
+-- Lua 5.1's wording of an error about a named value, which Redis's scripts see: 5.4 writes
+-- "attempt to call a nil value (field 'f')", 5.1 "attempt to call field 'f' (a nil value)".
+local string_gsub = string.gsub
+local function lua51_wording(e)
+  if type(e) ~= "string" then return e end
+  return (string_gsub(e, "attempt to (%a[%a ]-) a (%a+) value %((%a+) '([^']*)'%)",
+    "attempt to %1 %3 '%4' (a %2 value)"))
+end
+
 -- An aborted run (SCRIPT KILL, memory cap) must not be swallowed by the script.
 local function pass(ok, ...)
   if not ok and (host.aborted() or (...) == OOM) then
@@ -53,7 +62,7 @@ end
 local function redis_pcall(f, ...)
   local results = pack(pass(raw_pcall(f, ...)))
   if not results[1] then
-    local e = take_pending(results[2])
+    local e = lua51_wording(take_pending(results[2]))
     results[2] = e
     if type(e) == "table" then
       local text = e.err
@@ -66,7 +75,7 @@ local function redis_pcall(f, ...)
 end
 
 local function redis_xpcall(f, handler, ...)
-  return pass(raw_xpcall(f, function(e) return handler(take_pending(e)) end, ...))
+  return pass(raw_xpcall(f, function(e) return handler(lua51_wording(take_pending(e))) end, ...))
 end
 
 -- luaPushErrorBuff: "-CODE msg" or "msg" (code ERR), trimmed of CR/LF.
@@ -210,6 +219,8 @@ math.log10 = function(x) return math.log(x, 10) end
 
 G.pcall = redis_pcall
 G.xpcall = redis_xpcall
+-- No coroutines: a coroutine would run without the run's hook, out of SCRIPT KILL's reach
+-- (Redis's Lua 5.1 has them).
 G.print, G.dofile, G.loadfile, G.require, G.os, G.io, G.package, G.coroutine, G.debug, G.utf8 =
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 
@@ -257,7 +268,7 @@ string_mt.__index = string_proxy
 string_mt.__metatable = string_proxy
 G._G = env
 
-raw_setmetatable(env, {
+local env_mt = {
   __index = function(_, name)
     local value = G[name]
     if value == nil then
@@ -266,14 +277,16 @@ raw_setmetatable(env, {
     return value
   end,
   __newindex = refuse,
-  __metatable = false,
-})
+}
+-- getmetatable(_G) shows it read-only, as Redis's does.
+env_mt.__metatable = readonly(env_mt)
+raw_setmetatable(env, env_mt)
 
 -- Redis's __redis__err__handler: an error table with the script position.
 local function handler(err)
   err = take_pending(err)
   if host.aborted() then err = { err = host.abort_text() } end
-  if type(err) ~= "table" then err = { err = "ERR " .. tostring(err) } end
+  if type(err) ~= "table" then err = { err = "ERR " .. tostring(lua51_wording(err)) } end
   local source, line = host.where()
   if source then
     raw_rawset(err, "source", source)
@@ -416,7 +429,7 @@ local function load_library(f)
   err = take_pending(err)
   if host.aborted() then return false, "ERR FUNCTION LOAD timeout" end
   if type(err) == "table" and is_string(err.err) then return false, tostring(err.err) end
-  return false, "ERR " .. tostring(err)
+  return false, "ERR " .. tostring(lua51_wording(err))
 end
 
 -- Runs a function's callback with its keys and arguments: true and its value, or false and its
