@@ -9,6 +9,7 @@ they answer, and CONFIG RESETSTAT.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import redis
@@ -137,3 +138,33 @@ def test_info_shows_commandstats_only_when_asked(resp_server):
     assert everything["cmdstat_ping"]["calls"] >= 1
     assert not any(name.startswith("cmdstat_") for name in client.info("default"))
     client.close()
+
+
+def test_a_command_that_waits_for_a_script_is_a_call_and_one_answered_busy_a_rejection(resp_server):
+    """A command that arrives while a script runs, before `busy-reply-threshold`, waits and
+    runs once the script ends: a call. One answered BUSY (past the threshold) is a rejection,
+    as Redis's `rejectCommand` counts it."""
+    import threading
+
+    spin = ("local start = redis.call('TIME') "
+            "repeat local now = redis.call('TIME') "
+            "until (now[1] - start[1]) * 1000000 + (now[2] - start[2]) > tonumber(ARGV[1])")
+    admin = resp_server.redis(protocol=2)
+    admin.config_set("busy-reply-threshold", 5000)
+    admin.config_resetstat()
+    runner = threading.Thread(target=lambda: resp_server.redis().eval(spin, 0, 600_000))
+    runner.start()
+    time.sleep(0.2)
+    assert resp_server.redis().get("{cs}waiting") is None  # waits for the script, then runs
+    runner.join()
+    assert commandstats(admin)["get"] == (1, 0, 0)
+    admin.config_set("busy-reply-threshold", 100)
+    admin.config_resetstat()
+    runner = threading.Thread(target=lambda: resp_server.redis().eval(spin, 0, 600_000))
+    runner.start()
+    time.sleep(0.3)
+    with pytest.raises(redis.ResponseError, match="BUSY"):
+        resp_server.redis().get("{cs}waiting")
+    runner.join()
+    admin.config_set("busy-reply-threshold", 5000)
+    assert commandstats(admin)["get"] == (0, 1, 0)

@@ -108,7 +108,10 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         reply.errors_since_mark();
     }
     if let Some(after) = scripting::while_busy(session, args, reply) {
-        command_stats::reject(args);
+        if after == After::Continue {
+            // Answered BUSY or EXECABORT; a command that waits for the script's turn runs later.
+            command_stats::reject(args);
+        }
         if after == After::Continue && args.is_command(b"exec") {
             // Answered EXECABORT: the transaction is over, as Redis's `execCommandAbort` ends it.
             transactions::discard_all(session);
