@@ -335,38 +335,25 @@ mod tests {
     }
 
     #[test]
-    fn numbers_pack_as_lua_cmsgpack_packs_them() {
+    fn values_pack_as_lua_cmsgpack_packs_them() {
         let lua = Lua::new();
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack(0.1)"),
-            "cb3fb999999999999a"
-        );
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack(-1099511627776)"),
-            "d3ffffff0000000000"
-        );
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack(2^40)"),
-            "cf0000010000000000"
-        );
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack(1.5, 127, -32)"),
-            "ca3fc000007fe0"
-        );
+        let cases = [
+            ("return cmsgpack.pack(0.1)", "cb3fb999999999999a"),
+            ("return cmsgpack.pack(-1099511627776)", "d3ffffff0000000000"),
+            ("return cmsgpack.pack(2^40)", "cf0000010000000000"),
+            ("return cmsgpack.pack(1.5, 127, -32)", "ca3fc000007fe0"),
+            ("return cmsgpack.pack({})", "90"),
+            ("return cmsgpack.pack({1, 'a'})", "9201a161"),
+            ("return cmsgpack.pack({[2] = 1})", "810201"),
+        ];
+        for (script, hex) in cases {
+            assert_eq!(packed_hex(&lua, script), hex, "{script}");
+        }
     }
 
     #[test]
-    fn tables_pack_as_arrays_or_maps_and_self_containing_ones_end_in_nil() {
+    fn a_self_containing_table_ends_in_nil_at_the_nesting_limit() {
         let lua = Lua::new();
-        assert_eq!(packed_hex(&lua, "return cmsgpack.pack({})"), "90");
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack({1, 'a'})"),
-            "9201a161"
-        );
-        assert_eq!(
-            packed_hex(&lua, "return cmsgpack.pack({[2] = 1})"),
-            "810201"
-        );
         let deep = packed_hex(&lua, "local a = {} a[1] = a return cmsgpack.pack(a)");
         assert_eq!(deep, format!("{}c0", "91".repeat(PACK_NESTING_MAX)));
     }
