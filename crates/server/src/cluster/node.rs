@@ -625,8 +625,8 @@ impl ClusterNode {
         let applying = tokio::spawn(Arc::clone(self).apply_states());
         let forming = tokio::spawn(Arc::clone(self).form_and_manage());
         let migrating = tokio::spawn(Arc::clone(self).migrate());
-        let guarding = tokio::spawn(Arc::clone(self).guard_writes());
-        let watching = tokio::spawn(Arc::clone(self).watch_links_continually());
+        let guarding = tokio::spawn(Arc::clone(self).every_formation_period(Self::guard_writes));
+        let watching = tokio::spawn(Arc::clone(self).every_formation_period(Self::watch_links_now));
         let queued = self.proposals_waiting.lock().take();
         let proposing = queued.map(|queued| tokio::spawn(Arc::clone(self).propose_queued(queued)));
         self.tasks.lock().extend(
@@ -741,6 +741,19 @@ impl ClusterNode {
                     ?code,
                     "a partition role from the metadata group went back in version"
                 );
+            }
+        }
+    }
+
+    /// Runs `step` every formation period until the node stops: work that must not wait
+    /// behind the formation loop's commits.
+    async fn every_formation_period(self: Arc<Self>, step: fn(&ClusterNode)) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            step(&self);
+            tokio::select! {
+                () = tokio::time::sleep(FORMATION_PERIOD) => {}
+                _ = stop.changed() => return,
             }
         }
     }

@@ -268,14 +268,19 @@ string_mt.__index = string_proxy
 string_mt.__metatable = string_proxy
 G._G = env
 
-local env_mt = {
-  __index = function(_, name)
-    local value = G[name]
+-- The __index of a strict view of what `source()` answers: a name it lacks is an error.
+local function strict_index(source)
+  return function(_, name)
+    local value = source()[name]
     if value == nil then
       raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
     end
     return value
-  end,
+  end
+end
+
+local env_mt = {
+  __index = strict_index(function() return G end),
   __newindex = refuse,
 }
 -- getmetatable(_G) shows it read-only, as Redis's does.
@@ -401,13 +406,7 @@ local function strict_proxy(source)
   local proxy = {}
   protected[proxy] = true
   raw_setmetatable(proxy, {
-    __index = function(_, name)
-      local value = source()[name]
-      if value == nil then
-        raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-      end
-      return value
-    end,
+    __index = strict_index(source),
     __newindex = refuse,
     __metatable = false,
   })

@@ -1,7 +1,6 @@
 //! A node's part in failures: the leader removing silent and departed nodes and replacing
 //! departed voters, and every node refusing writes without a quorum of the metadata group.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -16,18 +15,12 @@ use super::{ClusterNode, holds_nothing};
 const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ClusterNode {
-    /// Decides every formation period whether client writes may be taken here, renewing the
-    /// engine's write lease while they may; a task of its own, so that a slow commit on the
-    /// leader never lets the lease lapse.
-    pub(super) async fn guard_writes(self: Arc<Self>) {
-        let mut stop = self.stop.subscribe();
-        loop {
-            self.refuse_writes_without_quorum(&self.meta.state());
-            tokio::select! {
-                () = tokio::time::sleep(super::FORMATION_PERIOD) => {}
-                _ = stop.changed() => return,
-            }
-        }
+    /// Decides whether client writes may be taken here, renewing the engine's write lease
+    /// while they may. Run every formation period on a task of its own
+    /// ([`ClusterNode::every_formation_period`]), so that a slow commit on the leader never
+    /// lets the lease lapse.
+    pub(super) fn guard_writes(&self) {
+        self.refuse_writes_without_quorum(&self.meta.state());
     }
 
     /// Asks a member to add this node again: removed from the roster and the group while cut

@@ -23,7 +23,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::metadata::ClusterState;
@@ -46,21 +45,14 @@ pub(super) struct Link {
 pub(super) type Hearing = BTreeMap<u64, Option<BTreeSet<u64>>>;
 
 impl ClusterNode {
-    /// Watches the links every formation period until the node stops.
-    ///
-    /// Not in the formation loop: that one waits for commits (an election, a proposal through
-    /// a new leader), and a pause past the heartbeat timeout there would forget the links seen
-    /// before a cut (seed 612425161: the node elected during a one-way drop had dropped the
-    /// cut pair while it campaigned, and never removed either node).
-    pub(super) async fn watch_links_continually(self: Arc<Self>) {
-        let mut stop = self.stop.subscribe();
-        loop {
-            self.watch_links(&self.meta.state());
-            tokio::select! {
-                () = tokio::time::sleep(super::FORMATION_PERIOD) => {}
-                _ = stop.changed() => return,
-            }
-        }
+    /// Watches the links now. Run every formation period on a task of its own
+    /// ([`ClusterNode::every_formation_period`]), not in the formation loop: that one waits
+    /// for commits (an election, a proposal through a new leader), and a pause past the
+    /// heartbeat timeout there would forget the links seen before a cut (seed 612425161: the
+    /// node elected during a one-way drop had dropped the cut pair while it campaigned, and
+    /// never removed either node).
+    pub(super) fn watch_links_now(&self) {
+        self.watch_links(&self.meta.state());
     }
 
     /// On the leader: a member to remove because it and another live member have not heard
