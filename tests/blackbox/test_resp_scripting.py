@@ -201,9 +201,10 @@ def test_a_concurrent_client_never_sees_a_script_half_done(resp_server, key):
 
 
 def test_a_pipeline_of_scripts_is_answered_in_order_with_what_follows_it(resp_server, key):
-    """Scripts a pipeline sends back to back run in one trip to the long-request pool; the
-    replies must still come one per request, in order, with the commands between and after
-    them (a GET, a failing script, a MULTI) answered where they stand."""
+    """Scripts a pipeline sends back to back (they once ran in one trip to the long-request
+    pool; now on the runtime worker, one after the other) are answered one per request, in
+    order, with the commands between and after them (a GET, a failing script, a MULTI)
+    answered where they stand."""
     r = resp_server.redis()
     sha = r.script_load("return redis.call('INCR', KEYS[1])")
     pipe = r.pipeline(transaction=False)
@@ -230,7 +231,8 @@ def test_a_pipeline_of_scripts_is_answered_in_order_with_what_follows_it(resp_se
 def test_scripts_of_many_clients_at_once_each_wait_their_turn(key):
     """Two connections' scripts could reach the long-request pool together (each offloaded
     while none ran) and the second panicked its pool thread ("two scripts run at once"),
-    closing its connection. Now a script waits for the one running, on its pool thread."""
+    closing its connection. Now a script that finds another running waits for it: on the
+    runtime, where scripts run now, two connections' scripts meet the same way."""
     server = harness.start_server(
         service={"long-request-threads": 4},
         namespaces=[harness.namespace("test")],
@@ -344,6 +346,43 @@ def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server,
         assert error_of(lambda: admin.script_kill()) == "NOTBUSY No scripts in execution right now."
     finally:
         admin.config_set("busy-reply-threshold", 5000)
+
+
+def test_a_looping_script_on_a_one_thread_server_leaves_the_other_clients_served(
+    start_server, key
+):
+    """A script runs on the runtime thread that read its command, as any command does. Here
+    that thread is the server's only one: a script that loops forever must give the thread's
+    other connections to another thread, or no client could be answered, BUSY or otherwise,
+    and none could send SCRIPT KILL. New connections are accepted too."""
+    server = start_server(
+        service={"threads": 1},
+        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
+    )
+    admin = server.redis()
+    admin.config_set("busy-reply-threshold", 200)
+    looping = long_client(server)
+    thread, outcome = run_in_thread(lambda: looping.eval("while true do end", 0))
+    # Each SET waits for the script, and once it has run past the threshold is answered BUSY
+    # (a server whose one thread the script held would answer nothing: a timeout).
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            admin.set(key, "waiting")
+        except redis.ResponseError as error:
+            assert "BUSY Redis is busy running a script" in str(error), error
+            break
+        assert time.monotonic() < deadline, "never BUSY"
+        time.sleep(0.05)
+    # A connection opened while the script loops is served: BUSY, then, once killed, OK.
+    fresh = server.redis()
+    assert "BUSY Redis is busy running a script" in error_of(lambda: fresh.set(key, "v"))
+    assert admin.script_kill() is True
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert "Script killed by user with SCRIPT KILL..." in str(outcome.get("error")), outcome
+    assert fresh.set(key, "after") is True
+    assert fresh.get(key) == b"after"
 
 
 def test_exec_past_busy_reply_threshold_aborts_the_transaction_and_ends_it(resp_server, key):

@@ -279,6 +279,18 @@ impl Args {
     }
 }
 
+/// Arguments built from parts (a command a script or a test makes), as a request of those
+/// parts decodes.
+impl<A: AsRef<[u8]>> FromIterator<A> for Args {
+    fn from_iter<I: IntoIterator<Item = A>>(parts: I) -> Self {
+        let mut args = Args::new();
+        for part in parts {
+            args.push(part.as_ref());
+        }
+        args
+    }
+}
+
 /// The arguments of an [`Args`] in order.
 #[derive(Clone, Debug)]
 pub struct ArgsIter<'a> {
@@ -825,6 +837,20 @@ mod tests {
         let mut out = Vec::new();
         error.write_reply(&mut out);
         out
+    }
+
+    #[test]
+    fn arguments_built_from_parts_equal_the_request_of_those_parts_decoded() {
+        let parts: [&[u8]; 4] = [b"SET", b"key", b"", b"\r\n$1"];
+        let mut encoded = Vec::new();
+        crate::encode_command(&mut encoded, &parts);
+        let decoded = arguments(&encoded);
+        let built: Args = parts.iter().collect();
+        assert_eq!(
+            built.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(),
+            decoded
+        );
+        assert_eq!(built.total_bytes(), 10);
     }
 
     #[test]

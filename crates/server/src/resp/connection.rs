@@ -895,33 +895,26 @@ impl Connection {
     }
 
     /// Runs the command that asked for the pool there, with the session, its arguments and
-    /// the output, and takes them back. The scripts the client sent right after it run in
-    /// the same trip ([`run_scripts_in_turn`]): one hand-over to the pool and back per
-    /// pipeline of scripts, not per script.
+    /// the output, and takes them back.
     async fn run_on_pool(&mut self) -> Result<(), Close> {
         let filling_len_max = self.filling_len_max();
         let mut session = self.session.take().expect("the session is home");
-        let mut args = self.args.take().expect("the arguments are home");
+        let args = self.args.take().expect("the arguments are home");
         let mut filling = std::mem::take(&mut self.output.filling);
-        let mut input = std::mem::take(&mut self.input);
         let state = Arc::clone(&session.state);
         let memory = Arc::clone(&self.memory);
         let job = move || {
             session.may_offload = false;
             let limit = (filling_len_max, &*memory);
-            let mut ran = execute_into(&mut session, &args, &mut filling, limit);
-            if ran.0 == After::Continue && ran.1 == (false, false) {
-                ran = run_scripts_in_turn(&mut session, &mut args, &mut input, &mut filling, limit);
-            }
-            (session, args, filling, input, ran)
+            let ran = execute_into(&mut session, &args, &mut filling, limit);
+            (session, args, filling, ran)
         };
-        let Ok((session, args, filling, input, (after, (overflowed, over_budget)))) =
+        let Ok((session, args, filling, (after, (overflowed, over_budget)))) =
             state.long_requests.run(job).await
         else {
             warn!("a Redis command failed on the long-request pool; closing its connection");
             return Err(Close::JobFailed);
         };
-        self.input = input;
         self.session = Some(session);
         self.args = Some(args);
         self.output.filling = filling;
@@ -1174,47 +1167,4 @@ fn execute_into(
         filling.truncate(filling_before);
     }
     (after, overflow)
-}
-
-/// Scripts run in one trip to the pool at most: bounds how long the connection's other
-/// events (published messages, CLIENT KILL) wait.
-const SCRIPTS_IN_TURN_MAX: usize = 64;
-
-/// Runs, on the pool, the complete requests at the head of `input` while they are scripts
-/// (EVAL, EVALSHA, FCALL and their read-only forms), which would each ask for the pool again,
-/// consuming each one run (one that meets another client's script waits for its turn here,
-/// as any script on the pool does). Stops before anything else, and where a step would end:
-/// replies of `OUTPUT_FLUSH_BYTES`, a paused command, a transaction, a subscribed client (its
-/// messages go out between steps), or a cluster (scripts there may be forwarded, which the
-/// runtime does).
-fn run_scripts_in_turn(
-    session: &mut Session,
-    args: &mut wire_resp::Args,
-    input: &mut BytesMut,
-    filling: &mut Vec<u8>,
-    limit: (usize, &ClientMemory),
-) -> PoolRun {
-    let mut ran: PoolRun = (After::Continue, (false, false));
-    for _ in 0..SCRIPTS_IN_TURN_MAX {
-        let step_ends = filling.len() >= OUTPUT_FLUSH_BYTES
-            || session.state.is_clustered()
-            || session.transaction.is_some()
-            || session.pubsub.is_subscribed();
-        if step_ends {
-            break;
-        }
-        let Ok(Some(size_bytes)) = wire_resp::decode_request(&input[..], args) else {
-            break;
-        };
-        let script = !args.is_empty() && super::scripting::is_script(args);
-        if !script || session.state.resp_clients.holds(args, None) {
-            break;
-        }
-        ran = execute_into(session, args, filling, limit);
-        input.advance(size_bytes);
-        if ran != (After::Continue, (false, false)) {
-            break;
-        }
-    }
-    ran
 }

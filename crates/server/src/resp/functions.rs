@@ -29,7 +29,7 @@ use wire_resp::Args;
 use super::commands::Command;
 use super::rdb;
 use super::reply::Reply;
-use super::scripting::{self, Access, Killer, RunKind, SCRIPT_MEMORY_BYTES_MAX};
+use super::scripting::{self, Access, Killer, NotRun, RunKind, SCRIPT_MEMORY_BYTES_MAX};
 use super::{After, Session, glob, keys};
 
 /// The function commands.
@@ -346,8 +346,9 @@ fn fcall_generic(
         reply.error(refusal);
         return After::Continue;
     }
-    // A function may run long: it runs on the long-request pool, never on a runtime worker.
-    if session.may_offload {
+    // Where no long function could give its worker away, functions run on the long-request
+    // pool.
+    if session.may_offload && !super::script_worker::on_runtime_worker() {
         return After::Offload;
     }
     let read_only = access == Access::ReadOnly || function.flags.no_writes;
@@ -358,7 +359,7 @@ fn fcall_generic(
         command: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
     };
     let limits = (read_only, function.flags.allow_oom);
-    let value = scripting::run_registered(session, kind, limits, |host, killed| {
+    let value = scripting::run_registered(session, kind, limits, |host, checkpoint| {
         let run = ScriptRun {
             sha: &function.name,
             body: b"",
@@ -368,11 +369,15 @@ fn fcall_generic(
         };
         // A function runs holding the engine: a load waits for it (or gets BUSY).
         match functions.engine.lock().as_mut() {
-            Some(engine) => engine.call_function(&function, run, host, killed),
+            Some(engine) => engine.call_function(&function, run, host, checkpoint),
             None => RedisValue::Error(b"ERR Function not found".to_vec()),
         }
     });
-    let value = value.unwrap_or_else(|busy| RedisValue::Error(busy.as_bytes().to_vec()));
+    let value = match value {
+        Ok(value) => value,
+        Err(NotRun::AwaitTurn) => return After::AwaitScript,
+        Err(NotRun::Busy(busy)) => RedisValue::Error(busy.as_bytes().to_vec()),
+    };
     scripting::write_value(reply, &value);
     After::Continue
 }

@@ -46,6 +46,7 @@ pub mod pubsub;
 mod rdb;
 mod reply;
 mod routing;
+mod script_worker;
 mod scripting;
 mod server_info;
 mod sets;

@@ -6,13 +6,15 @@
 //!   (`Namespace::exclusive`, as EXEC), so no other command of either protocol interleaves
 //!   with it. Its `redis.call`s go through `commands::execute`, the dispatch every command
 //!   takes, so a command behaves in a script exactly as it does alone.
-//! - A script never runs on a runtime worker: EVAL asks for the long-request pool
-//!   (`After::Offload`) and runs there, so a long script holds one pool thread, not the tasks
-//!   of other connections.
+//! - A script runs on the runtime worker that read it, as any command; one that runs on past
+//!   a millisecond gives the worker's other tasks to another thread (`script_worker`), so a
+//!   long script holds one thread, not the connections of a worker.
 //! - While a script runs, another connection's command does not block a thread at the gate:
 //!   it waits on the runtime (`After::AwaitScript`) until the script ends or has run past
 //!   `busy-reply-threshold`; past it, every command but the few Redis allows gets `BUSY`, and
-//!   SCRIPT KILL stops a script that has not written (one that has is `UNKILLABLE`).
+//!   SCRIPT KILL stops a script that has not written (one that has is `UNKILLABLE`). A script
+//!   that finds another running waits so too; only where it may not (inside EXEC, on the
+//!   long-request pool) does it wait for its turn on its thread.
 //! - Each run may allocate `SCRIPT_MEMORY_BYTES_MAX` of Lua memory; past it the script ends
 //!   with `not enough memory`, which `pcall` cannot swallow.
 //!
@@ -32,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use udf::redis::{ParsedScript, RedisScripting, RedisValue, ScriptHost, ScriptRun};
+use udf::redis::{Checkpoint, ParsedScript, RedisScripting, RedisValue, ScriptHost, ScriptRun};
 use wire_resp::Args;
 
 use super::blocking;
@@ -41,6 +43,7 @@ use super::keys;
 use super::memory_limit;
 use super::reply::Reply;
 use super::routing::{self, Routing};
+use super::script_worker;
 use super::{After, Session};
 use crate::state::ServerState;
 
@@ -308,21 +311,32 @@ fn engine_in(
     Ok(&mut slot.as_mut().expect("the engine was just built").1)
 }
 
+/// Why a script did not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NotRun {
+    /// Another run passed `busy-reply-threshold`: its BUSY error.
+    Busy(&'static str),
+    /// Another run is on: wait for it on the runtime (`After::AwaitScript`), then run again.
+    AwaitTurn,
+}
+
 /// Clears the running script when its run ends, also on a panic.
 pub(super) struct RunGuard<'a> {
     scripts: &'a Scripts,
 }
 
 impl<'a> RunGuard<'a> {
-    /// Registers `fresh` as the run, once no other runs: a run that another thread has
-    /// registered is waited for (this is a pool thread), until it ends or passes
-    /// `busy-reply-threshold` (then its BUSY error). Two connections' scripts can reach the
-    /// pool together, as each was offloaded while none ran. A run this thread registered
-    /// already (a transaction holding scripts) is the one its scripts belong to: no guard.
+    /// Registers `fresh` as the run, once no other runs. A run that another thread has
+    /// registered (two connections' scripts can pass `while_busy` together) is waited for
+    /// here when `waits` (inside EXEC, on the pool), until it ends or passes
+    /// `busy-reply-threshold` (then its BUSY error); otherwise the caller is told to wait on
+    /// the runtime. A run this thread registered already (a transaction holding scripts) is
+    /// the one its scripts belong to: no guard.
     fn claim(
         scripts: &'a Scripts,
         fresh: Arc<Running>,
-    ) -> Result<(Option<RunGuard<'a>>, Arc<Running>), &'static str> {
+        waits: bool,
+    ) -> Result<(Option<RunGuard<'a>>, Arc<Running>), NotRun> {
         let mut slot = scripts.running.lock();
         loop {
             let Some(current) = slot.as_ref() else {
@@ -334,15 +348,19 @@ impl<'a> RunGuard<'a> {
             if current.thread == std::thread::current().id() {
                 return Ok((None, Arc::clone(current)));
             }
-            let Some(threshold) = scripts.threshold() else {
-                scripts.turn.wait(&mut slot);
-                continue;
-            };
-            let deadline = current.started + threshold;
-            if Instant::now() >= deadline {
-                return Err(current.kind.busy());
+            let deadline = scripts
+                .threshold()
+                .map(|threshold| current.started + threshold);
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Err(NotRun::Busy(current.kind.busy()));
             }
-            scripts.turn.wait_until(&mut slot, deadline);
+            if !waits {
+                return Err(NotRun::AwaitTurn);
+            }
+            match deadline {
+                Some(deadline) => _ = scripts.turn.wait_until(&mut slot, deadline),
+                None => scripts.turn.wait(&mut slot),
+            }
         }
     }
 }
@@ -364,7 +382,11 @@ pub(super) fn claim_for_transaction(
     state: &ServerState,
 ) -> Result<Option<RunGuard<'_>>, &'static str> {
     let fresh = Arc::new(Running::new(RunKind::Eval));
-    RunGuard::claim(&state.scripts, fresh).map(|(guard, _)| guard)
+    match RunGuard::claim(&state.scripts, fresh, true) {
+        Ok((guard, _)) => Ok(guard),
+        Err(NotRun::Busy(busy)) => Err(busy),
+        Err(NotRun::AwaitTurn) => unreachable!("a claim that waits waits"),
+    }
 }
 
 /// Whether this thread runs a script now (its commands are the script's calls).
@@ -527,8 +549,8 @@ fn eval_generic(
         reply.error(refusal);
         return After::Continue;
     }
-    // A script may run long: it runs on the long-request pool, never on a runtime worker.
-    if session.may_offload {
+    // Where no long script could give its worker away, scripts run on the long-request pool.
+    if session.may_offload && !script_worker::on_runtime_worker() {
         return After::Offload;
     }
     let read_only = access == Access::ReadOnly || parsed.flags.no_writes;
@@ -542,8 +564,10 @@ fn eval_generic(
         args: &argv,
         memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
     };
-    let value = run_exclusive(session, run, parsed, read_only, cached.is_none());
-    write_value(reply, &value);
+    match run_exclusive(session, run, parsed, read_only, cached.is_none()) {
+        Some(value) => write_value(reply, &value),
+        None => return After::AwaitScript,
+    }
     After::Continue
 }
 
@@ -578,26 +602,31 @@ pub(super) fn refusal(
 
 /// Runs a script inside the exclusive section: compiles (and caches) a new body, registers
 /// the run for BUSY and SCRIPT KILL, and runs it with this session as its commands' client.
+/// `None` when it must wait for another script's run on the runtime first.
 fn run_exclusive(
     session: &mut Session,
     run: ScriptRun<'_>,
     parsed: ParsedScript,
     read_only: bool,
     new_body: bool,
-) -> RedisValue {
+) -> Option<RedisValue> {
     let state = Arc::clone(&session.state);
     let scripts = &state.scripts;
     let limits = (read_only, parsed.flags.allow_oom);
-    let outcome = run_registered(session, RunKind::Eval, limits, |host, killed| {
+    let outcome = run_registered(session, RunKind::Eval, limits, |host, checkpoint| {
         scripts.with_engine(|engine| {
             if new_body {
                 engine.compile(run.sha, run.body, parsed.code_offset)?;
             }
-            Ok::<_, String>(engine.run(run, parsed.code_offset, host, killed))
+            Ok::<_, String>(engine.run(run, parsed.code_offset, host, checkpoint))
         })
     });
-    let outcome = outcome.unwrap_or_else(|busy| Err(busy.to_owned()));
-    match outcome {
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(NotRun::AwaitTurn) => return None,
+        Err(NotRun::Busy(busy)) => Err(busy.to_owned()),
+    };
+    Some(match outcome {
         Ok(Ok(value)) => {
             if new_body {
                 let script = Script {
@@ -610,7 +639,7 @@ fn run_exclusive(
             value
         }
         Ok(Err(message)) | Err(message) => RedisValue::Error(message.into_bytes()),
-    }
+    })
 }
 
 /// Runs `body` as the script or function running now (for BUSY, SCRIPT KILL and FUNCTION
@@ -623,29 +652,36 @@ fn run_exclusive(
 /// than wait at the section's gate on a runtime thread, where, with every thread of a small
 /// machine blocked so, nothing could serve SCRIPT KILL.
 ///
-/// `Err` is the BUSY error of a run on another thread that passed `busy-reply-threshold`
-/// while this one waited for its turn.
+/// On a runtime worker (`Session::may_offload`), a run that finds another on is not run
+/// (`NotRun::AwaitTurn`); elsewhere it waits for its turn, and `NotRun::Busy` is the BUSY
+/// error of a run on another thread that passed `busy-reply-threshold` meanwhile. The
+/// script's own commands never leave its thread.
 pub(super) fn run_registered<T>(
     session: &mut Session,
     kind: RunKind,
     (read_only, allow_oom): (bool, bool),
-    body: impl FnOnce(&mut SessionHost<'_>, &Arc<AtomicBool>) -> T,
-) -> Result<T, &'static str> {
+    body: impl FnOnce(&mut SessionHost<'_>, &Checkpoint) -> T,
+) -> Result<T, NotRun> {
     let state = Arc::clone(&session.state);
     let namespace = keys::namespace_of(&state);
-    let (_guard, running) = RunGuard::claim(&state.scripts, Arc::new(Running::new(kind)))?;
+    let on_worker = session.may_offload;
+    let fresh = Arc::new(Running::new(kind));
+    let (_guard, running) = RunGuard::claim(&state.scripts, fresh, !on_worker)?;
+    let checkpoint = script_worker::checkpoint(&running.killed, running.started, on_worker);
     let (saved_protocol, saved_database) = (session.protocol, session.database);
     session.in_script = true;
+    session.may_offload = false;
     let mut host = SessionHost {
         session,
         running: &running,
         read_only,
         allow_oom,
     };
-    let outcome = namespace.exclusive(|| body(&mut host, &running.killed));
+    let outcome = namespace.exclusive(|| body(&mut host, &checkpoint));
     host.session.protocol = saved_protocol;
     host.session.database = saved_database;
     host.session.in_script = false;
+    host.session.may_offload = on_worker;
     Ok(outcome)
 }
 
@@ -661,7 +697,7 @@ pub(super) struct SessionHost<'s> {
 
 impl ScriptHost for SessionHost<'_> {
     fn call(&mut self, argv: Vec<Vec<u8>>, resp: u8) -> RedisValue {
-        let args = to_args(&argv);
+        let args: Args = argv.iter().collect();
         if let Some(refusal) = self.refusal(&args) {
             super::command_stats::reject(&args);
             // Counted here, where Redis's `scriptCall` counts it: the script's reply that
@@ -731,19 +767,6 @@ impl SessionHost<'_> {
         }
         None
     }
-}
-
-fn to_args(argv: &[Vec<u8>]) -> Args {
-    let parts: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    let mut encoded = Vec::new();
-    wire_resp::encode_command(&mut encoded, &parts);
-    let mut args = Args::new();
-    let decoded = wire_resp::decode_request(&encoded, &mut args);
-    assert!(
-        matches!(decoded, Ok(Some(_))),
-        "a command encoded here decodes"
-    );
-    args
 }
 
 /// Commands Redis 7.0 flags `noscript` (its `src/commands/*.json`), which scripts may not call:
@@ -1226,27 +1249,17 @@ mod tests {
 
     #[test]
     fn key_counts_are_checked_against_the_arguments() {
-        let args = to_args(&[
-            b"eval".to_vec(),
-            b"return 1".to_vec(),
-            b"2".to_vec(),
-            b"k".to_vec(),
-        ]);
+        let args: Args = ["eval", "return 1", "2", "k"].iter().collect();
         assert_eq!(
             key_count(&args),
             Err("ERR Number of keys can't be greater than number of args")
         );
-        let args = to_args(&[b"eval".to_vec(), b"return 1".to_vec(), b"-1".to_vec()]);
+        let args: Args = ["eval", "return 1", "-1"].iter().collect();
         assert_eq!(
             key_count(&args),
             Err("ERR Number of keys can't be negative")
         );
-        let args = to_args(&[
-            b"eval".to_vec(),
-            b"return 1".to_vec(),
-            b"1".to_vec(),
-            b"k".to_vec(),
-        ]);
+        let args: Args = ["eval", "return 1", "1", "k"].iter().collect();
         assert_eq!(key_count(&args), Ok(1));
     }
 }

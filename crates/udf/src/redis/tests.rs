@@ -41,8 +41,8 @@ fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) 
         args,
         memory_bytes_max: 16 << 20,
     };
-    let killed = Arc::new(AtomicBool::new(false));
-    let reply = engine.run(run, parsed.code_offset, &mut host, &killed);
+    let never: Checkpoint = Arc::new(|| false);
+    let reply = engine.run(run, parsed.code_offset, &mut host, &never);
     (reply, host)
 }
 
@@ -248,11 +248,15 @@ fn a_killed_script_stops_even_inside_pcall() {
     };
     let killed = Arc::new(AtomicBool::new(false));
     let switch = Arc::clone(&killed);
+    let checkpoint: Checkpoint = {
+        let killed = Arc::clone(&killed);
+        Arc::new(move || killed.load(std::sync::atomic::Ordering::Relaxed))
+    };
     let killer = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(50));
         switch.store(true, std::sync::atomic::Ordering::Relaxed);
     });
-    let reply = engine.run(run, 0, &mut FakeHost::default(), &killed);
+    let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
     killer.join().expect("killer");
     assert!(
         error_text(&reply).starts_with("ERR Script killed by user with SCRIPT KILL..."),
@@ -270,7 +274,7 @@ fn a_killed_script_stops_even_inside_pcall() {
         memory_bytes_max: 0,
     };
     assert_eq!(
-        engine.run(run, 0, &mut FakeHost::default(), &killed),
+        engine.run(run, 0, &mut FakeHost::default(), &checkpoint),
         RedisValue::Integer(2)
     );
 }
