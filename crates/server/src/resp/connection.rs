@@ -1093,7 +1093,13 @@ impl Connection {
                 return ready.map_err(|_| Close::Done);
             }
             () = self.account.told_to_close() => return Err(Close::Evicted),
-            () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => return Ok(()),
+            () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => {
+                // The other tasks ready now (publishers among them) run first: what they
+                // publish goes out in the same write, as Redis writes a subscriber's output
+                // once per turn of its event loop, not once per PUBLISH it serves.
+                tokio::task::yield_now().await;
+                return Ok(());
+            }
             () = sleep_until_or_never(soft_deadline) => return Err(Close::OutputLimit),
             () = sleep_until_or_never(idle_deadline) => return Err(Close::Idle),
             _ = shutdown.changed() => return Err(Close::Shutdown),
