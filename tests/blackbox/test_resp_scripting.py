@@ -385,6 +385,53 @@ def test_a_looping_script_on_a_one_thread_server_leaves_the_other_clients_served
     assert fresh.get(key) == b"after"
 
 
+def test_a_loop_inside_a_coroutine_is_stopped_by_script_kill(resp_server, key):
+    """Coroutines were left out of scripts: a loop inside one ran without the run's hook, out
+    of SCRIPT KILL's reach. The hook is now one every coroutine inherits; and a script that
+    catches the kill with coroutine.resume is killed all the same."""
+    admin = resp_server.redis()
+    for script in (
+        "coroutine.wrap(function() while true do end end)()",
+        "local ok = coroutine.resume(coroutine.create(function() while true do end end)) "
+        "while true do end",
+        "local ok = coroutine.resume(coroutine.create(function() while true do end end)) "
+        "return 'swallowed'",
+    ):
+        looping = long_client(resp_server)
+        thread, outcome = run_in_thread(lambda: looping.eval(script, 0))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if admin.script_kill():
+                    break
+            except redis.ResponseError as error:
+                assert "NOTBUSY" in str(error), error
+            assert time.monotonic() < deadline, "the script never ran"
+            time.sleep(0.02)
+        thread.join(timeout=10)
+        assert not thread.is_alive(), script
+        assert "Script killed by user with SCRIPT KILL..." in str(outcome.get("error")), (
+            script, outcome)
+        looping.close()
+    assert admin.set(key, "served") is True
+
+
+def test_ten_thousand_runs_leave_the_lua_state_small(start_server):
+    """Redis's scripting.tcl "EVAL does not leak in the Lua stack": after 10,000 runs the Lua
+    state holds under 100 KiB. Each run leaves garbage (its KEYS and ARGV, its replies): the
+    collector must keep up with it without a full cycle per run, which cost more than the
+    script."""
+    server = start_server(namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)])
+    r = server.redis()
+    for _ in range(20):
+        pipe = r.pipeline(transaction=False)
+        for _ in range(500):
+            pipe.eval("return redis.call('INCR', KEYS[1])", 1, "x")
+        pipe.execute()
+    assert r.get("x") == b"10000"
+    assert r.info("memory")["used_memory_lua"] < 100 * 1024
+
+
 def test_exec_past_busy_reply_threshold_aborts_the_transaction_and_ends_it(resp_server, key):
     """Redis's multi.tcl "EXEC and script timeout": EXEC that arrives while a script runs past
     busy-reply-threshold answers `EXECABORT ... because of: BUSY ...` and leaves MULTI.
@@ -646,6 +693,16 @@ SCRIPTS = [
     ("return table.concat({'a', 'b'}, ',')", [], []),
     ("return redis.REDIS_VERSION ~= nil", [], []),
     ("return pcall(error)", [], []),
+    # Coroutines (Lua 5.1's API, which 5.4 keeps).
+    ("local co = coroutine.create(function(a) local b = coroutine.yield(a + 1) return b * 2 end) "
+     "local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co, 10) "
+     "return {x, y, coroutine.status(co)}", [], []),
+    ("return {coroutine.wrap(function() coroutine.yield(7) end)()}", [], []),
+    ("local ok, e = coroutine.resume(coroutine.create(function() error('boom') end)) "
+     "return {tostring(ok), e}", [], []),
+    ("return coroutine.resume(coroutine.create(function() return redis.call('SET', KEYS[1], 'c') end))",
+     ["k"], []),
+    ("getmetatable('').__index = function() return 1 end", [], []),
 ]
 
 

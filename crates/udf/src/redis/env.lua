@@ -219,10 +219,8 @@ math.log10 = function(x) return math.log(x, 10) end
 
 G.pcall = redis_pcall
 G.xpcall = redis_xpcall
--- No coroutines: a coroutine would run without the run's hook, out of SCRIPT KILL's reach
--- (Redis's Lua 5.1 has them).
-G.print, G.dofile, G.loadfile, G.require, G.os, G.io, G.package, G.coroutine, G.debug, G.utf8 =
-  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+G.print, G.dofile, G.loadfile, G.require, G.os, G.io, G.package, G.debug, G.utf8 =
+  nil, nil, nil, nil, nil, nil, nil, nil, nil
 
 local env = {}
 protected[env] = true
@@ -263,6 +261,14 @@ local string_proxy = readonly(string)
 G.string = string_proxy
 G.math = readonly(math)
 G.table = readonly(table)
+-- A coroutine inherits the state's hook (installed once, for the state's life), so SCRIPT KILL
+-- and the memory cap reach code running inside one; its resume may not swallow an aborted
+-- run, as pcall may not.
+local raw_resume = coroutine.resume
+local coroutine_api = {}
+for name, f in next, coroutine do coroutine_api[name] = f end
+coroutine_api.resume = function(co, ...) return pass(raw_resume(co, ...)) end
+G.coroutine = readonly(coroutine_api)
 local string_mt = getmetatable("")
 string_mt.__index = string_proxy
 string_mt.__metatable = string_proxy
