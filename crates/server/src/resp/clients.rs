@@ -60,6 +60,8 @@ pub struct Shown {
     /// Commands queued since MULTI; `None` outside MULTI.
     pub queued: Option<usize>,
     pub blocked: bool,
+    /// In MONITOR mode.
+    pub monitoring: bool,
     pub no_evict: bool,
     pub no_touch: bool,
     /// The input buffer: bytes unparsed, and room left before it grows.
@@ -160,10 +162,11 @@ impl ClientEntry {
     }
 }
 
-/// CLIENT LIST's `flags`, in Redis's order: P (subscribed), x (in MULTI), b (blocked), e
-/// (no-evict), T (no-touch); N for none.
+/// CLIENT LIST's `flags`, in Redis's order: O (monitor), P (subscribed), x (in MULTI), b
+/// (blocked), e (no-evict), T (no-touch); N for none.
 fn flags(shown: &Shown, subscribed: bool) -> String {
     let flags: String = [
+        (shown.monitoring, 'O'),
         (subscribed, 'P'),
         (shown.queued.is_some(), 'x'),
         (shown.blocked, 'b'),

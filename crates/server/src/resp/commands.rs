@@ -18,8 +18,8 @@ use crate::state::ServerState;
 use super::{
     After, Session, bitmaps, blocking, client_control, command_stats, databases, diagnostics, dump,
     functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, memory_limit,
-    parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort, streams, strings,
-    transactions, zset_algebra, zsets,
+    monitor, parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort, streams,
+    strings, transactions, zset_algebra, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -73,6 +73,7 @@ const TABLES: &[&[Command]] = &[
     diagnostics::COMMANDS,
     indexes::COMMANDS,
     pubsub::COMMANDS,
+    monitor::COMMANDS,
 ];
 
 /// Every command by lower-case name, with where it names the collections it reads whole (for
@@ -145,6 +146,11 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         command_stats::reject(args);
         return After::Continue;
     }
+    if let Some(refusal) = monitor::refusal(session, args) {
+        reply.error(refusal);
+        command_stats::reject(args);
+        return After::Continue;
+    }
     if session.may_offload && session.should_offload(cost::estimate(session, name, reads, args)) {
         return After::Offload;
     }
@@ -163,6 +169,14 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
             false => name,
         };
         session.last_command = Some((shown, started));
+    }
+    if matches!(after, After::Continue | After::Close | After::Block) {
+        // Shown once it has run (a blocked command when it first blocks, as Redis shows it).
+        let source = match scripting::in_script() {
+            true => monitor::Source::Script,
+            false => monitor::Source::Client,
+        };
+        monitor::feed(session, args, source);
     }
     if matches!(after, After::Continue | After::Close) {
         let elapsed = started.elapsed();
@@ -548,7 +562,9 @@ pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
-        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" => (0, 0, 0),
+        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" | "monitor" => {
+            (0, 0, 0)
+        }
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count or a keyword: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"

@@ -88,6 +88,7 @@ const GROUPS: &[(&str, &[Doc])] = &[
         ("latency|reset", "2.8.13", "Resets the latency data for one or more events.", "[event [event ...]]"),
         ("memory", "4.0.0", "A container for memory diagnostics commands", ""),
         ("memory|usage", "4.0.0", "Estimate the memory usage of a key", "key [SAMPLES count:integer]"),
+        ("monitor", "1.0.0", "Listen for all requests received by the server in real time", ""),
         ("info", "1.0.0", "Get information and statistics about the server",
             "[section [section ...]]"),
         ("slowlog", "2.2.12", "A container for slow log commands.", ""),

@@ -328,23 +328,18 @@ fn fcall_generic(
     let state = Arc::clone(&session.state);
     let functions = &state.scripts.functions;
     let Some(function) = functions.catalog.lock().function(args.get(1)).cloned() else {
-        reply.error("ERR Function not found");
-        return After::Continue;
+        return scripting::refuse_run(session, args, reply, "ERR Function not found");
     };
     let key_count = match key_count(args) {
         Ok(count) => count,
-        Err(message) => {
-            reply.error(message);
-            return After::Continue;
-        }
+        Err(message) => return scripting::refuse_run(session, args, reply, message),
     };
     let parsed = ParsedScript {
         flags: function.flags,
         code_offset: 0,
     };
     if let Some(refusal) = scripting::refusal(session, parsed, access) {
-        reply.error(refusal);
-        return After::Continue;
+        return scripting::refuse_run(session, args, reply, refusal);
     }
     // Where no long function could give its worker away, functions run on the long-request
     // pool.
@@ -359,7 +354,7 @@ fn fcall_generic(
         command: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
     };
     let limits = (read_only, function.flags.allow_oom);
-    let value = scripting::run_registered(session, kind, limits, |host, checkpoint| {
+    let value = scripting::run_registered(session, args, kind, limits, |host, checkpoint| {
         let run = ScriptRun {
             sha: &function.name,
             body: b"",

@@ -39,6 +39,7 @@ mod keyspace;
 mod lcs;
 mod lists;
 mod memory_limit;
+mod monitor;
 mod msgpack;
 mod parameters;
 mod pops;
@@ -181,6 +182,7 @@ impl Session {
             .as_ref()
             .map(|transaction| transaction.queued().len());
         shown.blocked = self.blocking.request.is_some();
+        shown.monitoring = self.pubsub.is_monitoring();
         (shown.no_evict, shown.no_touch) = (self.no_evict, self.no_touch);
         shown.last_command = self.last_command;
         if let Some((query_buffer, output)) = buffers {

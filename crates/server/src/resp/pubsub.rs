@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use wire_resp::Args;
 
-use self::hub::{Hub, Kind, Mailbox, Message, Overflowed};
+use self::hub::{Delivery, Hub, Kind, Mailbox, Message, Overflowed};
 use super::commands::Command;
 use super::reply::Reply;
 use super::{After, Session};
@@ -56,7 +56,7 @@ pub const ALLOWED_WHEN_SUBSCRIBED: &[&str] = &[
 
 /// The most a mailbox holds when neither the `pubsub` class's hard limit nor
 /// `client-memory-max` bounds it: a subscriber is never unbounded.
-const MAILBOX_BYTES_MAX_UNLIMITED: usize = 1 << 30;
+pub(super) const MAILBOX_BYTES_MAX_UNLIMITED: usize = 1 << 30;
 
 /// One connection's subscriptions.
 #[derive(Debug, Default)]
@@ -66,9 +66,24 @@ pub struct Subscriptions {
     channels: HashSet<Arc<[u8]>>,
     patterns: HashSet<Arc<[u8]>>,
     shard_channels: HashSet<Arc<[u8]>>,
+    /// In MONITOR mode (`resp/monitor.rs`): the mailbox is in the hub's monitors.
+    monitoring: bool,
 }
 
 impl Subscriptions {
+    /// Whether the connection is in MONITOR mode.
+    pub fn is_monitoring(&self) -> bool {
+        self.monitoring
+    }
+
+    /// Enters MONITOR mode, with a mailbox of `limit_bytes` if it has none yet.
+    pub fn start_monitoring(&mut self, hub: &Arc<Hub>, limit_bytes: usize) {
+        let mailbox = self.mailbox.get_or_insert_with(|| hub.mailbox(limit_bytes));
+        hub.add_monitor(mailbox);
+        self.hub.get_or_insert_with(|| Arc::clone(hub));
+        self.monitoring = true;
+    }
+
     /// Whether the connection listens to anything (Redis's `CLIENT_PUBSUB`).
     pub fn is_subscribed(&self) -> bool {
         !(self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty())
@@ -83,9 +98,11 @@ impl Subscriptions {
         )
     }
 
-    /// The mailbox to wait on, while the connection listens to anything.
+    /// The mailbox to wait on, while the connection listens to anything or monitors.
     pub fn mailbox(&self) -> Option<&Arc<Mailbox>> {
-        self.mailbox.as_ref().filter(|_| self.is_subscribed())
+        self.mailbox
+            .as_ref()
+            .filter(|_| self.is_subscribed() || self.monitoring)
     }
 
     /// Channels plus patterns: the count SUBSCRIBE and PSUBSCRIBE replies carry.
@@ -108,7 +125,7 @@ impl Subscriptions {
         }
     }
 
-    /// Drops every subscription without a reply (RESET).
+    /// Drops every subscription, and MONITOR mode, without a reply (RESET).
     pub fn clear(&mut self) {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             let names: Vec<_> = self.names_mut(kind).drain().collect();
@@ -117,6 +134,11 @@ impl Subscriptions {
                     hub.unsubscribe(kind, &name, mailbox);
                 }
             }
+        }
+        if std::mem::take(&mut self.monitoring)
+            && let (Some(hub), Some(mailbox)) = (&self.hub, &self.mailbox)
+        {
+            hub.remove_monitor(mailbox);
         }
     }
 }
@@ -161,10 +183,10 @@ pub fn deliver(session: &Session, out: &mut Vec<u8>, len_max: usize) -> Result<(
     let Some(mailbox) = &session.pubsub.mailbox else {
         return Ok(());
     };
-    let messages = mailbox.take()?;
+    let deliveries = mailbox.take()?;
     let mut reply = Reply::with_limit(out, session.protocol, len_max);
-    for message in &messages {
-        write_message(&mut reply, message);
+    for delivery in &deliveries {
+        write_delivery(&mut reply, delivery);
     }
     if reply.overflowed() {
         return Err(Overflowed);
@@ -179,10 +201,17 @@ fn deliver_before_reply(session: &Session, reply: &mut Reply<'_>) {
         return;
     };
     // An overflowed mailbox stays so: the connection sees it after this command.
-    if let Ok(messages) = mailbox.take() {
-        for message in &messages {
-            write_message(reply, message);
+    if let Ok(deliveries) = mailbox.take() {
+        for delivery in &deliveries {
+            write_delivery(reply, delivery);
         }
+    }
+}
+
+fn write_delivery(reply: &mut Reply<'_>, delivery: &Delivery) {
+    match delivery {
+        Delivery::Message(message) => write_message(reply, message),
+        Delivery::MonitorLine(line) => reply.simple_bytes(line),
     }
 }
 

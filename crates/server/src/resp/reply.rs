@@ -175,6 +175,12 @@ impl<'o> Reply<'o> {
         self.write(|out, _| encode::simple_string(out, text.as_bytes()));
     }
 
+    /// A status reply of bytes that may not be UTF-8 (a MONITOR line, whose arguments are
+    /// quoted to printable ASCII).
+    pub fn simple_bytes(&mut self, text: &[u8]) {
+        self.write(|out, _| encode::simple_string(out, text));
+    }
+
     /// `+OK`.
     pub fn ok(&mut self) {
         self.simple("OK");

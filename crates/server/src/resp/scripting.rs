@@ -43,8 +43,8 @@ use super::keys;
 use super::memory_limit;
 use super::reply::Reply;
 use super::routing::{self, Routing};
-use super::script_worker;
 use super::{After, Session};
+use super::{monitor, script_worker};
 use crate::state::ServerState;
 
 /// The scripting commands.
@@ -511,10 +511,7 @@ fn eval_generic(
 ) -> After {
     let key_count = match key_count(args) {
         Ok(count) => count,
-        Err(message) => {
-            reply.error(message);
-            return After::Continue;
-        }
+        Err(message) => return refuse_run(session, args, reply, message),
     };
     let scripts = &session.state.scripts;
     let (sha, cached) = match lookup {
@@ -523,10 +520,7 @@ fn eval_generic(
             let sha = String::from_utf8_lossy(&sha).into_owned();
             match scripts.cached(&sha).filter(|_| sha.len() == 40) {
                 Some(script) => (sha, Some(script)),
-                None => {
-                    reply.error(NOSCRIPT);
-                    return After::Continue;
-                }
+                None => return refuse_run(session, args, reply, NOSCRIPT),
             }
         }
         Lookup::Body => {
@@ -539,15 +533,11 @@ fn eval_generic(
         Some(script) => script.parsed,
         None => match udf::redis::parse_shebang(args.get(1)) {
             Ok(parsed) => parsed,
-            Err(message) => {
-                reply.error(&format!("ERR {message}"));
-                return After::Continue;
-            }
+            Err(message) => return refuse_run(session, args, reply, &format!("ERR {message}")),
         },
     };
     if let Some(refusal) = refusal(session, parsed, access) {
-        reply.error(refusal);
-        return After::Continue;
+        return refuse_run(session, args, reply, refusal);
     }
     // Where no long script could give its worker away, scripts run on the long-request pool.
     if session.may_offload && !script_worker::on_runtime_worker() {
@@ -564,10 +554,23 @@ fn eval_generic(
         args: &argv,
         memory_bytes_max: SCRIPT_MEMORY_BYTES_MAX,
     };
-    match run_exclusive(session, run, parsed, read_only, cached.is_none()) {
+    match run_exclusive(session, args, run, parsed, read_only, cached.is_none()) {
         Some(value) => write_value(reply, &value),
         None => return After::AwaitScript,
     }
+    After::Continue
+}
+
+/// Answers `message` for a script or function command that does not run: shown to monitors
+/// first, as Redis shows EVAL, EVALSHA and FCALL as they start.
+pub(super) fn refuse_run(
+    session: &Session,
+    args: &Args,
+    reply: &mut Reply<'_>,
+    message: &str,
+) -> After {
+    monitor::feed_script_start(session, args);
+    reply.error(message);
     After::Continue
 }
 
@@ -605,6 +608,7 @@ pub(super) fn refusal(
 /// `None` when it must wait for another script's run on the runtime first.
 fn run_exclusive(
     session: &mut Session,
+    command: &Args,
     run: ScriptRun<'_>,
     parsed: ParsedScript,
     read_only: bool,
@@ -613,14 +617,20 @@ fn run_exclusive(
     let state = Arc::clone(&session.state);
     let scripts = &state.scripts;
     let limits = (read_only, parsed.flags.allow_oom);
-    let outcome = run_registered(session, RunKind::Eval, limits, |host, checkpoint| {
-        scripts.with_engine(|engine| {
-            if new_body {
-                engine.compile(run.sha, run.body, parsed.code_offset)?;
-            }
-            Ok::<_, String>(engine.run(run, parsed.code_offset, host, checkpoint))
-        })
-    });
+    let outcome = run_registered(
+        session,
+        command,
+        RunKind::Eval,
+        limits,
+        |host, checkpoint| {
+            scripts.with_engine(|engine| {
+                if new_body {
+                    engine.compile(run.sha, run.body, parsed.code_offset)?;
+                }
+                Ok::<_, String>(engine.run(run, parsed.code_offset, host, checkpoint))
+            })
+        },
+    );
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(NotRun::AwaitTurn) => return None,
@@ -655,9 +665,11 @@ fn run_exclusive(
 /// On a runtime worker (`Session::may_offload`), a run that finds another on is not run
 /// (`NotRun::AwaitTurn`); elsewhere it waits for its turn, and `NotRun::Busy` is the BUSY
 /// error of a run on another thread that passed `busy-reply-threshold` meanwhile. The
-/// script's own commands never leave its thread.
+/// script's own commands never leave its thread. `command` (the EVAL or FCALL) is shown to
+/// monitors once the run has its turn, before the commands it calls.
 pub(super) fn run_registered<T>(
     session: &mut Session,
+    command: &Args,
     kind: RunKind,
     (read_only, allow_oom): (bool, bool),
     body: impl FnOnce(&mut SessionHost<'_>, &Checkpoint) -> T,
@@ -667,6 +679,7 @@ pub(super) fn run_registered<T>(
     let on_worker = session.may_offload;
     let fresh = Arc::new(Running::new(kind));
     let (_guard, running) = RunGuard::claim(&state.scripts, fresh, !on_worker)?;
+    monitor::feed_script_start(session, command);
     let checkpoint = script_worker::checkpoint(&running.killed, running.started, on_worker);
     let (saved_protocol, saved_database) = (session.protocol, session.database);
     session.in_script = true;

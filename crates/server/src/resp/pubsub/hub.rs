@@ -1,6 +1,7 @@
 //! The node's pub/sub registry: which connections listen to which channels, patterns and
 //! shard channels, and the bounded mailbox through which a publisher hands each one its
-//! messages.
+//! messages; and the connections in MONITOR mode, whose mailboxes take the lines of the
+//! commands the server runs (`resp/monitor.rs`).
 //!
 //! Invariants:
 //! - A mailbox is registered under a channel (pattern, shard channel) exactly while its
@@ -9,11 +10,12 @@
 //! - Publishing never waits on a subscriber: it takes the registry's read lock and, per
 //!   receiver, the mailbox's own lock for one push. A mailbox whose queued bytes would pass
 //!   its limit takes nothing more and is marked overflowed; its connection then closes.
-//! - A mailbox's queued bytes are the sum of its queued messages' `size_bytes`.
+//! - A mailbox's queued bytes are the sum of its queued deliveries' `size_bytes`.
+//! - `monitor_count` is the number of mailboxes in `monitors`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -58,7 +60,27 @@ impl Message {
     }
 }
 
-/// One subscribed connection's queue of messages not yet moved to its output.
+/// What a mailbox holds: a published message, or the line of a command for a monitor.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    /// A published message.
+    Message(Arc<Message>),
+    /// A monitor's line, without the `+` and the line end.
+    MonitorLine(Arc<[u8]>),
+}
+
+impl Delivery {
+    /// The bytes it costs a mailbox, about what it takes on the wire.
+    fn size_bytes(&self) -> usize {
+        match self {
+            Delivery::Message(message) => message.size_bytes(),
+            Delivery::MonitorLine(line) => line.len() + 3,
+        }
+    }
+}
+
+/// One subscribed (or monitoring) connection's queue of deliveries not yet moved to its
+/// output.
 #[derive(Debug)]
 pub struct Mailbox {
     id: u64,
@@ -71,16 +93,16 @@ pub struct Mailbox {
 
 #[derive(Debug, Default)]
 struct Queue {
-    messages: VecDeque<Arc<Message>>,
+    messages: VecDeque<Delivery>,
     queued_bytes: usize,
     overflowed: bool,
 }
 
 impl Mailbox {
-    /// Queues `message`, unless it would pass the limit: then the mailbox overflows and takes
+    /// Queues `delivery`, unless it would pass the limit: then the mailbox overflows and takes
     /// nothing more. Returns whether it was queued.
-    fn push(&self, message: &Arc<Message>) -> bool {
-        let size_bytes = message.size_bytes();
+    fn push(&self, delivery: Delivery) -> bool {
+        let size_bytes = delivery.size_bytes();
         let mut queue = self.queue.lock();
         if queue.overflowed {
             return false;
@@ -95,7 +117,7 @@ impl Mailbox {
             return false;
         }
         queue.queued_bytes += size_bytes;
-        queue.messages.push_back(Arc::clone(message));
+        queue.messages.push_back(delivery);
         drop(queue);
         if was_empty {
             self.wake.notify_one();
@@ -103,11 +125,11 @@ impl Mailbox {
         true
     }
 
-    /// Takes the queued messages, or `Err` once the mailbox overflowed.
+    /// Takes the queued deliveries, or `Err` once the mailbox overflowed.
     ///
     /// # Errors
     /// The mailbox overflowed: its connection must close.
-    pub fn take(&self) -> Result<VecDeque<Arc<Message>>, Overflowed> {
+    pub fn take(&self) -> Result<VecDeque<Delivery>, Overflowed> {
         let mut queue = self.queue.lock();
         if queue.overflowed {
             return Err(Overflowed);
@@ -148,6 +170,10 @@ pub struct Hub {
     pub broadcast_dropped: AtomicU64,
     /// The queue of messages to other nodes, started by the first PUBLISH on a cluster.
     pub broadcast: super::broadcast::Broadcast,
+    /// The mailboxes of the connections in MONITOR mode.
+    monitors: RwLock<Subscribers>,
+    /// How many there are: the one load a command makes when nobody monitors.
+    monitor_count: AtomicUsize,
 }
 
 impl Hub {
@@ -289,6 +315,33 @@ impl Hub {
         channels.get(channel).map_or(0, HashMap::len)
     }
 
+    /// Adds `mailbox` to the monitors.
+    pub fn add_monitor(&self, mailbox: &Arc<Mailbox>) {
+        let mut monitors = self.monitors.write();
+        monitors.insert(mailbox.id, Arc::clone(mailbox));
+        self.monitor_count.store(monitors.len(), Ordering::Release);
+    }
+
+    /// Removes `mailbox` from the monitors.
+    pub fn remove_monitor(&self, mailbox: &Mailbox) {
+        let mut monitors = self.monitors.write();
+        monitors.remove(&mailbox.id);
+        self.monitor_count.store(monitors.len(), Ordering::Release);
+    }
+
+    /// Whether any connection monitors.
+    pub fn has_monitors(&self) -> bool {
+        self.monitor_count.load(Ordering::Acquire) > 0
+    }
+
+    /// Hands `line` to every monitor.
+    pub fn feed_monitors(&self, line: Vec<u8>) {
+        let line: Arc<[u8]> = Arc::from(line);
+        for mailbox in self.monitors.read().values() {
+            mailbox.push(Delivery::MonitorLine(Arc::clone(&line)));
+        }
+    }
+
     /// How many distinct patterns have a subscriber (NUMPAT).
     pub fn pattern_count(&self) -> usize {
         self.registry.read().patterns.len()
@@ -305,7 +358,7 @@ fn remove_from(subscribers: Option<&mut Subscribers>, id: u64) -> bool {
 
 fn deliver(subscribers: &Subscribers, message: &Arc<Message>) -> usize {
     for mailbox in subscribers.values() {
-        mailbox.push(message);
+        mailbox.push(Delivery::Message(Arc::clone(message)));
     }
     subscribers.len()
 }
@@ -330,9 +383,15 @@ mod tests {
         assert_eq!(hub.publish(b"news", b"hi", true), 0);
         let got = second.take().unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].kind, Kind::Pattern);
-        assert_eq!(got[0].pattern.as_deref(), Some(b"n*".as_slice()));
-        assert_eq!(first.take().unwrap()[0].payload.as_ref(), b"hi");
+        let Delivery::Message(message) = &got[0] else {
+            panic!("a message, got {got:?}");
+        };
+        assert_eq!(message.kind, Kind::Pattern);
+        assert_eq!(message.pattern.as_deref(), Some(b"n*".as_slice()));
+        let Delivery::Message(message) = &first.take().unwrap()[0] else {
+            panic!("a message");
+        };
+        assert_eq!(message.payload.as_ref(), b"hi");
     }
 
     #[test]
@@ -361,5 +420,23 @@ mod tests {
         hub.publish(b"c", &payload, false);
         assert!(matches!(mailbox.take(), Err(Overflowed)));
         assert_eq!(mailbox.queue.lock().queued_bytes, 0);
+    }
+
+    #[test]
+    fn monitors_get_every_line_until_removed() {
+        let hub = Hub::default();
+        assert!(!hub.has_monitors());
+        let (first, second) = (hub.mailbox(1 << 20), hub.mailbox(1 << 20));
+        hub.add_monitor(&first);
+        hub.add_monitor(&second);
+        assert!(hub.has_monitors());
+        hub.feed_monitors(b"1.000001 [0 lua] \"get\"".to_vec());
+        hub.remove_monitor(&first);
+        hub.feed_monitors(b"second only".to_vec());
+        assert_eq!(first.take().unwrap().len(), 1);
+        let lines: Vec<_> = second.take().unwrap().into_iter().collect();
+        assert!(matches!(&lines[1], Delivery::MonitorLine(line) if &line[..] == b"second only"));
+        hub.remove_monitor(&second);
+        assert!(!hub.has_monitors());
     }
 }
