@@ -100,6 +100,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         () = accept_optional(resp_listener.as_ref(), &state, &resp, shutdown_receiver.clone()) => {}
         () = accept_optional(admin_listener.as_ref(), &state, &admin, shutdown_receiver) => {}
         () = shutdown_signal => info!("shutdown requested"),
+        () = state.shutdown_requested.notified() => info!("shutdown requested by SHUTDOWN"),
     }
     drop(listener);
     drop(resp_listener);

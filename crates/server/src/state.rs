@@ -77,6 +77,8 @@ pub struct ServerState {
     pub resp_clients: crate::resp::Clients,
     /// The Redis parameters CONFIG SET keeps that nothing else holds.
     pub resp_settings: crate::resp::Settings,
+    /// Notified by a Redis client's SHUTDOWN: the server stops as on SIGTERM.
+    pub shutdown_requested: tokio::sync::Notify,
 }
 
 /// Client connection counters for `statistics`.
@@ -162,6 +164,7 @@ impl ServerState {
             resp_slowlog: crate::resp::SlowLog::default(),
             resp_clients: crate::resp::Clients::default(),
             resp_settings: crate::resp::Settings::default(),
+            shutdown_requested: tokio::sync::Notify::new(),
             node_id,
             config,
         })

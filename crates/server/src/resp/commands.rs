@@ -17,9 +17,9 @@ use crate::state::ServerState;
 
 use super::{
     After, Session, bitmaps, blocking, client_control, command_stats, databases, diagnostics, dump,
-    functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lists, memory_limit,
-    monitor, parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort, streams,
-    strings, transactions, zset_algebra, zsets,
+    functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lifecycle, lists,
+    memory_limit, monitor, parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort,
+    streams, strings, transactions, zset_algebra, zsets,
 };
 
 /// The Redis version Osprey answers as (HELLO, INFO): the command set it follows.
@@ -74,6 +74,7 @@ const TABLES: &[&[Command]] = &[
     indexes::COMMANDS,
     pubsub::COMMANDS,
     monitor::COMMANDS,
+    lifecycle::COMMANDS,
 ];
 
 /// Every command by lower-case name, with where it names the collections it reads whole (for
@@ -562,9 +563,8 @@ pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
         | "flushdb" | "hello" | "info" | "keys" | "multi" | "ping" | "quit" | "randomkey"
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
-        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" | "monitor" => {
-            (0, 0, 0)
-        }
+        | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" | "monitor"
+        | "save" | "bgsave" | "shutdown" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count or a keyword: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"

@@ -37,6 +37,7 @@ mod indexes;
 mod keys;
 mod keyspace;
 mod lcs;
+mod lifecycle;
 mod lists;
 mod memory_limit;
 mod monitor;

@@ -133,7 +133,7 @@ impl RunKind {
     }
 
     /// The BUSY error others get while this runs past the threshold.
-    fn busy(&self) -> &'static str {
+    pub(super) fn busy(&self) -> &'static str {
         if self.is_eval() { BUSY } else { BUSY_FUNCTION }
     }
 }

@@ -188,7 +188,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
              rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
              expired_keys:{}\r\nevicted_clients:{}\r\n\
              client_output_buffer_limit_disconnections:{}\r\ntotal_error_replies:{}\r\n\
-             rejected_unknown_commands:{}\r\n",
+             rejected_unknown_commands:{}\r\nmigrate_cached_sockets:0\r\n",
             state.resp_client_ids.load(Ordering::Relaxed),
             state.resp_commands.load(Ordering::Relaxed),
             state.resp_connections.refused.load(Ordering::Relaxed),

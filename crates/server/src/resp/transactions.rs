@@ -114,6 +114,13 @@ pub fn queue_if_in_multi(
     if NOT_QUEUED.contains(&name.as_slice()) {
         return None;
     }
+    if super::lifecycle::NOT_IN_MULTI.contains(&name.as_slice()) {
+        // Redis's `no-multi`: refused, and the transaction with it.
+        transaction.doomed = true;
+        reply.error("ERR Command not allowed inside a transaction");
+        super::command_stats::reject(args);
+        return Some(After::Continue);
+    }
     if let Err(message) = commands::check(&session.state, args) {
         transaction.doomed = true;
         reply.error(&message);
