@@ -519,6 +519,43 @@ def test_approximate_trimming_removes_the_nodes_redis_keeps(resp_server, redis_s
     assert run(resp_server.resp_port) == expected
 
 
+def test_node_size_follows_stream_node_max_entries_as_in_redis(resp_server, redis_server_port,
+                                                                key):
+    """type/stream.tcl "XADD with LIMIT consecutive calls" and "XTRIM with LIMIT delete entries
+    no more than limit": with `stream-node-max-entries` set, nodes are cut at that size when
+    entries are appended, and approximate trims remove whole nodes of it (the setting was
+    stored and reported only: nodes stayed at 100 entries)."""
+
+    def run(port: int) -> list:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        outcome = []
+        try:
+            client.delete(key)
+            client.config_set("stream-node-max-entries", 10)
+            for _ in range(100):
+                client.xadd(key, {"xitem": "v"})
+            for _ in range(2):
+                client.execute_command("XADD", key, "MAXLEN", "~", "55", "LIMIT", "30", "*",
+                                       "xitem", "v")
+                outcome.append(client.xlen(key))
+            client.delete(key)
+            client.config_set("stream-node-max-entries", 2)
+            for _ in range(3):
+                client.xadd(key, {"xitem": "v"})
+            for limit in ("1", "2"):
+                outcome.append(client.execute_command("XTRIM", key, "MAXLEN", "~", "0",
+                                                      "LIMIT", limit))
+            outcome.append(client.config_get("stream-node-max-entries"))
+        finally:
+            client.config_set("stream-node-max-entries", 100)
+            client.close()
+        return outcome
+
+    expected = run(redis_server_port)
+    assert expected[:4] == [71, 62, 0, 2]
+    assert run(resp_server.resp_port) == expected
+
+
 def test_long_stream_reads_are_answered_whole(r, key):
     # 30,000 entries go past the long-request threshold: the range is built on the pool.
     pipe = r.pipeline(transaction=False)

@@ -47,6 +47,9 @@ pub struct Settings {
     pub scripts_may_call_noscript: AtomicBool,
     /// `hll-sparse-max-bytes`: the size past which a sparse HyperLogLog turns dense.
     pub hll_sparse_bytes_max: AtomicU64,
+    /// `stream-node-max-entries`: where a stream's next append starts a new node (0: never),
+    /// which approximate trimming removes whole.
+    pub stream_node_entries_max: AtomicU64,
     /// `maxmemory`, and the memory it is compared with.
     pub memory_limit: super::memory_limit::MemoryLimit,
     /// The kept parameters set since start (by name; the others have Redis's default).
@@ -62,6 +65,7 @@ impl Default for Settings {
             hll_sparse_bytes_max: AtomicU64::new(
                 super::hyperloglog::SPARSE_BYTES_MAX_DEFAULT as u64,
             ),
+            stream_node_entries_max: AtomicU64::new(super::streams::NODE_ENTRIES_DEFAULT as u64),
             memory_limit: super::memory_limit::MemoryLimit::default(),
             kept: Mutex::new(HashMap::new()),
         }
@@ -201,6 +205,32 @@ static PARAMETERS: &[Parameter] = &[
             settings
                 .hll_sparse_bytes_max
                 .store(bytes, Ordering::Relaxed);
+            Ok(())
+        },
+    ),
+    settable(
+        "stream-node-max-entries",
+        None,
+        Kind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        |state| {
+            let settings = &state.resp_settings;
+            let entries = settings.stream_node_entries_max.load(Ordering::Relaxed);
+            entries.to_string()
+        },
+        |state, value| {
+            let kind = Kind::Integer {
+                min: 0,
+                max: i64::MAX,
+            };
+            let entries = check_kind(kind, value)?;
+            let entries = entries.parse().map_err(|_| NOT_AN_INTEGER.to_owned())?;
+            let settings = &state.resp_settings;
+            settings
+                .stream_node_entries_max
+                .store(entries, Ordering::Relaxed);
             Ok(())
         },
     ),

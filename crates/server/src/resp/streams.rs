@@ -25,6 +25,8 @@ use super::reply::Reply;
 use super::{After, LONG_COMMAND_COST_MIN, Session};
 
 pub use value::StreamValue;
+/// `stream-node-max-entries`'s default.
+pub const NODE_ENTRIES_DEFAULT: usize = value::NODE_ENTRIES;
 use value::{Fields, Strategy, StreamId, Trim};
 
 /// The stream commands, with Redis 7.2's arities.
@@ -127,8 +129,17 @@ struct AddArgs {
     id_position: usize,
 }
 
+/// `stream-node-max-entries` now.
+fn node_entries_max(session: &Session) -> usize {
+    let settings = &session.state.resp_settings;
+    let entries = settings
+        .stream_node_entries_max
+        .load(std::sync::atomic::Ordering::Relaxed);
+    usize::try_from(entries).unwrap_or(usize::MAX)
+}
+
 /// Parses XADD's or XTRIM's options (Redis's `streamParseAddOrTrimArgsOrReply`).
-fn parse_add_or_trim(args: &Args, xadd: bool) -> Result<AddArgs, Failure> {
+fn parse_add_or_trim(args: &Args, xadd: bool, node_entries_max: usize) -> Result<AddArgs, Failure> {
     let mut parsed = AddArgs::default();
     let (mut strategy, mut approx, mut limit) = (None, false, None);
     let mut position = 2;
@@ -199,7 +210,7 @@ fn parse_add_or_trim(args: &Args, xadd: bool) -> Result<AddArgs, Failure> {
     }
     // Redis bounds an approximate trim to 100 nodes unless told otherwise.
     let limit = limit.unwrap_or(if approx {
-        100 * value::NODE_ENTRIES as u64
+        100 * node_entries_max as u64
     } else {
         0
     });
@@ -218,7 +229,8 @@ const ID_TOO_SMALL: &str =
 /// XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field
 /// value [field value ...]: the id added, or null with NOMKSTREAM and no stream.
 pub fn xadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let parsed = match parse_add_or_trim(args, true) {
+    let node_entries_max = node_entries_max(session);
+    let parsed = match parse_add_or_trim(args, true, node_entries_max) {
         Ok(parsed) => parsed,
         Err(failure) => return finish(reply, Err::<(), _>(failure), |_, ()| {}),
     };
@@ -246,7 +258,7 @@ pub fn xadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         !parsed.no_mkstream,
         |stream: &mut StreamValue| {
             let id = next_id(stream, parsed.id, now_ms)?;
-            stream.append(id, fields);
+            stream.append(id, fields, node_entries_max);
             if let Some(trim) = &parsed.trim {
                 stream.trim(trim);
             }
@@ -376,7 +388,7 @@ pub fn xdel(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
 
 /// XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: the entries removed.
 pub fn xtrim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let trim = match parse_add_or_trim(args, false) {
+    let trim = match parse_add_or_trim(args, false, node_entries_max(session)) {
         Ok(AddArgs {
             trim: Some(trim), ..
         }) => trim,

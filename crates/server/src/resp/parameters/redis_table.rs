@@ -735,16 +735,6 @@ pub(super) static REDIS_PARAMETERS: &[Parameter] = &[
         "4096",
     ),
     redis(
-        Access::Kept,
-        "stream-node-max-entries",
-        None,
-        Kind::Integer {
-            min: 0,
-            max: i64::MAX,
-        },
-        "100",
-    ),
-    redis(
         Access::Immutable,
         "supervised",
         None,

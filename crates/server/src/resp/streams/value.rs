@@ -33,8 +33,9 @@ const GROUP_OVERHEAD_BYTES: usize = 96;
 pub const NODE_ENTRIES: usize = 100;
 
 /// One of Redis's radix-tree nodes, as far as trimming sees it: a run of consecutive entries,
-/// started by an append when the last node had taken [`NODE_ENTRIES`] appends (deleted ones
-/// included, as Redis counts them), and dropped when its last live entry goes.
+/// started by an append when the last node had taken `stream-node-max-entries` appends (the
+/// setting when the entry is appended; deleted ones included, as Redis counts them; 0 for no
+/// bound), and dropped when its last live entry goes.
 ///
 /// Redis also starts a node at `stream-node-max-bytes` (4096 bytes); only the entry count is
 /// kept here. Boundaries live in memory: a stream decoded from its bin (a restart, a
@@ -319,20 +320,21 @@ impl StreamValue {
         self.first().map_or(StreamId::MIN, |(id, _)| id)
     }
 
-    /// Appends an entry; `id` must be above `last_id`.
-    pub fn append(&mut self, id: StreamId, fields: Fields) {
+    /// Appends an entry; `id` must be above `last_id`. A node takes at most
+    /// `node_entries_max` appends (0: no bound), `stream-node-max-entries`.
+    pub fn append(&mut self, id: StreamId, fields: Fields, node_entries_max: usize) {
         assert!(id > self.last_id, "stream ids only grow");
-        self.insert_last(id, fields);
+        self.insert_last(id, fields, node_entries_max);
         self.last_id = id;
         self.entries_added += 1;
     }
 
     /// Inserts entry `id`, above every entry and node, into the last node or a new one.
-    fn insert_last(&mut self, id: StreamId, fields: Fields) {
+    fn insert_last(&mut self, id: StreamId, fields: Fields, node_entries_max: usize) {
         self.entries_size_bytes += entry_size(&fields);
         self.entries.insert(id, fields);
         match self.nodes.last_entry() {
-            Some(mut node) if node.get().appended < NODE_ENTRIES => {
+            Some(mut node) if node_entries_max == 0 || node.get().appended < node_entries_max => {
                 let node = node.get_mut();
                 node.appended += 1;
                 node.live += 1;
@@ -737,7 +739,7 @@ fn decode_entries(reader: &mut Reader<'_>, stream: &mut StreamValue) -> Option<(
         if stream.last().is_some_and(|(last, _)| last >= id) {
             return None;
         }
-        stream.insert_last(id, fields);
+        stream.insert_last(id, fields, NODE_ENTRIES);
     }
     Some(())
 }
@@ -887,8 +889,8 @@ mod tests {
     #[test]
     fn a_stream_with_groups_round_trips_through_its_bin() {
         let mut stream = StreamValue::default();
-        stream.append(id(1, 0), fields(&[b"a", b"1"]));
-        stream.append(id(2, 0), fields(&[b"b", &[0xff]]));
+        stream.append(id(1, 0), fields(&[b"a", b"1"]), NODE_ENTRIES);
+        stream.append(id(2, 0), fields(&[b"b", &[0xff]]), NODE_ENTRIES);
         stream.delete(id(1, 0));
         let mut group = Group::new(id(2, 0), Some(2));
         group.create_consumer(b"alice", 10);
@@ -906,7 +908,7 @@ mod tests {
     #[test]
     fn bins_that_break_an_invariant_are_refused() {
         let mut stream = StreamValue::default();
-        stream.append(id(1, 0), fields(&[b"a", b"1"]));
+        stream.append(id(1, 0), fields(&[b"a", b"1"]), NODE_ENTRIES);
         stream.last_id = id(0, 5);
         assert!(StreamValue::decode(&stream.encoded()).is_none());
         assert!(StreamValue::decode(&[0x80]).is_none());
@@ -914,10 +916,24 @@ mod tests {
     }
 
     #[test]
+    fn nodes_are_cut_at_the_node_size_in_force_when_an_entry_is_appended() {
+        let mut stream = StreamValue::default();
+        for ms in 1..=10 {
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]), 3);
+        }
+        assert_eq!(stream.node_count(), 4);
+        for ms in 11..=20 {
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]), 0);
+        }
+        // The last node (one entry of size 3) took the ten appends without a bound.
+        assert_eq!(stream.node_count(), 4);
+    }
+
+    #[test]
     fn trimming_keeps_what_it_must_and_sizes_stay_exact() {
         let mut stream = StreamValue::default();
         for ms in 1..=250 {
-            stream.append(id(ms, 0), fields(&[b"f", b"v"]));
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]), NODE_ENTRIES);
         }
         let approx = Trim {
             strategy: Strategy::MaxLen(120),
@@ -951,7 +967,7 @@ mod tests {
         // node part deleted; `~` then counts only its live entries.
         let mut stream = StreamValue::default();
         for ms in 1..=1000 {
-            stream.append(id(ms, 0), fields(&[b"f", b"v"]));
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]), NODE_ENTRIES);
         }
         let trim = |strategy, approx| Trim {
             strategy,
@@ -969,7 +985,7 @@ mod tests {
             assert!(stream.delete(id(ms, 0)));
         }
         assert_eq!(stream.node_count(), 3);
-        stream.append(id(1001, 0), fields(&[b"f", b"v"]));
+        stream.append(id(1001, 0), fields(&[b"f", b"v"]), NODE_ENTRIES);
         assert_eq!(stream.node_count(), 4);
     }
 }
