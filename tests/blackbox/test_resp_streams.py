@@ -556,6 +556,34 @@ def test_node_size_follows_stream_node_max_entries_as_in_redis(resp_server, redi
     assert run(resp_server.resp_port) == expected
 
 
+def test_a_copy_keeps_the_node_boundaries_of_its_stream(resp_server, redis_server_port, key):
+    """keyspace.tcl "COPY basic usage for stream-cgroups" after a test left
+    `stream-node-max-entries` at 2: the copy's XINFO STREAM FULL must equal the original's.
+    Node boundaries lived in memory only, and a stream decoded from its bin (a copy, a
+    restart) was cut into nodes of 100 afresh."""
+
+    def run(port: int) -> list:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        try:
+            client.delete(key, key + "-copy")
+            client.config_set("stream-node-max-entries", 2)
+            for ms in range(100, 106):
+                client.xadd(key, {"f": ms}, id=f"{ms}-0")
+            client.xdel(key, "103-0")
+            client.copy(key, key + "-copy")
+            original = client.xinfo_stream(key, full=True)
+            copied = client.xinfo_stream(key + "-copy", full=True)
+            assert copied == original
+            # radix-tree-nodes counts Redis's radix tree's inner nodes, which Osprey estimates.
+            return [original["radix-tree-keys"],
+                    client.execute_command("XTRIM", key + "-copy", "MAXLEN", "~", "2")]
+        finally:
+            client.config_set("stream-node-max-entries", 100)
+            client.close()
+
+    assert run(resp_server.resp_port) == run(redis_server_port)
+
+
 def test_long_stream_reads_are_answered_whole(r, key):
     # 30,000 entries go past the long-request threshold: the range is built on the pool.
     pipe = r.pipeline(transaction=False)

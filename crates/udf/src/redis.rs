@@ -498,20 +498,7 @@ impl RedisScripting {
             })?;
             self.redis.raw_set(&self.names.call, call)?;
             self.redis.raw_set(&self.names.pcall, pcall)?;
-            let (entry, arguments) = match callee {
-                Callee::Script(function) => {
-                    let globals = self.lua.globals();
-                    globals.raw_set(&self.names.keys, sequence(&self.lua, run.keys)?)?;
-                    globals.raw_set(&self.names.argv, sequence(&self.lua, run.args)?)?;
-                    (self.runner.clone(), (function,).into_lua_multi(&self.lua)?)
-                }
-                Callee::Function(function) => {
-                    let keys = sequence(&self.lua, run.keys)?;
-                    let args = sequence(&self.lua, run.args)?;
-                    let call = self.library.raw_get::<Function>("call")?;
-                    (call, (function, keys, args).into_lua_multi(&self.lua)?)
-                }
-            };
+            let (entry, arguments) = self.entry_of(callee, &run)?;
             let checkpoint = Arc::clone(checkpoint);
             self.arm_limits(run.memory_bytes_max, move || checkpoint())?;
             let outcome = entry.call::<(bool, mlua::Value)>(arguments);
@@ -538,6 +525,30 @@ impl RedisScripting {
         let _ = globals.raw_set(&self.names.argv, mlua::Value::Nil);
         self.collect_garbage();
         result.unwrap_or_else(|error| run_error(run.sha, &convert::error_text(&error)))
+    }
+
+    /// What a run calls, with what: a script's chunk through the runner (with `KEYS` and
+    /// `ARGV` set as globals), a function through the library's `call` (given them).
+    fn entry_of(
+        &self,
+        callee: Callee<'_>,
+        run: &ScriptRun<'_>,
+    ) -> mlua::Result<(Function, MultiValue)> {
+        let keys = sequence(&self.lua, run.keys)?;
+        let args = sequence(&self.lua, run.args)?;
+        match callee {
+            Callee::Script(function) => {
+                let globals = self.lua.globals();
+                globals.raw_set(&self.names.keys, keys)?;
+                globals.raw_set(&self.names.argv, args)?;
+                let arguments = (function,).into_lua_multi(&self.lua)?;
+                Ok((self.runner.clone(), arguments))
+            }
+            Callee::Function(function) => {
+                let call = self.library.raw_get::<Function>("call")?;
+                Ok((call, (function, keys, args).into_lua_multi(&self.lua)?))
+            }
+        }
     }
 
     /// Lua memory the state holds, in bytes.

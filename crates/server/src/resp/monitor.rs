@@ -219,22 +219,9 @@ fn is_admin(name: &[u8], args: &Args) -> bool {
     }
 }
 
-/// A monitor's mailbox bound: the `normal` class's hard limit, else `client-memory-max`,
-/// else the hub's bound for an unlimited mailbox.
+/// A monitor's mailbox bound: the `normal` class's hard limit, else `client-memory-max`.
 fn mailbox_limit_bytes(session: &Session) -> usize {
-    let state = &session.state;
-    let hard_bytes = state
-        .config
-        .resp
-        .output_buffer_limits()
-        .unwrap_or_default()
-        .normal
-        .hard_bytes;
-    let hard_bytes = usize::try_from(hard_bytes).unwrap_or(usize::MAX);
-    [hard_bytes, state.client_memory.limit_bytes()]
-        .into_iter()
-        .find(|bytes| *bytes > 0)
-        .unwrap_or(super::pubsub::MAILBOX_BYTES_MAX_UNLIMITED)
+    super::pubsub::mailbox_bound(session, |limits| limits.normal.hard_bytes)
 }
 
 #[cfg(test)]

@@ -199,13 +199,7 @@ static PARAMETERS: &[Parameter] = &[
                 min: 0,
                 max: i64::MAX,
             };
-            let bytes = check_kind(kind, value)?;
-            let bytes = bytes.parse().map_err(|_| NOT_A_MEMORY_VALUE.to_owned())?;
-            let settings = &state.resp_settings;
-            settings
-                .hll_sparse_bytes_max
-                .store(bytes, Ordering::Relaxed);
-            Ok(())
+            store_checked(kind, value, &state.resp_settings.hll_sparse_bytes_max)
         },
     ),
     settable(
@@ -225,13 +219,7 @@ static PARAMETERS: &[Parameter] = &[
                 min: 0,
                 max: i64::MAX,
             };
-            let entries = check_kind(kind, value)?;
-            let entries = entries.parse().map_err(|_| NOT_AN_INTEGER.to_owned())?;
-            let settings = &state.resp_settings;
-            settings
-                .stream_node_entries_max
-                .store(entries, Ordering::Relaxed);
-            Ok(())
+            store_checked(kind, value, &state.resp_settings.stream_node_entries_max)
         },
     ),
     settable(
@@ -424,6 +412,17 @@ const fn settable(
         access: Access::Settable(set),
         value: Value::Live(get),
     }
+}
+
+/// Checks `value` as `kind` (a non-negative integer or memory size) and stores it in `slot`.
+fn store_checked(kind: Kind, value: &[u8], slot: &AtomicU64) -> Result<(), String> {
+    let checked = check_kind(kind, value)?;
+    let parsed = checked.parse().map_err(|_| match kind {
+        Kind::Memory { .. } => NOT_A_MEMORY_VALUE.to_owned(),
+        _ => NOT_AN_INTEGER.to_owned(),
+    })?;
+    slot.store(parsed, Ordering::Relaxed);
+    Ok(())
 }
 
 fn yes_no(on: bool) -> String {

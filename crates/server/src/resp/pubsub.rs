@@ -56,7 +56,7 @@ pub const ALLOWED_WHEN_SUBSCRIBED: &[&str] = &[
 
 /// The most a mailbox holds when neither the `pubsub` class's hard limit nor
 /// `client-memory-max` bounds it: a subscriber is never unbounded.
-pub(super) const MAILBOX_BYTES_MAX_UNLIMITED: usize = 1 << 30;
+const MAILBOX_BYTES_MAX_UNLIMITED: usize = 1 << 30;
 
 /// One connection's subscriptions.
 #[derive(Debug, Default)]
@@ -330,18 +330,20 @@ fn unsubscribe_from(
     After::Continue
 }
 
-/// A mailbox's bound: the `pubsub` class's hard limit, else `client-memory-max`, else
-/// [`MAILBOX_BYTES_MAX_UNLIMITED`].
+/// A subscriber's mailbox bound: see [`mailbox_bound`], with the `pubsub` class.
 fn mailbox_limit_bytes(session: &Session) -> usize {
+    mailbox_bound(session, |limits| limits.pubsub.hard_bytes)
+}
+
+/// A mailbox's bound: the hard limit of the client class `hard_bytes_of` picks, else
+/// `client-memory-max`, else [`MAILBOX_BYTES_MAX_UNLIMITED`].
+pub(super) fn mailbox_bound(
+    session: &Session,
+    hard_bytes_of: impl Fn(&crate::limits::OutputBufferLimits) -> u64,
+) -> usize {
     let state = &session.state;
-    let hard_bytes = state
-        .config
-        .resp
-        .output_buffer_limits()
-        .unwrap_or_default()
-        .pubsub
-        .hard_bytes;
-    let hard_bytes = usize::try_from(hard_bytes).unwrap_or(usize::MAX);
+    let limits = state.config.resp.output_buffer_limits().unwrap_or_default();
+    let hard_bytes = usize::try_from(hard_bytes_of(&limits)).unwrap_or(usize::MAX);
     [hard_bytes, state.client_memory.limit_bytes()]
         .into_iter()
         .find(|bytes| *bytes > 0)

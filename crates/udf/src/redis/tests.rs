@@ -46,6 +46,19 @@ fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) 
     (reply, host)
 }
 
+/// A kill switch thrown from another thread after 50 ms: its checkpoint and the thread.
+fn kill_after_50_ms() -> (Checkpoint, std::thread::JoinHandle<()>) {
+    let killed = Arc::new(AtomicBool::new(false));
+    let switch = Arc::clone(&killed);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        switch.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let checkpoint: Checkpoint =
+        Arc::new(move || killed.load(std::sync::atomic::Ordering::Relaxed));
+    (checkpoint, killer)
+}
+
 fn error_text(reply: &RedisValue) -> String {
     match reply {
         RedisValue::Error(text) | RedisValue::PassedError(text) => {
@@ -246,16 +259,7 @@ fn a_killed_script_stops_even_inside_pcall() {
         args: &[],
         memory_bytes_max: 0,
     };
-    let killed = Arc::new(AtomicBool::new(false));
-    let switch = Arc::clone(&killed);
-    let checkpoint: Checkpoint = {
-        let killed = Arc::clone(&killed);
-        Arc::new(move || killed.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    let killer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        switch.store(true, std::sync::atomic::Ordering::Relaxed);
-    });
+    let (checkpoint, killer) = kill_after_50_ms();
     let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
     killer.join().expect("killer");
     assert!(
@@ -263,7 +267,7 @@ fn a_killed_script_stops_even_inside_pcall() {
         "{reply:?}"
     );
     // The engine serves the next script.
-    killed.store(false, std::sync::atomic::Ordering::Relaxed);
+    let checkpoint: Checkpoint = Arc::new(|| false);
     let body = b"return 2";
     let sha = sha1_hex(body);
     let run = ScriptRun {
@@ -299,16 +303,7 @@ fn a_killed_script_stops_even_inside_a_coroutine() {
             args: &[],
             memory_bytes_max: 0,
         };
-        let killed = Arc::new(AtomicBool::new(false));
-        let checkpoint: Checkpoint = {
-            let killed = Arc::clone(&killed);
-            Arc::new(move || killed.load(std::sync::atomic::Ordering::Relaxed))
-        };
-        let switch = Arc::clone(&killed);
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            switch.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
+        let (checkpoint, killer) = kill_after_50_ms();
         let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
         killer.join().expect("killer");
         assert!(

@@ -38,8 +38,8 @@ pub const NODE_ENTRIES: usize = 100;
 /// bound), and dropped when its last live entry goes.
 ///
 /// Redis also starts a node at `stream-node-max-bytes` (4096 bytes); only the entry count is
-/// kept here. Boundaries live in memory: a stream decoded from its bin (a restart, a
-/// replica) cuts its entries into nodes of [`NODE_ENTRIES`] afresh.
+/// kept here. Boundaries are kept in the bin ([`KEY_NODES`]); a bin without them has its
+/// entries cut into nodes of [`NODE_ENTRIES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Node {
     /// Appends it took, deleted entries included.
@@ -633,12 +633,21 @@ const KEY_LAST_ID: &[u8] = b"last-id";
 const KEY_ENTRIES_ADDED: &[u8] = b"entries-added";
 const KEY_MAX_DELETED_ID: &[u8] = b"max-deleted-id";
 const KEY_GROUPS: &[u8] = b"groups";
+/// Where Redis's nodes begin: `[first id, appends taken, last id appended]` per node. A value
+/// written before it was kept has none: its entries are cut into nodes of [`NODE_ENTRIES`].
+const KEY_NODES: &[u8] = b"nodes";
 
 impl StreamValue {
     /// The MAP bin's msgpack.
     fn encoded(&self) -> Vec<u8> {
+        self.encoded_with(true)
+    }
+
+    /// The MAP bin's msgpack; `with_nodes: false` writes it as before node boundaries were
+    /// kept.
+    fn encoded_with(&self, with_nodes: bool) -> Vec<u8> {
         let mut out = Vec::new();
-        msgpack::write_map_len(&mut out, 5);
+        msgpack::write_map_len(&mut out, if with_nodes { 6 } else { 5 });
         msgpack::write_bytes(&mut out, KEY_ENTRIES);
         msgpack::write_array_len(&mut out, self.entries.len());
         for (id, fields) in &self.entries {
@@ -655,6 +664,16 @@ impl StreamValue {
         write_int(&mut out, self.entries_added);
         msgpack::write_bytes(&mut out, KEY_MAX_DELETED_ID);
         msgpack::write_bytes(&mut out, self.max_deleted_id.text().as_bytes());
+        if with_nodes {
+            msgpack::write_bytes(&mut out, KEY_NODES);
+            msgpack::write_array_len(&mut out, self.nodes.len());
+            for (first, node) in &self.nodes {
+                msgpack::write_array_len(&mut out, 3);
+                msgpack::write_bytes(&mut out, first.text().as_bytes());
+                write_int(&mut out, i64::try_from(node.appended).unwrap_or(i64::MAX));
+                msgpack::write_bytes(&mut out, node.last.text().as_bytes());
+            }
+        }
         msgpack::write_bytes(&mut out, KEY_GROUPS);
         msgpack::write_array_len(&mut out, self.groups.len());
         for (name, group) in &self.groups {
@@ -671,6 +690,7 @@ impl StreamValue {
         let pairs = reader.map_len()?;
         let mut entries_added = None;
         let mut groups = Vec::new();
+        let mut nodes = None;
         for _ in 0..pairs {
             let Scalar::Bytes(key) = reader.scalar()? else {
                 return None;
@@ -685,11 +705,15 @@ impl StreamValue {
                         groups.push(decode_group(&mut reader)?);
                     }
                 }
+                KEY_NODES => nodes = Some(decode_nodes(&mut reader)?),
                 _ => return None,
             }
         }
         if !reader.is_done() || stream.last().is_some_and(|(id, _)| id > stream.last_id) {
             return None;
+        }
+        if let Some(nodes) = nodes {
+            stream.restore_nodes(nodes)?;
         }
         stream.entries_added = entries_added.filter(|&added| added >= 0)?;
         for (name, group) in groups {
@@ -742,6 +766,55 @@ fn decode_entries(reader: &mut Reader<'_>, stream: &mut StreamValue) -> Option<(
         stream.insert_last(id, fields, NODE_ENTRIES);
     }
     Some(())
+}
+
+/// The nodes of [`KEY_NODES`]: first id, appends taken, last id appended.
+fn decode_nodes(reader: &mut Reader<'_>) -> Option<Vec<(StreamId, usize, StreamId)>> {
+    (0..reader.array_len()?)
+        .map(|_| {
+            if reader.array_len()? != 3 {
+                return None;
+            }
+            let first = read_id(reader)?;
+            let appended = usize::try_from(read_int(reader)?).ok()?;
+            Some((first, appended, read_id(reader)?))
+        })
+        .collect()
+}
+
+impl StreamValue {
+    /// Puts back the node boundaries a value kept, in place of those its entries were cut
+    /// into as they were decoded; `None` when they do not fit the entries (each node begins
+    /// above the last one's last id, holds at least one live entry and no more than it took,
+    /// and every entry falls in one).
+    fn restore_nodes(&mut self, kept: Vec<(StreamId, usize, StreamId)>) -> Option<()> {
+        let mut nodes = BTreeMap::new();
+        let mut previous_last = None;
+        for (first, appended, last) in kept {
+            if previous_last.is_some_and(|previous| first <= previous) || last < first {
+                return None;
+            }
+            let live = self.entries.range(first..=last).count();
+            if live == 0 || live > appended {
+                return None;
+            }
+            nodes.insert(
+                first,
+                Node {
+                    appended,
+                    live,
+                    last,
+                },
+            );
+            previous_last = Some(last);
+        }
+        let covered: usize = nodes.values().map(|node: &Node| node.live).sum();
+        if covered != self.entries.len() {
+            return None;
+        }
+        self.nodes = nodes;
+        Some(())
+    }
 }
 
 fn encode_group(out: &mut Vec<u8>, name: &[u8], group: &Group) {
@@ -903,6 +976,42 @@ mod tests {
         assert_eq!(decoded.max_deleted_id, id(1, 0));
         let group = decoded.group(b"g").expect("group");
         assert_eq!(group.consumers[&b"alice"[..]].pending.len(), 1);
+    }
+
+    /// COPY, a restart and a replica decode a stream from its bin: its node boundaries used
+    /// to be cut afresh at 100 entries, so a copy of a stream with small nodes answered XINFO
+    /// (and approximate trims) unlike the original. They are kept in the bin now.
+    #[test]
+    fn node_boundaries_round_trip_through_the_bin() {
+        let stream = stream_in_nodes_of_two(7);
+        let decoded = StreamValue::decode(&stream.encoded()).expect("decodes");
+        assert_eq!(decoded.nodes, stream.nodes);
+        assert_eq!(decoded.node_count(), 4);
+        // A bin without nodes (written before they were kept) still decodes, cut at 100.
+        let decoded = StreamValue::decode(&stream.encoded_with(false)).expect("decodes");
+        assert_eq!(decoded.node_count(), 1);
+    }
+
+    #[test]
+    fn node_boundaries_that_do_not_fit_the_entries_are_refused() {
+        // A node that took fewer appends than it holds live entries.
+        let mut broken = stream_in_nodes_of_two(4);
+        broken.nodes.values_mut().for_each(|node| node.appended = 1);
+        assert!(StreamValue::decode(&broken.encoded()).is_none());
+        // An entry no node holds.
+        let mut broken = stream_in_nodes_of_two(4);
+        broken.nodes.pop_first();
+        assert!(StreamValue::decode(&broken.encoded()).is_none());
+    }
+
+    /// `count` entries in nodes of two, the third entry deleted.
+    fn stream_in_nodes_of_two(count: u64) -> StreamValue {
+        let mut stream = StreamValue::default();
+        for ms in 1..=count {
+            stream.append(id(ms, 0), fields(&[b"f", b"v"]), 2);
+        }
+        stream.delete(id(3, 0));
+        stream
     }
 
     #[test]
