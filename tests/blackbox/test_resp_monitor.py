@@ -134,6 +134,11 @@ def test_a_monitor_may_not_touch_data_and_reset_ends_the_mode(resp_server):
     admin = Raw(resp_server.resp_port, 2)
     try:
         assert monitor.send("GET", "k") == b"-ERR Replica can't interact with the keyspace\r\n"
+        assert monitor.send("FUNCTION", "FLUSH") == (
+            b"-ERR Replica can't interact with the keyspace\r\n")
+        # FUNCTION LIST reads no data (Redis flags it neither read nor write): served.
+        assert monitor.send("FUNCTION", "LIST", "LIBRARYNAME", "none-such") == b"*0\r\n"
+        assert shape(monitor.lines(1)[0])[2] == '"FUNCTION" "LIST" "LIBRARYNAME" "none-such"'
         # A command it may send is shown to every monitor, itself included, as Redis does.
         assert monitor.send("PING") == b"+PONG\r\n"
         assert shape(monitor.lines(1)[0]) == ("0", "client", '"PING"')

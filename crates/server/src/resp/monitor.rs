@@ -92,12 +92,21 @@ pub fn refusal(session: &Session, args: &Args) -> Option<&'static str> {
         let line: Vec<&[u8]> = args.iter().collect();
         super::command_keys::key_positions(&line).is_ok_and(|keys| !keys.is_empty())
     };
+    if name == b"function" {
+        // Its subcommands that change the libraries; LIST, STATS and DUMP are served.
+        let changes = args.len() > 1
+            && matches!(
+                args.get(1).to_ascii_lowercase().as_slice(),
+                b"load" | b"delete" | b"flush" | b"restore"
+            );
+        return changes.then_some("ERR Replica can't interact with the keyspace");
+    }
     let touches_data = has_keys
         || scripting::is_write(&name)
         || scripting::is_script(args)
         || matches!(
             name.as_slice(),
-            b"keys" | b"scan" | b"dbsize" | b"randomkey" | b"publish" | b"spublish" | b"function"
+            b"keys" | b"scan" | b"dbsize" | b"randomkey" | b"publish" | b"spublish"
         );
     touches_data.then_some("ERR Replica can't interact with the keyspace")
 }
