@@ -173,11 +173,7 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     }
     if matches!(after, After::Continue | After::Close | After::Block) {
         // Shown once it has run (a blocked command when it first blocks, as Redis shows it).
-        let source = match scripting::in_script() {
-            true => monitor::Source::Script,
-            false => monitor::Source::Client,
-        };
-        monitor::feed(session, args, source);
+        monitor::feed(session, args);
     }
     if matches!(after, After::Continue | After::Close) {
         let elapsed = started.elapsed();

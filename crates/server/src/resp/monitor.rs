@@ -50,7 +50,7 @@ fn monitor(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
 
 /// Where a command came from, as a monitor line names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+enum Source {
     /// A client's command.
     Client,
     /// A command a script or function called.
@@ -58,8 +58,8 @@ pub enum Source {
 }
 
 /// Shows the command in `args`, which `session` has run (see the module docs for which are
-/// shown).
-pub fn feed(session: &Session, args: &Args, source: Source) {
+/// shown); a script's own call shows as `lua`.
+pub fn feed(session: &Session, args: &Args) {
     let hub = &session.state.pubsub;
     if !hub.has_monitors() || args.is_empty() {
         return;
@@ -68,6 +68,10 @@ pub fn feed(session: &Session, args: &Args, source: Source) {
     if is_admin(&name, args) || scripting::is_script(args) {
         return;
     }
+    let source = match scripting::in_script() {
+        true => Source::Script,
+        false => Source::Client,
+    };
     hub.feed_monitors(line(session, args, &name, source));
 }
 

@@ -46,6 +46,22 @@ fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) 
     (reply, host)
 }
 
+/// Runs `script` with its kill switch thrown from another thread after 50 ms.
+fn run_killed_after_50_ms(engine: &mut RedisScripting, script: &[u8]) -> RedisValue {
+    let sha = sha1_hex(script);
+    let run = ScriptRun {
+        sha: &sha,
+        body: script,
+        keys: &[],
+        args: &[],
+        memory_bytes_max: 0,
+    };
+    let (checkpoint, killer) = kill_after_50_ms();
+    let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
+    killer.join().expect("killer");
+    reply
+}
+
 /// A kill switch thrown from another thread after 50 ms: its checkpoint and the thread.
 fn kill_after_50_ms() -> (Checkpoint, std::thread::JoinHandle<()>) {
     let killed = Arc::new(AtomicBool::new(false));
@@ -251,17 +267,7 @@ fn a_script_past_its_memory_cap_stops_and_pcall_cannot_swallow_it() {
 fn a_killed_script_stops_even_inside_pcall() {
     let mut engine = RedisScripting::new().expect("engine");
     let script = b"while true do pcall(function() while true do end end) end";
-    let sha = sha1_hex(script);
-    let run = ScriptRun {
-        sha: &sha,
-        body: script,
-        keys: &[],
-        args: &[],
-        memory_bytes_max: 0,
-    };
-    let (checkpoint, killer) = kill_after_50_ms();
-    let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
-    killer.join().expect("killer");
+    let reply = run_killed_after_50_ms(&mut engine, script);
     assert!(
         error_text(&reply).starts_with("ERR Script killed by user with SCRIPT KILL..."),
         "{reply:?}"
@@ -295,17 +301,7 @@ fn a_killed_script_stops_even_inside_a_coroutine() {
               coroutine.wrap(function() while true do end end)() end) \
           return {coroutine.resume(co)}",
     ] {
-        let sha = sha1_hex(script);
-        let run = ScriptRun {
-            sha: &sha,
-            body: script,
-            keys: &[],
-            args: &[],
-            memory_bytes_max: 0,
-        };
-        let (checkpoint, killer) = kill_after_50_ms();
-        let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
-        killer.join().expect("killer");
+        let reply = run_killed_after_50_ms(&mut engine, script);
         assert!(
             error_text(&reply).contains("Script killed by user with SCRIPT KILL..."),
             "{reply:?}"
