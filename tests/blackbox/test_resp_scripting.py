@@ -385,6 +385,64 @@ def test_a_looping_script_on_a_one_thread_server_leaves_the_other_clients_served
     assert fresh.get(key) == b"after"
 
 
+def test_aerospike_requests_behind_a_looping_script_wait_without_wedging_the_server(
+    start_server, key
+):
+    """A script holds the Redis namespace for as long as it runs. An Aerospike request on that
+    namespace used to block its runtime thread at the namespace's gate: on a one-thread server
+    the first such request left no thread to serve SCRIPT KILL, and the server was wedged
+    until the script ended (for a runaway script, never). Such a request now waits on the
+    runtime: until the script ends, then it runs; or until its own deadline, then it is
+    answered TIMEOUT and never applied afterwards."""
+    import aerospike
+
+    server = start_server(
+        service={"threads": 1},
+        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
+    )
+    admin = server.redis()
+    admin.config_set("busy-reply-threshold", 200)
+    aero = server.client()
+    looping = long_client(server)
+    script, script_outcome = run_in_thread(lambda: looping.eval("while true do end", 0))
+    deadline = time.monotonic() + 10
+    while "BUSY" not in str(run_in_thread_error(lambda: admin.ping())):
+        assert time.monotonic() < deadline, "the script never ran past the threshold"
+        time.sleep(0.05)
+    patient = [
+        run_in_thread(
+            lambda i=i: aero.put(("test", "redis", f"{key}-{i}"), {"value": i},
+                                 policy={"total_timeout": 20000})
+        )
+        for i in range(4)
+    ]
+    started = time.monotonic()
+    with pytest.raises(aerospike.exception.TimeoutError):
+        aero.put(("test", "redis", f"{key}-hasty"), {"value": "late"},
+                 policy={"total_timeout": 300, "max_retries": 0})
+    assert time.monotonic() - started < 5
+    time.sleep(0.2)
+    assert all(thread.is_alive() for thread, _ in patient), "they wait for the script"
+    assert admin.script_kill() is True
+    script.join(timeout=10)
+    assert "Script killed by user with SCRIPT KILL..." in str(script_outcome.get("error"))
+    for i, (thread, outcome) in enumerate(patient):
+        thread.join(timeout=10)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+        assert admin.get(f"{key}-{i}") == str(i).encode()
+    time.sleep(0.3)
+    assert admin.exists(f"{key}-hasty") == 0, "a write answered TIMEOUT was applied later"
+
+
+def run_in_thread_error(call):
+    """The error `call` raises, or None."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 (the caller judges it)
+        return error
+    return None
+
+
 def test_a_loop_inside_a_coroutine_is_stopped_by_script_kill(resp_server, key):
     """Coroutines were left out of scripts: a loop inside one ran without the run's hook, out
     of SCRIPT KILL's reach. The hook is now one every coroutine inherits; and a script that

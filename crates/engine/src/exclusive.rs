@@ -13,6 +13,11 @@
 //! write is done): Redis's blocked clients wait on those. A wake-up must be cheap and must not
 //! take a partition lock or the registry's lock (it is called with neither of the registry's).
 //!
+//! A command that finds the gate held waits [`QUICK_WAIT`] (long enough for MSET or a plain
+//! EXEC); past that the holder is a long one (a Redis script), and the rest of the wait goes
+//! through the [`WaitHook`] the server installs ([`set_wait_hook`]), which lets an async
+//! runtime's worker hand its other tasks to another thread instead of stalling them.
+//!
 //! Invariants:
 //! - Lock order: gate, then partition locks. An exclusive holder takes the stripes in index
 //!   order; a thread holding the gate exclusively passes through the shared side (it already
@@ -22,7 +27,8 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use model::Digest;
@@ -30,6 +36,22 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Stripes of the gate; threads beyond this share stripes, which only costs contention.
 const STRIPE_COUNT: usize = 32;
+
+/// How long a command waits for the gate before the rest of its wait goes through the
+/// [`WaitHook`].
+const QUICK_WAIT: Duration = Duration::from_millis(1);
+
+/// Runs a wait that may be long (its argument blocks until the gate is free): the server's
+/// lets an async runtime's worker give its other tasks to another thread meanwhile.
+pub type WaitHook = fn(&mut dyn FnMut());
+
+static WAIT_HOOK: OnceLock<WaitHook> = OnceLock::new();
+
+/// Installs the process's [`WaitHook`]; the first call wins. Without one, a long wait simply
+/// blocks its thread.
+pub fn set_wait_hook(hook: WaitHook) {
+    let _ = WAIT_HOOK.set(hook);
+}
 
 thread_local! {
     /// This thread's stripe.
@@ -71,7 +93,17 @@ impl Gate {
         if HOLDS_EXCLUSIVE.with(Cell::get) {
             return None;
         }
-        Some(self.stripes[STRIPE.with(|stripe| *stripe)].0.read())
+        let stripe = &self.stripes[STRIPE.with(|stripe| *stripe)].0;
+        if let Some(guard) = stripe.try_read_for(QUICK_WAIT) {
+            return Some(guard);
+        }
+        let mut guard = None;
+        let mut wait = || guard = Some(stripe.read());
+        match WAIT_HOOK.get() {
+            Some(hook) => hook(&mut wait),
+            None => wait(),
+        }
+        Some(guard.expect("a wait hook runs the wait it is given"))
     }
 
     /// Runs `run` while no other command of the namespace runs.
@@ -265,6 +297,37 @@ mod tests {
         assert!(
             gate.shared().is_some(),
             "outside it, commands take a stripe"
+        );
+    }
+
+    #[test]
+    fn a_long_wait_for_the_gate_goes_through_the_wait_hook() {
+        static HOOKED: AtomicUsize = AtomicUsize::new(0);
+        set_wait_hook(|wait| {
+            HOOKED.fetch_add(1, Ordering::Relaxed);
+            wait();
+        });
+        let gate = Arc::new(Gate::default());
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let holder = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || {
+                gate.exclusive(|| {
+                    entered_tx.send(()).expect("test thread waits");
+                    std::thread::sleep(QUICK_WAIT * 20);
+                });
+            })
+        };
+        entered_rx.recv().expect("holder entered");
+        let before = HOOKED.load(Ordering::Relaxed);
+        assert!(gate.shared().is_some(), "the waiter entered once the holder left");
+        assert_eq!(HOOKED.load(Ordering::Relaxed), before + 1);
+        holder.join().expect("holder thread");
+        assert!(gate.shared().is_some());
+        assert_eq!(
+            HOOKED.load(Ordering::Relaxed),
+            before + 1,
+            "an open gate is entered without the hook"
         );
     }
 

@@ -63,7 +63,7 @@ pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion, R
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use edit::{EditRequest, RecordEdit};
-pub use exclusive::{Wake, Watch};
+pub use exclusive::{Wake, WaitHook, Watch, set_wait_hook};
 pub use exp::{Expression, RecordFacts};
 pub use namespace::Namespace;
 pub use partition::PieceEnd;

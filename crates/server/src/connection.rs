@@ -125,7 +125,8 @@ enum Next {
     Long(Vec<u8>, dispatch::Received),
     /// A request for a partition another node is master of: the frame's body, and that node.
     Forward(Vec<u8>, model::NodeId),
-    /// A request to run once this node's map catches up (see `dispatch::Handled::Unready`).
+    /// A request to run once this node's map catches up or no script holds its namespace (see
+    /// `dispatch::Handled::Unready` and `AwaitScript`).
     Unready(Vec<u8>, dispatch::Received),
 }
 
@@ -329,7 +330,9 @@ impl Connection {
                 dispatch::Handled::Answered => Next::Read,
                 dispatch::Handled::Streamed(streamed) => Next::Stream(streamed),
                 dispatch::Handled::Forward(owner) => Next::Forward(body.to_vec(), owner),
-                dispatch::Handled::Unready => Next::Unready(body.to_vec(), received),
+                dispatch::Handled::Unready | dispatch::Handled::AwaitScript => {
+                    Next::Unready(body.to_vec(), received)
+                }
             };
         }
         self.input.advance(consumed);
@@ -362,6 +365,13 @@ impl Connection {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), Close> {
         let state = Arc::clone(&self.state);
+        // Behind a script, the request would block a pool thread at its namespace's gate.
+        if dispatch::body_held_by_script(&state, &body)
+            && !dispatch::wait_for_script_end(&state, &body, received).await
+        {
+            dispatch::reply_error(&mut self.output, model::ResultCode::Timeout);
+            return Ok(());
+        }
         let mut output = std::mem::take(&mut self.output);
         let job = move || {
             let mut acks = Acks::default();

@@ -16,6 +16,10 @@
 //!   that its refusal carries LAST.
 //! - On an error, whatever the engine streamed into the reply is discarded and a bare header
 //!   with the result code is sent instead.
+//! - A single-record request on the Redis namespace while a Redis script runs (holding that
+//!   namespace's gate for as long as it runs) is not run on the runtime's thread, where it
+//!   would block at the gate: its connection waits for the script's end on the runtime
+//!   ([`Handled::AwaitScript`]), until the request's own deadline (then TIMEOUT, 9).
 
 use engine::{
     Acks, BinRef, DeleteRequest, ExistsPolicy, Expression, GenerationPolicy, Namespace, Origin,
@@ -147,6 +151,18 @@ pub enum Handled {
     /// change, or applied it before or after the node that sent the request): nothing was run
     /// or written; ask again once the map has moved ([`handle_when_ready`]).
     Unready,
+    /// A Redis script holds the request's namespace: nothing was run; ask again once it has
+    /// ended ([`handle_when_ready`]).
+    AwaitScript,
+}
+
+/// What [`handle`] may answer besides a reply: whether it may name another node to serve the
+/// request, and whether it may have the caller wait ([`Handled::AwaitScript`]; only callers
+/// on the runtime, where the wait holds no thread).
+#[derive(Clone, Copy)]
+pub struct May {
+    pub forward: bool,
+    pub wait: bool,
 }
 
 /// How long a request waits for this node's map to catch up before it is answered
@@ -154,8 +170,10 @@ pub enum Handled {
 const MAP_CATCH_UP_MS: u64 = 500;
 
 /// [`handle`] of a single-record request, waiting while this node's map catches up with a
-/// change in progress ([`Handled::Unready`]), for at most [`MAP_CATCH_UP_MS`]; then answers
-/// UNAVAILABLE. `may_forward` as for [`handle_client_message`].
+/// change in progress ([`Handled::Unready`]), for at most [`MAP_CATCH_UP_MS`], then answering
+/// UNAVAILABLE; and while a Redis script holds its namespace ([`Handled::AwaitScript`]), until
+/// the request's deadline, then answering TIMEOUT. `may_forward` as for
+/// [`handle_client_message`].
 pub async fn handle_when_ready(
     state: &Arc<ServerState>,
     body: &[u8],
@@ -164,22 +182,61 @@ pub async fn handle_when_ready(
     acks: &mut Acks,
     may_forward: bool,
 ) -> Handled {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
+    let map_deadline = tokio::time::Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
+    let may = May {
+        forward: may_forward,
+        wait: true,
+    };
     loop {
         let seen = state.cluster_node().map_or(0, |node| node.layout_version());
-        let handled = handle(state, body, received, out, acks, may_forward);
-        if !matches!(handled, Handled::Unready) {
-            return handled;
-        }
-        let Some(node) = state.cluster_node() else {
-            break;
-        };
-        if !node.wait_layout_after(seen, deadline).await {
-            break;
+        match handle(state, body, received, out, acks, may) {
+            Handled::Unready => {
+                let caught_up = match state.cluster_node() {
+                    Some(node) => node.wait_layout_after(seen, map_deadline).await,
+                    None => false,
+                };
+                if !caught_up {
+                    reply_error(out, ResultCode::Unavailable);
+                    return Handled::Answered;
+                }
+            }
+            Handled::AwaitScript => {
+                if !wait_for_script_end(state, body, received).await {
+                    reply_error(out, ResultCode::Timeout);
+                    return Handled::Answered;
+                }
+            }
+            handled => return handled,
         }
     }
-    reply_error(out, ResultCode::Unavailable);
-    Handled::Answered
+}
+
+/// Waits on the runtime until no Redis script runs; false if the request in `body` reached its
+/// deadline first.
+pub async fn wait_for_script_end(state: &ServerState, body: &[u8], received: Received) -> bool {
+    let deadline = body
+        .first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()
+        .and_then(|header| deadline(state, &MessageHeader::decode(header), received, true).at);
+    let ended = state.scripts.wait_until_none_runs();
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at.into(), ended).await.is_ok(),
+        None => {
+            ended.await;
+            true
+        }
+    }
+}
+
+/// Whether a Redis script holds the namespace named `namespace` now (see the module docs).
+fn held_by_script(state: &ServerState, namespace: Option<&[u8]>) -> bool {
+    state.scripts.is_running()
+        && namespace == Some(state.config.resp_namespace().as_bytes())
+}
+
+/// Whether a Redis script holds the namespace of the AS_MSG `body` now.
+pub fn body_held_by_script(state: &ServerState, body: &[u8]) -> bool {
+    state.scripts.is_running()
+        && Message::parse(body).is_ok_and(|message| held_by_script(state, message.fields.namespace))
 }
 
 /// Handles one AS_MSG body received at `received`: appends exactly one reply frame to `out`,
@@ -192,13 +249,18 @@ pub fn handle_message(
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> Option<Streamed> {
-    match handle(state, body, received, out, acks, false) {
+    let may = May {
+        forward: false,
+        wait: false,
+    };
+    match handle(state, body, received, out, acks, may) {
         Handled::Streamed(streamed) => Some(streamed),
         Handled::Unready => {
             reply_error(out, ResultCode::Unavailable);
             None
         }
         Handled::Answered | Handled::Forward(_) => None,
+        Handled::AwaitScript => unreachable!("a request on the pool is not told to wait"),
     }
 }
 
@@ -211,7 +273,11 @@ pub fn handle_client_message(
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> Handled {
-    handle(state, body, received, out, acks, state.is_clustered())
+    let may = May {
+        forward: state.is_clustered(),
+        wait: true,
+    };
+    handle(state, body, received, out, acks, may)
 }
 
 fn handle(
@@ -220,7 +286,7 @@ fn handle(
     received: Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-    may_forward: bool,
+    may: May,
 ) -> Handled {
     if is_batch(body) {
         let job = BatchJob::new(state.clone(), body.to_vec(), received);
@@ -230,9 +296,10 @@ fn handle(
         reply_error(out, ResultCode::Parameter);
         return Handled::Answered;
     };
-    if may_forward && let Some(owner) = forward_target(state, &message) {
+    if may.forward && let Some(owner) = forward_target(state, &message) {
         return Handled::Forward(owner);
     }
+
     if message.fields.digest.is_none() {
         return match scan::start(state, &message, body) {
             Ok(Some(stream)) => Handled::Streamed(Streamed::Scan(stream)),
@@ -246,6 +313,9 @@ fn handle(
                 Handled::Answered
             }
         };
+    }
+    if may.wait && held_by_script(state, message.fields.namespace) {
+        return Handled::AwaitScript;
     }
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);

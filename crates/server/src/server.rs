@@ -37,6 +37,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// # Errors
 /// When an address cannot be bound, or the server's threads cannot start.
 pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> std::io::Result<()> {
+    crate::resp::script_worker::install_gate_wait_hook();
     let service = &config.service;
     let listener = bind(&service.address, service.port, "service").await?;
     let service_address = listener.local_addr()?;

@@ -48,7 +48,7 @@ pub mod pubsub;
 mod rdb;
 mod reply;
 mod routing;
-mod script_worker;
+pub(crate) mod script_worker;
 mod scripting;
 mod server_info;
 mod sets;

@@ -13,6 +13,11 @@
 //! thread, and in case that was not enough the hand-over is made again each time the run's
 //! time doubles (on a thread that has none left, it only waits).
 //!
+//! The same hand-over serves a command of either protocol that finds a namespace's gate held
+//! by a script ([`install_gate_wait_hook`]): its worker's other tasks go on on another thread
+//! while it waits, so even requests that reach the gate cannot wedge the runtime behind a
+//! runaway script (SCRIPT KILL must still be served).
+//!
 //! Invariants:
 //! - A hand-over happens only on a worker of a multi-threaded runtime ([`on_runtime_worker`]);
 //!   elsewhere (the long-request pool, a single-threaded runtime) the checkpoint is the kill
@@ -35,6 +40,20 @@ const HAND_OVER_WAIT: Duration = Duration::from_millis(1);
 /// the worker's tasks away.
 pub(super) fn on_runtime_worker() -> bool {
     Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
+/// Makes a long wait at a namespace's gate (behind a script) on a runtime worker hand the
+/// worker's other tasks to another thread (see the module docs).
+pub(crate) fn install_gate_wait_hook() {
+    engine::set_wait_hook(wait_off_the_worker);
+}
+
+fn wait_off_the_worker(wait: &mut dyn FnMut()) {
+    if on_runtime_worker() {
+        tokio::task::block_in_place(wait);
+    } else {
+        wait();
+    }
 }
 
 /// The checkpoint of a run that started at `started`: `killed` is its kill switch; `on_worker`

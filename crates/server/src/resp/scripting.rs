@@ -214,10 +214,28 @@ impl Scripts {
 
     /// The script or function running now.
     pub(super) fn running(&self) -> Option<Arc<Running>> {
-        if !self.active.load(Ordering::Acquire) {
+        if !self.is_running() {
             return None;
         }
         self.running.lock().clone()
+    }
+
+    /// Whether a script or function runs now (one load: the check every request makes).
+    pub fn is_running(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Waits until no script or function runs (whether or not it ran past the threshold).
+    pub async fn wait_until_none_runs(&self) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if !self.is_running() {
+                return;
+            }
+            ended.await;
+        }
     }
 
     fn threshold(&self) -> Option<Duration> {
