@@ -361,10 +361,15 @@ class OspreyServer:
         return c
 
     def redis(self, protocol: int = 2, **extra: Any):
-        """A redis-py client on this server's RESP port (closed at teardown)."""
+        """A redis-py client on this server's RESP port (closed at teardown). It does not
+        retry on its own (redis-py's default from 6.0 sends a command again after a timeout or
+        a broken connection, which would hide a server's failure and apply a write twice)."""
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
         assert self.resp_port, "this server does not serve RESP"
+        extra.setdefault("retry", Retry(NoBackoff(), 0))
         client = redis.Redis(host=self.host, port=self.resp_port, protocol=protocol, socket_timeout=5, **extra)
         self.clients.append(client)
         return client
