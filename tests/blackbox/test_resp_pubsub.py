@@ -322,6 +322,38 @@ def test_new_key_events_are_the_ones_redis_publishes(resp_server, real_redis_por
         resp_server.redis().delete(*[f"{prefix}{k}" for k in "abclhszn"])
 
 
+def test_key_miss_events_are_the_ones_redis_publishes(resp_server, real_redis_port):
+    """Class `m` (`keymiss`) was accepted and never told. A read command that looks up a key
+    and finds nothing tells it (Redis's `lookupKeyRead`); a write's lookup (SETBIT, LMOVE's
+    source, SMOVE) and OBJECT do not, and a key that is there is no miss."""
+    prefix = harness.unique("miss") + ":"
+    missing = f"{prefix}gone"
+    reads = [
+        ("GET", missing), ("STRLEN", missing), ("MGET", missing, f"{prefix}there"),
+        ("GETRANGE", missing, "0", "1"), ("EXISTS", missing), ("TYPE", missing),
+        ("TTL", missing), ("PEXPIRETIME", missing), ("DUMP", missing),
+        ("GETBIT", missing, "3"), ("BITCOUNT", missing), ("BITPOS", missing, "1"),
+        ("BITFIELD_RO", missing, "GET", "u4", "0"), ("HGET", missing, "f"), ("HGETALL", missing),
+        ("LRANGE", missing, "0", "-1"), ("LLEN", missing), ("SMEMBERS", missing),
+        ("SISMEMBER", missing, "m"), ("ZSCORE", missing, "m"), ("ZRANGE", missing, "0", "-1"),
+        ("XLEN", missing), ("GEOPOS", missing, "m"), ("SINTER", missing, f"{prefix}set"),
+        ("OBJECT", "ENCODING", missing), ("SETBIT", f"{prefix}bits", "1", "1"),
+        ("LMOVE", missing, f"{prefix}list", "LEFT", "RIGHT"),
+        ("SMOVE", missing, f"{prefix}set", "m"), ("GET", f"{prefix}there"),
+    ]
+    setup = [("SET", f"{prefix}there", "v"), ("SADD", f"{prefix}set", "m")]
+    for port in (real_redis_port, resp_server.resp_port):
+        redis.Redis(port=port).execute_command(*setup[0])
+        redis.Redis(port=port).execute_command(*setup[1])
+    expected = keyspace_events(real_redis_port, prefix, reads, "KEm")
+    assert (b"__keyevent@0__:keymiss", missing.encode()) in expected
+    assert (b"__keyspace@0__:" + missing.encode(), b"keymiss") in expected
+    assert keyspace_events(resp_server.resp_port, prefix, reads, "KEm") == expected
+    assert keyspace_events(resp_server.resp_port, prefix, reads, "KEA") == [], "A leaves m out"
+    for port in (real_redis_port, resp_server.resp_port):
+        redis.Redis(port=port).delete(f"{prefix}there", f"{prefix}set", f"{prefix}bits")
+
+
 def expiry_events(r: redis.Redis, prefix: str) -> list[tuple[bytes, bytes]]:
     """The `x` class events of two keys given a 1 s expiry, one in database 3 (nothing else is
     published: no command names an expiry that the server carries out itself)."""

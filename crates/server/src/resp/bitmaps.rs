@@ -205,7 +205,7 @@ fn getbit(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         return After::Continue;
     };
     let target = Target::of(&session.state, session.database, args.get(1));
-    let found = target.view(|current| {
+    let found = target.read(|current| {
         current.map_or(Ok(false), |c| {
             with_string_bytes(&c, |bytes| bit_at(bytes, offset))
         })
@@ -347,7 +347,7 @@ fn parse_bound(arg: &[u8]) -> Result<i64, &'static str> {
 /// BITCOUNT key [start end [BYTE|BIT]]
 fn bitcount(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
-    let counted = target.view(|current| {
+    let counted = target.read(|current| {
         // As in Redis 7.2, a missing key counts 0 before the arguments are looked at.
         current.map_or(Ok(Ok(0)), |c| {
             with_string_bytes(&c, |bytes| bitcount_of(bytes, args))
@@ -397,7 +397,7 @@ fn bitpos(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
     };
     let target = Target::of(&session.state, session.database, args.get(1));
-    let found = target.view(|current| {
+    let found = target.read(|current| {
         // A missing key is an endless run of zeros.
         current.map_or(Ok(Ok(if on { -1 } else { 0 })), |c| {
             with_string_bytes(&c, |bytes| bitpos_of(bytes, on, args))
@@ -521,7 +521,7 @@ fn bitop_isolated(
     let mut result = Vec::new();
     for position in 3..args.len() {
         let target = Target::of(&session.state, session.database, args.get(position));
-        target.view(|current| match current {
+        target.read(|current| match current {
             None => {
                 fold_source(&mut result, operation, position - 3, &[]);
                 Ok(())

@@ -145,7 +145,26 @@ pub fn read<C: Collection, T>(
     target: &Target<'_>,
     look: impl FnOnce(Option<&C>) -> T,
 ) -> Result<T, Failure> {
-    let outcome = target.view(|current| match current {
+    read_as(target, true, look)
+}
+
+/// [`read`] by a write command (Redis's `lookupKeyWrite`): a missing key fires no `keymiss`.
+///
+/// # Errors
+/// As [`read`].
+pub fn peek<C: Collection, T>(
+    target: &Target<'_>,
+    look: impl FnOnce(Option<&C>) -> T,
+) -> Result<T, Failure> {
+    read_as(target, false, look)
+}
+
+fn read_as<C: Collection, T>(
+    target: &Target<'_>,
+    by_read_command: bool,
+    look: impl FnOnce(Option<&C>) -> T,
+) -> Result<T, Failure> {
+    let decode = |current: Option<Current<'_>>| match current {
         None => Ok(look(None)),
         Some(current) => match current.native() {
             Some(native) => {
@@ -159,7 +178,11 @@ pub fn read<C: Collection, T>(
                 .map(|collection| look(Some(&collection)))
                 .ok_or(Failure::WrongType),
         },
-    });
+    };
+    let outcome = match by_read_command {
+        true => target.read(decode),
+        false => target.view(decode),
+    };
     outcome.map_err(Failure::Engine)?
 }
 

@@ -38,7 +38,7 @@ pub const COMMANDS: &[Command] = &[
 /// DUMP key: the serialized value, or nil for a missing key.
 fn dump(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
-    match target.view(|current| current.map(|c| value_of(&c))) {
+    match target.read(|current| current.map(|c| value_of(&c))) {
         Ok(None) => reply.null(),
         Ok(Some(Some(value))) => reply.bulk(&rdb::encode(&value)),
         Ok(Some(None)) => reply.error(keys::WRONGTYPE),

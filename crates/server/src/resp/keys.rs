@@ -95,6 +95,8 @@ impl Writes {
 
 /// One Redis key as a record of the configured namespace and set.
 pub struct Target<'s> {
+    state: &'s ServerState,
+    database: Database,
     namespace: &'s Namespace,
     address: RecordAddress<'s>,
 }
@@ -105,6 +107,8 @@ impl<'s> Target<'s> {
         let namespace = namespace_of(state);
         let set = state.resp_databases.set_name(database).as_bytes();
         Target {
+            state,
+            database,
             namespace,
             address: RecordAddress {
                 digest: Digest::compute(set, &UserKey::String(key)),
@@ -122,6 +126,21 @@ impl<'s> Target<'s> {
     /// Calls `look` with the record, under its partition's read lock.
     pub fn view<T>(&self, look: impl FnOnce(Option<Current<'_>>) -> T) -> Result<T, ResultCode> {
         self.namespace.view(&self.address, look)
+    }
+
+    /// [`Target::view`] as a read command's lookup of its key (Redis's `lookupKeyRead`): a key
+    /// that is not there also fires the `keymiss` notification.
+    pub fn read<T>(&self, look: impl FnOnce(Option<Current<'_>>) -> T) -> Result<T, ResultCode> {
+        let mut missed = false;
+        let seen = self.namespace.view(&self.address, |current| {
+            missed = current.is_none();
+            look(current)
+        })?;
+        if missed {
+            let key = self.address.key.map_or(&[][..], |(_, key)| key);
+            super::pubsub::notify::key_miss(self.state, self.database, key);
+        }
+        Ok(seen)
     }
 
     /// A write that needs only whether the record exists and its metadata, under its
@@ -311,7 +330,7 @@ pub fn exists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
     let mut found = 0;
     for position in 1..args.len() {
         let target = Target::of(&session.state, session.database, args.get(position));
-        if target.view(|current| current.is_some()) == Ok(true) {
+        if target.read(|current| current.is_some()) == Ok(true) {
             found += 1;
         }
     }
@@ -322,7 +341,7 @@ pub fn exists(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 /// TYPE key
 pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
-    let name = target.view(|current| current.map_or("none", |c| collection::type_name(&c)));
+    let name = target.read(|current| current.map_or("none", |c| collection::type_name(&c)));
     reply.simple(name.unwrap_or("none"));
     After::Continue
 }
@@ -333,7 +352,7 @@ pub fn type_of(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 pub fn ttl(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
     let now = now_of(session);
     let target = Target::of(&session.state, session.database, args.get(1));
-    let void_time = target.view(|current| current.map(|c| c.void_time));
+    let void_time = target.read(|current| current.map(|c| c.void_time));
     let value = match void_time {
         Ok(None) | Err(_) => -2,
         Ok(Some(void_time)) if void_time == VoidTime::NEVER => -1,
@@ -595,7 +614,7 @@ fn expire(session: &mut Session, args: &Args, reply: &mut Reply<'_>, form: Expir
 /// expires at; -2 missing, -1 no expiry.
 fn expiretime(session: &mut Session, args: &Args, reply: &mut Reply<'_>, in_ms: bool) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
-    let value = match target.view(|current| current.map(|c| c.void_time)) {
+    let value = match target.read(|current| current.map(|c| c.void_time)) {
         Ok(None) | Err(_) => -2,
         Ok(Some(VoidTime::NEVER)) => -1,
         Ok(Some(void_time)) if in_ms => unix_seconds(void_time) * 1000,

@@ -175,7 +175,7 @@ pub fn longest_common_subsequence(a: &[u8], b: &[u8], min_match_len: usize) -> S
 /// A string argument's bytes: a missing key is the empty string.
 fn string_at(session: &Session, key: &[u8]) -> Result<Vec<u8>, String> {
     let target = Target::of(&session.state, session.database, key);
-    match target.view(|current| current.map(|current| string_of(&current))) {
+    match target.read(|current| current.map(|current| string_of(&current))) {
         Ok(None) => Ok(Vec::new()),
         Ok(Some(Ok(StringValue::Bytes(bytes)))) => Ok(bytes),
         Ok(Some(Ok(StringValue::Integer(value)))) => Ok(value.to_string().into_bytes()),

@@ -217,7 +217,7 @@ pub fn move_element(
             };
             element.map(Box::<[u8]>::from)
         };
-        let element = match collection::read(&source_target, peek) {
+        let element = match collection::peek(&source_target, peek) {
             Ok(Some(element)) => element,
             Ok(None) => return Ok(None),
             Err(Failure::WrongType) if skip_wrong_type => return Ok(None),

@@ -549,11 +549,11 @@ fn move_member(
 ) -> Result<bool, Failure> {
     let source_target = Target::of(&session.state, session.database, source);
     let holds = |set: Option<&SetValue>| set.map(|set| set.contains(member));
-    let Some(present) = collection::read(&source_target, holds)? else {
+    let Some(present) = collection::peek(&source_target, holds)? else {
         return Ok(false);
     };
     let destination_target = Target::of(&session.state, session.database, destination);
-    collection::read(&destination_target, |_: Option<&SetValue>| ())?;
+    collection::peek(&destination_target, |_: Option<&SetValue>| ())?;
     if source == destination || !present {
         return Ok(present);
     }

@@ -519,7 +519,7 @@ fn lookup(session: &Session, pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> 
         .ok()
         .flatten(),
         None => target
-            .view(|current| current.and_then(|current| strings::string_of(&current).ok()))
+            .read(|current| current.and_then(|current| strings::string_of(&current).ok()))
             .ok()
             .flatten()
             .map(|value| match value {

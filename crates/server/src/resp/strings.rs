@@ -123,7 +123,7 @@ fn write_integer(writer: &mut engine::BinWriter, value: i64) {
 pub fn get(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
     // The reply is written under the read lock, straight from the record.
-    let found = target.view(|current| {
+    let found = target.read(|current| {
         current.map(|c| {
             with_string(&c, |value| match value {
                 StringRef::Bytes(bytes) => reply.bulk(bytes),
@@ -509,7 +509,7 @@ pub fn append(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Afte
 /// STRLEN key
 pub fn strlen(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let target = Target::of(&session.state, session.database, args.get(1));
-    match target.view(|current| current.map(|c| string_of(&c))) {
+    match target.read(|current| current.map(|c| string_of(&c))) {
         Ok(None) => reply.integer(0),
         Ok(Some(Ok(value))) => reply.integer(value.into_bytes().len() as i64),
         Ok(Some(Err(()))) => reply.error(WRONGTYPE),
@@ -523,7 +523,7 @@ pub fn mget(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
     reply.array(args.len() - 1);
     for position in 1..args.len() {
         let target = Target::of(&session.state, session.database, args.get(position));
-        match target.view(|current| current.and_then(|c| string_of(&c).ok())) {
+        match target.read(|current| current.and_then(|c| string_of(&c).ok())) {
             Ok(Some(value)) => reply.bulk(&value.into_bytes()),
             _ => reply.null(),
         }
@@ -688,7 +688,7 @@ fn getrange(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         return After::Continue;
     };
     let target = Target::of(&session.state, session.database, args.get(1));
-    match target.view(|current| current.map(|c| string_of(&c))) {
+    match target.read(|current| current.map(|c| string_of(&c))) {
         Ok(None) => reply.bulk(b""),
         Ok(Some(Ok(value))) => {
             let bytes = value.into_bytes();

@@ -266,7 +266,7 @@ fn read_fields(
     };
     let target = Target::of(&session.state, session.database, key);
     target
-        .view(|current| match current {
+        .read(|current| match current {
             None => Ok(read(&[])),
             Some(c) => with_string_bytes(&c, read),
         })?

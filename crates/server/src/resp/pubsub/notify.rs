@@ -435,6 +435,14 @@ fn sets_expiry(command: &str, args: &Args) -> bool {
     }
 }
 
+/// A read command's lookup of `key` in `database` found nothing: `keymiss` (class `m`).
+pub fn key_miss(state: &crate::state::ServerState, database: crate::resp::databases::Database, key: &[u8]) {
+    let flags = state.pubsub.notify_flags.load(Ordering::Relaxed);
+    if flags & KEY_MISS != 0 {
+        publish(&state.pubsub, flags, KEY_MISS, "keymiss", database.0, key);
+    }
+}
+
 /// Publishes one event of class `class` about `key`, on the channels `flags` ask for.
 fn notify(session: &Session, flags: u32, class: u32, event: &str, key: &[u8]) {
     publish(
