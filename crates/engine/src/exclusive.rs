@@ -27,9 +27,9 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use model::Digest;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -320,7 +320,10 @@ mod tests {
         };
         entered_rx.recv().expect("holder entered");
         let before = HOOKED.load(Ordering::Relaxed);
-        assert!(gate.shared().is_some(), "the waiter entered once the holder left");
+        assert!(
+            gate.shared().is_some(),
+            "the waiter entered once the holder left"
+        );
         assert_eq!(HOOKED.load(Ordering::Relaxed), before + 1);
         holder.join().expect("holder thread");
         assert!(gate.shared().is_some());

@@ -63,12 +63,12 @@ pub use commit::{Change, ChangeKind, ChangeSink, PartitionRole, RecordVersion, R
 pub use config::NamespaceConfig;
 pub use deadline::Deadline;
 pub use edit::{EditRequest, RecordEdit};
-pub use exclusive::{Wake, WaitHook, Watch, set_wait_hook};
+pub use exclusive::{WaitHook, Wake, Watch, set_wait_hook};
 pub use exp::{Expression, RecordFacts};
 pub use namespace::Namespace;
 pub use partition::PieceEnd;
 pub use persist::OpenError;
-pub use record::{BinIter, BinRef, Bins, NativeValue};
+pub use record::{BinIter, BinRef, Bins, NativeValue, PackedBinMut};
 pub use scan::{ScanOutcome, ScanScope, ScannedRecord};
 pub use set_index::SetIndexBuild;
 pub use sets::SetSummary;

@@ -96,6 +96,16 @@ impl Bins<'_> {
     }
 }
 
+/// One bin of a packed record, borrowed to change in place: its particle type, and its value
+/// bytes (their length stays).
+#[derive(Debug)]
+pub struct PackedBinMut<'a> {
+    /// Wire particle type; never set to NULL (0).
+    pub particle_type: &'a mut u8,
+    /// Value bytes in wire encoding.
+    pub value: &'a mut [u8],
+}
+
 /// One bin of a record, borrowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BinRef<'a> {
@@ -235,6 +245,24 @@ impl Record {
             Data::Packed(_) => None,
             Data::Native(native) => Some(native.value.as_mut()),
         }
+    }
+
+    /// Bin `name` of a packed record, to change in place without changing its length.
+    pub(crate) fn packed_bin_mut(&mut self, name: &[u8]) -> Option<PackedBinMut<'_>> {
+        let Data::Packed(data) = &mut self.data else {
+            return None;
+        };
+        let (_, bins) = split_key(data);
+        let bin = BinIter { rest: bins }.find(|bin| bin.name == name)?;
+        // Where the bin's type byte and value sit in `data` (the value follows its length).
+        let value_start = bin.value.as_ptr() as usize - data.as_ptr() as usize;
+        let value_end = value_start + bin.value.len();
+        let type_at = bin.name.as_ptr() as usize - data.as_ptr() as usize + bin.name.len();
+        let (head, value) = data[..value_end].split_at_mut(value_start);
+        Some(PackedBinMut {
+            particle_type: &mut head[type_at],
+            value,
+        })
     }
 
     /// Packed data, or a native record's key alone.

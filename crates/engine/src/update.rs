@@ -69,6 +69,8 @@ impl<'a> Current<'a> {
 #[derive(Debug)]
 pub struct CurrentMut<'a> {
     record: &'a mut Record,
+    /// Whether a bin may change in place: no secondary index could cover it.
+    patchable: bool,
 }
 
 impl CurrentMut<'_> {
@@ -81,6 +83,18 @@ impl CurrentMut<'_> {
     /// [`Decision::Touch`] (or [`Decision::Delete`]), and no error.
     pub fn native_mut(&mut self) -> Option<&mut dyn NativeValue> {
         self.record.native_mut()
+    }
+
+    /// Bin `name` of a packed record, to change in place without changing its length (a
+    /// large value that changes a few bytes, such as a bitmap or a HyperLogLog, is not copied
+    /// three times). Whoever changes it must then return [`Decision::Touch`], and no error.
+    /// `None` for a native record, a record without that bin, or while the namespace has a
+    /// secondary index (which would not see the change).
+    pub fn packed_bin_mut(&mut self, name: &[u8]) -> Option<crate::record::PackedBinMut<'_>> {
+        if !self.patchable {
+            return None;
+        }
+        self.record.packed_bin_mut(name)
     }
 }
 
@@ -304,9 +318,18 @@ impl Namespace {
         };
         let size_before_bytes = existing.as_deref().map(Record::data_size_bytes);
         writer.clear();
+        // A bin changed in place is safe where nothing must be put back if the device refuses
+        // the new version: a copy read back, or a record kept in memory only.
+        let no_index = !self.sindexes.any();
         let current = match read_back.as_mut() {
-            Some(copy) => Some(CurrentMut { record: copy }),
-            None => existing.as_deref_mut().map(|record| CurrentMut { record }),
+            Some(copy) => Some(CurrentMut {
+                record: copy,
+                patchable: no_index,
+            }),
+            None => existing.as_deref_mut().map(|record| CurrentMut {
+                record,
+                patchable: no_index && self.storage.is_none(),
+            }),
         };
         let (decision, result) = decide(current, writer)?;
         let expiry = match decision {

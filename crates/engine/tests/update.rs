@@ -381,3 +381,80 @@ fn an_exclusive_section_holds_off_other_commands() {
     });
     assert_eq!(writer_thread.join().expect("thread"), 102);
 }
+
+/// Flips byte `at` of bin "value" in place; returns whether the record offered its bin.
+fn flip_in_place(
+    ns: &Namespace,
+    at: &RecordAddress<'_>,
+    writer: &mut BinWriter,
+    byte: usize,
+) -> bool {
+    ns.update(at, writer, &mut Acks::default(), |current, _| {
+        let mut current = current.expect("the record exists");
+        let Some(bin) = current.packed_bin_mut(b"value") else {
+            return Ok((Decision::Keep, false));
+        };
+        bin.value[byte] ^= 0xff;
+        *bin.particle_type = BLOB;
+        Ok((Decision::Touch(Expiry::Keep), true))
+    })
+    .expect("update succeeds")
+}
+
+#[test]
+fn a_packed_bin_changes_in_place_and_counts_as_a_write() {
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"bitmap");
+    let mut writer = BinWriter::default();
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
+        out.bin(b"value", STRING, b"abcd");
+        Ok((Decision::Store(Expiry::Keep), ()))
+    })
+    .expect("stored");
+    let generation = |ns: &Namespace| {
+        ns.view(&at, |c| c.expect("exists").generation)
+            .expect("view")
+    };
+    let before = generation(&ns);
+    assert!(flip_in_place(&ns, &at, &mut writer, 1));
+    assert_eq!(value(&ns, &at), Some(vec![b'a', !b'b', b'c', b'd']));
+    let particle = ns
+        .view(&at, |c| {
+            c.expect("exists")
+                .bins()
+                .iter()
+                .next()
+                .expect("a bin")
+                .particle_type
+        })
+        .expect("view");
+    assert_eq!(particle, BLOB);
+    assert_ne!(generation(&ns), before, "a change in place is a write");
+}
+
+#[test]
+fn no_bin_changes_in_place_while_a_secondary_index_exists() {
+    use engine::{IndexCollection, IndexDefinition, IndexKind, IndexSource};
+    let ns = namespace(1024 * 1024);
+    let at = address(b"redis", b"bitmap");
+    let mut writer = BinWriter::default();
+    ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
+        out.bin(b"value", STRING, b"abcd");
+        Ok((Decision::Store(Expiry::Keep), ()))
+    })
+    .expect("stored");
+    let definition = IndexDefinition {
+        name: "by_value".to_owned(),
+        set_name: Some(b"redis".to_vec()),
+        source: IndexSource::Bin(b"value".to_vec()),
+        kind: IndexKind::String,
+        collection: IndexCollection::Default,
+    };
+    let (index, _) = ns.create_index(definition).expect("created");
+    ns.build_index(&index);
+    assert!(
+        !flip_in_place(&ns, &at, &mut writer, 1),
+        "the index would miss the change"
+    );
+    assert_eq!(value(&ns, &at), Some(b"abcd".to_vec()));
+}

@@ -989,6 +989,11 @@ impl SecondaryIndexes {
         }
         self.list.read().clone()
     }
+
+    /// Whether the namespace has any index (one load).
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
 }
 
 /// One partition's index entries, by index id.
