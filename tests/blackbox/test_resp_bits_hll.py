@@ -208,8 +208,17 @@ def test_bitmap_bytes_keep_the_string_rule_for_aerospike_clients(resp_server, rb
     client = resp_server.client()
     try:
         assert client.get(("test", "redis", key))[2] == {"value": "@"}
+        generation = client.get(("test", "redis", key))[1]["gen"]
+        # Bits within the string change it in place: the bin's type follows the bytes
+        # each way, and each change is a write (the generation advances).
         rb.setbit(key, 0, 1)
-        assert client.get(("test", "redis", key))[2] == {"value": bytearray(b"\xc0")}
+        _, meta, bins = client.get(("test", "redis", key))
+        assert bins == {"value": bytearray(b"\xc0")} and meta["gen"] == generation + 1
+        rb.setbit(key, 0, 0)
+        _, meta, bins = client.get(("test", "redis", key))
+        assert bins == {"value": "@"} and meta["gen"] == generation + 2
+        rb.setbit(key, 0, 0)
+        assert client.get(("test", "redis", key))[1]["gen"] == generation + 2, "no change, no write"
     finally:
         client.close()
 

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use engine::{Current, Decision, Expiry};
+use engine::{Current, CurrentMut, Decision, Expiry};
 use model::{ParticleType, ResultCode};
 use wire_resp::Args;
 
@@ -70,6 +70,34 @@ pub fn with_string_bytes<T>(current: &Current<'_>, look: impl FnOnce(&[u8]) -> T
         }
         _ => Err(()),
     }
+}
+
+/// Changes the bytes of the string at `current` in place, keeping their length (see
+/// `CurrentMut::packed_bin_mut`): `None`, with nothing changed, when the value is not a string
+/// held as bytes (an integer, another type) or cannot change in place now; the caller then
+/// takes the general path. The particle type follows the new bytes as
+/// [`strings::write_string`] sets it. A caller that gets `Some` must decide
+/// [`Decision::Touch`].
+pub fn patch_string_bytes<T>(
+    current: &mut CurrentMut<'_>,
+    change: impl FnOnce(&mut [u8]) -> T,
+) -> Option<T> {
+    let held_as_bytes = |_: &[u8]| ();
+    let particle = current
+        .get()
+        .bins()
+        .iter()
+        .next()
+        .map(|bin| bin.particle_type);
+    let is_bytes =
+        particle == Some(ParticleType::String as u8) || particle == Some(ParticleType::Blob as u8);
+    if !is_bytes || with_string_bytes(&current.get(), held_as_bytes).is_err() {
+        return None;
+    }
+    let bin = current.packed_bin_mut(VALUE_BIN)?;
+    let changed = change(bin.value);
+    *bin.particle_type = strings::particle_of(bin.value) as u8;
+    Some(changed)
 }
 
 /// The bytes of the string a write starts from: `None` when there is no key, `Err` when the
@@ -167,18 +195,24 @@ fn setbit(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     };
     let bytes_max = record_bytes_max(session);
     let target = Target::of(&session.state, session.database, args.get(1));
-    let result = target.update(&mut session.writes, |current, writer| {
-        let current = current.as_ref().map(|c| c.get());
-        // A bit that already has the value: answered in place, nothing copied or written.
-        let bit_unchanged = |bytes: &[u8]| {
+    let result = target.update(&mut session.writes, |mut current, writer| {
+        // The bit within the string: it changes in place, or already has the value (then
+        // nothing is written).
+        let bit_within = |bytes: &[u8]| {
             let within = usize::try_from(offset / 8).is_ok_and(|byte| byte < bytes.len());
-            within && bit_at(bytes, offset) == on
+            within.then(|| bit_at(bytes, offset))
         };
-        if let Some(current) = &current
-            && with_string_bytes(current, bit_unchanged) == Ok(true)
+        if let Some(current) = &mut current
+            && let Ok(Some(was_on)) = with_string_bytes(&current.get(), bit_within)
         {
-            return Ok((Decision::Keep, on));
+            if was_on == on {
+                return Ok((Decision::Keep, on));
+            }
+            if patch_string_bytes(current, |bytes| set_bit_at(bytes, offset, on)).is_some() {
+                return Ok((Decision::Touch(Expiry::Keep), was_on));
+            }
         }
+        let current = current.as_ref().map(|c| c.get());
         let old = owned_string(current.as_ref())?;
         let existed = old.is_some();
         let mut bytes = old.unwrap_or_default();

@@ -17,7 +17,7 @@ use engine::{Decision, Expiry};
 use model::ResultCode;
 use wire_resp::Args;
 
-use super::bitmaps::{owned_string, with_string_bytes};
+use super::bitmaps::{owned_string, patch_string_bytes, with_string_bytes};
 use super::commands::Command;
 use super::keys::{self, Target};
 use super::reply::Reply;
@@ -103,18 +103,26 @@ fn sparse_bytes_max(session: &Session) -> usize {
 fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let sparse_bytes_max = sparse_bytes_max(session);
     let target = Target::of(&session.state, session.database, args.get(1));
-    let result = target.update(&mut session.writes, |current, writer| {
-        let current = current.as_ref().map(|c| c.get());
-        let changes_nothing = |bytes: &[u8]| {
-            encoding::check(bytes) == Ok(Encoding::Dense)
-                && (2..args.len())
-                    .all(|position| !encoding::dense_raises(bytes, args.get(position)))
-        };
-        if let Some(current) = &current
-            && with_string_bytes(current, changes_nothing) == Ok(true)
+    let result = target.update(&mut session.writes, |mut current, writer| {
+        // A dense value: an add that raises no register changes nothing, one that does
+        // changes the value in place (most adds, once a value is dense, are the first kind).
+        let is_dense = |bytes: &[u8]| encoding::check(bytes) == Ok(Encoding::Dense);
+        let elements = || (2..args.len()).map(|position| args.get(position));
+        if let Some(current) = &mut current
+            && with_string_bytes(&current.get(), is_dense) == Ok(true)
         {
-            return Ok((Decision::Keep, Ok(false)));
+            let raises = |bytes: &[u8]| elements().any(|e| encoding::dense_raises(bytes, e));
+            if with_string_bytes(&current.get(), raises) == Ok(false) {
+                return Ok((Decision::Keep, Ok(false)));
+            }
+            let add_all = |bytes: &mut [u8]| {
+                elements().fold(false, |raised, e| encoding::dense_add(bytes, e) | raised)
+            };
+            if let Some(raised) = patch_string_bytes(current, add_all) {
+                return Ok((Decision::Touch(Expiry::Keep), Ok(raised)));
+            }
         }
+        let current = current.as_ref().map(|c| c.get());
         let old = owned_string(current.as_ref())?;
         let (mut value, mut updated) = match old {
             None => (encoding::empty(), true),

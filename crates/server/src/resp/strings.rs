@@ -107,12 +107,17 @@ fn with_string<T>(current: &Current<'_>, look: impl FnOnce(StringRef<'_>) -> T) 
 
 /// Writes `bytes` as the record's string value: STRING when valid UTF-8, else BLOB.
 pub fn write_string(writer: &mut engine::BinWriter, bytes: &[u8]) {
-    let particle = if std::str::from_utf8(bytes).is_ok() {
+    writer.bin(VALUE_BIN, particle_of(bytes) as u8, bytes);
+}
+
+/// How a string's bytes are stored: STRING when they are UTF-8 (an Aerospike client reads
+/// them as a string), BLOB otherwise.
+pub fn particle_of(bytes: &[u8]) -> ParticleType {
+    if std::str::from_utf8(bytes).is_ok() {
         ParticleType::String
     } else {
         ParticleType::Blob
-    };
-    writer.bin(VALUE_BIN, particle as u8, bytes);
+    }
 }
 
 fn write_integer(writer: &mut engine::BinWriter, value: i64) {

@@ -169,6 +169,17 @@ pub fn dense_raises(value: &[u8], element: &[u8]) -> bool {
     dense_read(&value[HEADER_BYTES..], index) < run
 }
 
+/// Adds `element` to `value`, a dense value, in place: whether a register grew (then the
+/// cache is marked stale).
+pub fn dense_add(value: &mut [u8], element: &[u8]) -> bool {
+    let (index, run) = register_of(element);
+    let raised = dense_raise(&mut value[HEADER_BYTES..], index, run);
+    if raised {
+        invalidate_cached_count(value);
+    }
+    raised
+}
+
 /// Raises register `index` to `run` if it is lower: whether it was. May turn a sparse value
 /// dense (past `sparse_bytes_max`). Marks the cache stale when it changes something.
 pub fn set_register(
