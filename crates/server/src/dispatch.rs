@@ -229,8 +229,7 @@ pub async fn wait_for_script_end(state: &ServerState, body: &[u8], received: Rec
 
 /// Whether a Redis script holds the namespace named `namespace` now (see the module docs).
 fn held_by_script(state: &ServerState, namespace: Option<&[u8]>) -> bool {
-    state.scripts.is_running()
-        && namespace == Some(state.config.resp_namespace().as_bytes())
+    state.scripts.is_running() && namespace == Some(state.config.resp_namespace().as_bytes())
 }
 
 /// Whether a Redis script holds the namespace of the AS_MSG `body` now.
@@ -296,7 +295,9 @@ fn handle(
         reply_error(out, ResultCode::Parameter);
         return Handled::Answered;
     };
-    if may.forward && let Some(owner) = forward_target(state, &message) {
+    if may.forward
+        && let Some(owner) = forward_target(state, &message)
+    {
         return Handled::Forward(owner);
     }
 

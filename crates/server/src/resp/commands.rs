@@ -4,7 +4,6 @@
 //! Arity follows Redis: a positive arity is the exact argument count (command name included),
 //! a negative one the minimum.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
@@ -80,8 +79,10 @@ const TABLES: &[&[Command]] = &[
 /// Every command by lower-case name, with where it names the collections it reads whole (for
 /// its cost estimate, judged once here rather than per call).
 /// The third field is where `command_stats` counts it.
-static BY_NAME: LazyLock<HashMap<&'static [u8], Found>> = LazyLock::new(|| {
-    let mut by_name = HashMap::new();
+/// Hashed with Fx, not SipHash: every command looks its name up, the table is fixed at start,
+/// and a client's names can only miss (no flooding of a table that never grows).
+static BY_NAME: LazyLock<rustc_hash::FxHashMap<&'static [u8], Found>> = LazyLock::new(|| {
+    let mut by_name = rustc_hash::FxHashMap::default();
     for (slot, &command) in TABLES.iter().copied().flatten().enumerate() {
         let found = (
             command,

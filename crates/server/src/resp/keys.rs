@@ -11,7 +11,7 @@ use engine::{
     Acks, BinWriter, Current, CurrentMut, Decision, Expiry, Namespace, NativeValue, Now,
     RecordAddress, RecordMeta,
 };
-use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ParticleType, ResultCode, UserKey, VoidTime};
+use model::{CITRUSLEAF_EPOCH_UNIX_SECONDS, Digest, ParticleType, ResultCode, VoidTime};
 use wire_resp::Args;
 
 use super::collection::{self, Collection};
@@ -111,7 +111,7 @@ impl<'s> Target<'s> {
             database,
             namespace,
             address: RecordAddress {
-                digest: Digest::compute(set, &UserKey::String(key)),
+                digest: super::recent_digests::digest_of(set, key),
                 set_name: set,
                 key: Some((ParticleType::String as u8, key)),
             },

@@ -46,6 +46,7 @@ mod parameters;
 mod pops;
 pub mod pubsub;
 mod rdb;
+mod recent_digests;
 mod reply;
 mod routing;
 pub(crate) mod script_worker;

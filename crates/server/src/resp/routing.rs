@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use model::{Digest, PARTITION_COUNT, PartitionId, UserKey};
+use model::{PARTITION_COUNT, PartitionId};
 use wire_resp::Args;
 
 use super::databases::Database;
@@ -352,7 +352,7 @@ fn decode_part(part: &[u8]) -> Result<Vec<GatheredValue<'_>>, String> {
 }
 
 fn partition_of(set: &[u8], key: &[u8]) -> PartitionId {
-    Digest::compute(set, &UserKey::String(key)).partition_id()
+    super::recent_digests::digest_of(set, key).partition_id()
 }
 
 /// The arguments of `args` that name keys, as Redis's command table places them.

@@ -436,7 +436,11 @@ fn sets_expiry(command: &str, args: &Args) -> bool {
 }
 
 /// A read command's lookup of `key` in `database` found nothing: `keymiss` (class `m`).
-pub fn key_miss(state: &crate::state::ServerState, database: crate::resp::databases::Database, key: &[u8]) {
+pub fn key_miss(
+    state: &crate::state::ServerState,
+    database: crate::resp::databases::Database,
+    key: &[u8],
+) {
     let flags = state.pubsub.notify_flags.load(Ordering::Relaxed);
     if flags & KEY_MISS != 0 {
         publish(&state.pubsub, flags, KEY_MISS, "keymiss", database.0, key);
