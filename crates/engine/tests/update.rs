@@ -401,16 +401,21 @@ fn flip_in_place(
     .expect("update succeeds")
 }
 
+/// Stores the string "abcd" in bin "value".
+fn store_abcd(ns: &Namespace, at: &RecordAddress<'_>, writer: &mut BinWriter) {
+    ns.update(at, writer, &mut Acks::default(), |_, out| {
+        out.bin(b"value", STRING, b"abcd");
+        Ok((Decision::Store(Expiry::Keep), ()))
+    })
+    .expect("stored");
+}
+
 #[test]
 fn a_packed_bin_changes_in_place_and_counts_as_a_write() {
     let ns = namespace(1024 * 1024);
     let at = address(b"redis", b"bitmap");
     let mut writer = BinWriter::default();
-    ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
-        out.bin(b"value", STRING, b"abcd");
-        Ok((Decision::Store(Expiry::Keep), ()))
-    })
-    .expect("stored");
+    store_abcd(&ns, &at, &mut writer);
     let generation = |ns: &Namespace| {
         ns.view(&at, |c| c.expect("exists").generation)
             .expect("view")
@@ -438,11 +443,7 @@ fn no_bin_changes_in_place_while_a_secondary_index_exists() {
     let ns = namespace(1024 * 1024);
     let at = address(b"redis", b"bitmap");
     let mut writer = BinWriter::default();
-    ns.update(&at, &mut writer, &mut Acks::default(), |_, out| {
-        out.bin(b"value", STRING, b"abcd");
-        Ok((Decision::Store(Expiry::Keep), ()))
-    })
-    .expect("stored");
+    store_abcd(&ns, &at, &mut writer);
     let definition = IndexDefinition {
         name: "by_value".to_owned(),
         set_name: Some(b"redis".to_vec()),
