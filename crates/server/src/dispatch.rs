@@ -161,7 +161,9 @@ pub enum Handled {
 /// on the runtime, where the wait holds no thread).
 #[derive(Clone, Copy)]
 pub struct May {
+    /// It may answer [`Handled::Forward`] (a client's request, on a cluster).
     pub forward: bool,
+    /// It may answer [`Handled::AwaitScript`].
     pub wait: bool,
 }
 

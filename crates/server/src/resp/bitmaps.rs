@@ -82,16 +82,14 @@ pub fn patch_string_bytes<T>(
     current: &mut CurrentMut<'_>,
     change: impl FnOnce(&mut [u8]) -> T,
 ) -> Option<T> {
-    let held_as_bytes = |_: &[u8]| ();
-    let particle = current
-        .get()
-        .bins()
-        .iter()
-        .next()
-        .map(|bin| bin.particle_type);
-    let is_bytes =
-        particle == Some(ParticleType::String as u8) || particle == Some(ParticleType::Blob as u8);
-    if !is_bytes || with_string_bytes(&current.get(), held_as_bytes).is_err() {
+    // One `value` bin of bytes (an integer is kept as its number: not patched).
+    let is_bytes = |particle_type: u8| {
+        particle_type == ParticleType::String as u8 || particle_type == ParticleType::Blob as u8
+    };
+    let bins = current.get().bins();
+    let mut iter = bins.iter();
+    let sole_bin = iter.next().filter(|_| iter.next().is_none());
+    if !sole_bin.is_some_and(|bin| bin.name == VALUE_BIN && is_bytes(bin.particle_type)) {
         return None;
     }
     let bin = current.packed_bin_mut(VALUE_BIN)?;
