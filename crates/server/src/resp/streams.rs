@@ -86,7 +86,7 @@ fn parse_interval(bytes: &[u8], missing_seq: u64, end: bool) -> Result<StreamId,
 /// Writes one entry: `[id, [field, value, ...]]`.
 fn reply_entry(reply: &mut Reply<'_>, id: StreamId, fields: &Fields) {
     reply.array(2);
-    reply.bulk(id.text().as_bytes());
+    reply.bulk(&id.text_bytes());
     reply.array(fields.len());
     fields.iter().for_each(|element| reply.bulk(element));
 }
@@ -266,7 +266,7 @@ pub fn xadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After 
         },
     );
     finish(reply, outcome, |reply, id| match id {
-        Some(id) => reply.bulk(id.text().as_bytes()),
+        Some(id) => reply.bulk(&id.text_bytes()),
         None => reply.null(),
     })
 }

@@ -360,8 +360,8 @@ fn reply_pending_summary(reply: &mut Reply<'_>, group: &Group) {
         reply.null_array();
         return;
     };
-    reply.bulk(first.text().as_bytes());
-    reply.bulk(last.text().as_bytes());
+    reply.bulk(&first.text_bytes());
+    reply.bulk(&last.text_bytes());
     let holders: Vec<_> = group
         .consumers
         .iter()
@@ -409,7 +409,7 @@ fn reply_pending_range(
     reply.array(rows.len());
     for (id, consumer, idle_ms, delivery_count) in rows {
         reply.array(4);
-        reply.bulk(id.text().as_bytes());
+        reply.bulk(&id.text_bytes());
         reply.bulk(consumer);
         reply.integer(idle_ms);
         reply.integer(i64::try_from(delivery_count).unwrap_or(i64::MAX));
@@ -518,7 +518,7 @@ fn reply_claimed(reply: &mut Reply<'_>, claimed: &Claimed) {
     for (id, fields) in claimed {
         match fields {
             Some(fields) => reply_entry(reply, *id, fields),
-            None => reply.bulk(id.text().as_bytes()),
+            None => reply.bulk(&id.text_bytes()),
         }
     }
 }
@@ -634,12 +634,10 @@ pub fn xautoclaim(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> 
         Ok(Some(None)) => return After::Offload,
         Ok(Some(Some((next, claimed, deleted)))) => {
             reply.array(3);
-            reply.bulk(next.text().as_bytes());
+            reply.bulk(&next.text_bytes());
             reply_claimed(reply, &claimed);
             reply.array(deleted.len());
-            deleted
-                .iter()
-                .for_each(|id| reply.bulk(id.text().as_bytes()));
+            deleted.iter().for_each(|id| reply.bulk(&id.text_bytes()));
         }
         Ok(None) => nogroup_key_or_group(key, group_name).reply(reply),
         Err(failure) => failure.reply(reply),
@@ -822,7 +820,7 @@ fn reply_groups(reply: &mut Reply<'_>, stream: &StreamValue) {
         reply.bulk(b"pending");
         reply.integer(i64::try_from(group.pending.len()).unwrap_or(i64::MAX));
         reply.bulk(b"last-delivered-id");
-        reply.bulk(group.last_id.text().as_bytes());
+        reply.bulk(&group.last_id.text_bytes());
         reply.bulk(b"entries-read");
         reply_entries_read(reply, group.entries_read);
         reply.bulk(b"lag");
@@ -842,9 +840,9 @@ fn reply_stream_head(reply: &mut Reply<'_>, stream: &StreamValue) {
     reply.bulk(b"radix-tree-nodes");
     reply.integer(as_i64(blocks + 1));
     reply.bulk(b"last-generated-id");
-    reply.bulk(stream.last_id.text().as_bytes());
+    reply.bulk(&stream.last_id.text_bytes());
     reply.bulk(b"max-deleted-entry-id");
-    reply.bulk(stream.max_deleted_id.text().as_bytes());
+    reply.bulk(&stream.max_deleted_id.text_bytes());
     reply.bulk(b"entries-added");
     reply.integer(stream.entries_added);
     reply.bulk(b"recorded-first-entry-id");
@@ -918,7 +916,7 @@ fn reply_stream_full(reply: &mut Reply<'_>, stream: &StreamValue, limit: usize) 
         reply.bulk(b"name");
         reply.bulk(name);
         reply.bulk(b"last-delivered-id");
-        reply.bulk(group.last_id.text().as_bytes());
+        reply.bulk(&group.last_id.text_bytes());
         reply.bulk(b"entries-read");
         reply_entries_read(reply, group.entries_read);
         reply.bulk(b"lag");
@@ -930,7 +928,7 @@ fn reply_stream_full(reply: &mut Reply<'_>, stream: &StreamValue, limit: usize) 
         reply.array(pending.len());
         for (id, entry) in pending {
             reply.array(4);
-            reply.bulk(id.text().as_bytes());
+            reply.bulk(&id.text_bytes());
             reply.bulk(&entry.consumer);
             reply.integer(entry.delivery_time_ms);
             reply.integer(i64::try_from(entry.delivery_count).unwrap_or(i64::MAX));
@@ -953,7 +951,7 @@ fn reply_stream_full(reply: &mut Reply<'_>, stream: &StreamValue, limit: usize) 
             for id in held {
                 let entry = &group.pending[id];
                 reply.array(3);
-                reply.bulk(id.text().as_bytes());
+                reply.bulk(&id.text_bytes());
                 reply.integer(entry.delivery_time_ms);
                 reply.integer(i64::try_from(entry.delivery_count).unwrap_or(i64::MAX));
             }

@@ -492,7 +492,7 @@ fn reply_served(reply: &mut Reply<'_>, served: &[Served]) {
                 Some(fields) => reply_entry(reply, *id, fields),
                 None => {
                     reply.array(2);
-                    reply.bulk(id.text().as_bytes());
+                    reply.bulk(&id.text_bytes());
                     reply.null_array();
                 }
             }

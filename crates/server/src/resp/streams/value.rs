@@ -59,6 +59,23 @@ pub struct StreamId {
     pub seq: u64,
 }
 
+/// Longest text of an id: two 20-digit numbers and a dash.
+const ID_TEXT_BYTES: usize = 41;
+
+/// An id's text in place ([`StreamId::text_bytes`]).
+pub struct IdText {
+    bytes: [u8; ID_TEXT_BYTES],
+    len: usize,
+}
+
+impl std::ops::Deref for IdText {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 impl StreamId {
     /// The smallest id, `0-0` (also "none" for `max_deleted_id`).
     pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
@@ -92,6 +109,16 @@ impl StreamId {
     /// Its text, `<ms>-<seq>`.
     pub fn text(self) -> String {
         format!("{}-{}", self.ms, self.seq)
+    }
+
+    /// Its text's bytes, without allocating (an entry's id in every reply).
+    pub fn text_bytes(self) -> IdText {
+        use std::io::Write as _;
+        let mut bytes = [0u8; ID_TEXT_BYTES];
+        let mut cursor = std::io::Cursor::new(&mut bytes[..]);
+        write!(cursor, "{}-{}", self.ms, self.seq).expect("two u64s and a dash fit");
+        let len = cursor.position() as usize;
+        IdText { bytes, len }
     }
 
     /// Parses `<ms>-<seq>`, or `<ms>` with `missing_seq`; `-` and `+` are the smallest and
@@ -652,26 +679,26 @@ impl StreamValue {
         msgpack::write_array_len(&mut out, self.entries.len());
         for (id, fields) in &self.entries {
             msgpack::write_array_len(&mut out, 2);
-            msgpack::write_bytes(&mut out, id.text().as_bytes());
+            msgpack::write_bytes(&mut out, &id.text_bytes());
             msgpack::write_array_len(&mut out, fields.len());
             fields
                 .iter()
                 .for_each(|f| msgpack::write_bytes(&mut out, f));
         }
         msgpack::write_bytes(&mut out, KEY_LAST_ID);
-        msgpack::write_bytes(&mut out, self.last_id.text().as_bytes());
+        msgpack::write_bytes(&mut out, &self.last_id.text_bytes());
         msgpack::write_bytes(&mut out, KEY_ENTRIES_ADDED);
         write_int(&mut out, self.entries_added);
         msgpack::write_bytes(&mut out, KEY_MAX_DELETED_ID);
-        msgpack::write_bytes(&mut out, self.max_deleted_id.text().as_bytes());
+        msgpack::write_bytes(&mut out, &self.max_deleted_id.text_bytes());
         if with_nodes {
             msgpack::write_bytes(&mut out, KEY_NODES);
             msgpack::write_array_len(&mut out, self.nodes.len());
             for (first, node) in &self.nodes {
                 msgpack::write_array_len(&mut out, 3);
-                msgpack::write_bytes(&mut out, first.text().as_bytes());
+                msgpack::write_bytes(&mut out, &first.text_bytes());
                 write_int(&mut out, i64::try_from(node.appended).unwrap_or(i64::MAX));
-                msgpack::write_bytes(&mut out, node.last.text().as_bytes());
+                msgpack::write_bytes(&mut out, &node.last.text_bytes());
             }
         }
         msgpack::write_bytes(&mut out, KEY_GROUPS);
@@ -820,12 +847,12 @@ impl StreamValue {
 fn encode_group(out: &mut Vec<u8>, name: &[u8], group: &Group) {
     msgpack::write_array_len(out, 5);
     msgpack::write_bytes(out, name);
-    msgpack::write_bytes(out, group.last_id.text().as_bytes());
+    msgpack::write_bytes(out, &group.last_id.text_bytes());
     write_int(out, group.entries_read.unwrap_or(-1));
     msgpack::write_array_len(out, group.pending.len());
     for (id, pending) in &group.pending {
         msgpack::write_array_len(out, 4);
-        msgpack::write_bytes(out, id.text().as_bytes());
+        msgpack::write_bytes(out, &id.text_bytes());
         msgpack::write_bytes(out, &pending.consumer);
         write_int(out, pending.delivery_time_ms);
         write_int(
