@@ -532,6 +532,33 @@ def test_records_written_through_resp_survive_a_restart(device, mode):
     assert harness.ns_objects(node.client, "mem") == 0
 
 
+@pytest.mark.parametrize("data_in_memory", [True, False])
+def test_bits_and_registers_changed_in_place_survive_a_restart(device, data_in_memory):
+    """SETBIT within a string and PFADD raising registers of a dense HyperLogLog change the
+    stored bytes in place instead of building the record again. On a device namespace the
+    version appended to the file must be the changed one: with the data on the device only,
+    the change is made to the copy read back, which is then written; with the data in memory
+    too, the general path runs (a change in place could not be put back if the device
+    refused it). Both read back whole after a restart."""
+    node = device(storage={"data_in_memory": data_in_memory}, resp={"namespace": "test"})
+    r = node.srv.redis()
+    assert r.set("bits", bytes(64)) is True
+    for offset in (3, 100, 511):
+        assert r.setbit("bits", offset, 1) == 0
+    assert r.setbit("bits", 100, 0) == 1
+    assert r.pfadd("hll", *[f"e{i}" for i in range(5000)]) == 1
+    assert r.get("hll")[4] == 0, "dense"
+    assert r.pfadd("hll", *[f"more{i}" for i in range(300)]) == 1
+    count = r.pfcount("hll")  # caches the estimate in the value: read it after
+    bits, registers = r.get("bits"), r.get("hll")
+    assert bits == b"\x10" + bytes(62) + b"\x01"
+    node.restart()
+    r = node.srv.redis()
+    assert r.get("bits") == bits
+    assert r.get("hll") == registers
+    assert r.pfcount("hll") == count
+
+
 def test_keys_alone_from_a_user_key_index_over_records_on_the_device(device):
     """With the data on the device only, a user-key index is rebuilt at a restart from the
     records recovery loaded, each entry stamped with its record's void time; keys-only
