@@ -106,13 +106,16 @@ fn pfadd(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let result = target.update(&mut session.writes, |mut current, writer| {
         // A dense value: an add that raises no register changes nothing, one that does
         // changes the value in place (most adds, once a value is dense, are the first kind).
-        let is_dense = |bytes: &[u8]| encoding::check(bytes) == Ok(Encoding::Dense);
         let elements = || (2..args.len()).map(|position| args.get(position));
+        // `Some(whether an element raises a register)` for a dense value, in one look.
+        let dense_raises = |bytes: &[u8]| {
+            (encoding::check(bytes) == Ok(Encoding::Dense))
+                .then(|| elements().any(|e| encoding::dense_raises(bytes, e)))
+        };
         if let Some(current) = &mut current
-            && with_string_bytes(&current.get(), is_dense) == Ok(true)
+            && let Ok(Some(raises)) = with_string_bytes(&current.get(), dense_raises)
         {
-            let raises = |bytes: &[u8]| elements().any(|e| encoding::dense_raises(bytes, e));
-            if with_string_bytes(&current.get(), raises) == Ok(false) {
+            if !raises {
                 return Ok((Decision::Keep, Ok(false)));
             }
             let add_all = |bytes: &mut [u8]| {
