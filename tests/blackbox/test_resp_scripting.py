@@ -312,6 +312,12 @@ def run_in_thread(call):
     return thread, outcome
 
 
+def kill_any_script_left(admin) -> None:
+    """After a failed test on a shared server: a loop left running would fail every later
+    test of the module with it (BUSY or a timeout). NOTBUSY when none is left."""
+    run_in_thread_error(admin.script_kill)
+
+
 def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server, key):
     """A script loops forever. Past busy-reply-threshold another client gets BUSY (SCRIPT KILL
     is served); SCRIPT KILL stops the script, and the other client is served again."""
@@ -345,6 +351,7 @@ def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server,
         # redis-py keeps the codes it does not know (NOTBUSY, UNKILLABLE) in the message.
         assert error_of(lambda: admin.script_kill()) == "NOTBUSY No scripts in execution right now."
     finally:
+        kill_any_script_left(admin)
         admin.config_set("busy-reply-threshold", 5000)
 
 
@@ -383,6 +390,55 @@ def test_a_looping_script_on_a_one_thread_server_leaves_the_other_clients_served
     assert "Script killed by user with SCRIPT KILL..." in str(outcome.get("error")), outcome
     assert fresh.set(key, "after") is True
     assert fresh.get(key) == b"after"
+
+
+def test_commands_racing_a_script_start_are_answered_busy_and_never_stuck(start_server, key):
+    """A command checks for a running script before it reaches the namespace's gate. One that
+    passed the check just before a script started used to reach the gate after the script
+    took it, and waited there until the script ended: for a runaway script, never answered,
+    BUSY or otherwise (CI saw it as a SET that timed out, then every later test waiting for
+    the loop nobody killed). A script now waits for the commands in flight before it takes
+    the gate. Here a client sends pipelines of SETs without a pause while, round after round,
+    a looping script starts: each round the client must be answered BUSY before the script
+    is killed."""
+    server = start_server(
+        service={"threads": 2},
+        namespaces=[harness.namespace("test", allow_ttl_without_nsup=True)],
+    )
+    admin = server.redis()
+    admin.config_set("busy-reply-threshold", 30)
+    busy_replies = [0]
+    stop = threading.Event()
+
+    def send_sets():
+        client = long_client(server)
+        while not stop.is_set():
+            pipe = client.pipeline(transaction=False)
+            for i in range(16):
+                pipe.set(f"{key}-{i}", i)
+            replies = pipe.execute(raise_on_error=False)
+            busy_replies[0] += sum("BUSY" in str(reply) for reply in replies)
+
+    sender, sender_outcome = run_in_thread(send_sets)
+    try:
+        for round_ in range(100):
+            seen = busy_replies[0]
+            looping = long_client(server)
+            script, _ = run_in_thread(lambda: looping.eval("while true do end", 0))
+            deadline = time.monotonic() + 5
+            while busy_replies[0] == seen and time.monotonic() < deadline:
+                assert "error" not in sender_outcome, sender_outcome
+                time.sleep(0.002)
+            answered = busy_replies[0] > seen
+            while "NOTBUSY" in str(run_in_thread_error(admin.script_kill)):
+                time.sleep(0.002)  # not started yet
+            script.join(timeout=10)
+            assert answered, f"round {round_}: a SET racing the script's start was never answered"
+    finally:
+        stop.set()
+        sender.join(timeout=10)
+    assert "error" not in sender_outcome, sender_outcome
+    assert admin.get(f"{key}-15") == b"15"
 
 
 def test_aerospike_requests_behind_a_looping_script_wait_without_wedging_the_server(
@@ -532,6 +588,7 @@ def test_exec_past_busy_reply_threshold_aborts_the_transaction_and_ends_it(resp_
         thread.join(timeout=10)
         assert client.ping() is True
     finally:
+        kill_any_script_left(admin)
         admin.config_set("busy-reply-threshold", 5000)
 
 
@@ -612,6 +669,7 @@ def test_a_command_answered_busy_inside_multi_aborts_the_transaction(resp_server
         assert call("PING") == b"PONG"  # no longer in MULTI
     finally:
         transaction.disconnect()
+        kill_any_script_left(admin)
         admin.config_set("busy-reply-threshold", 5000)
 
 
@@ -637,6 +695,7 @@ def test_a_script_that_wrote_is_unkillable_and_ends_on_its_own(resp_server, key)
         assert outcome.get("value") == b"done", outcome
         assert admin.get(key) == b"written"
     finally:
+        kill_any_script_left(admin)
         admin.config_set("busy-reply-threshold", 5000)
 
 

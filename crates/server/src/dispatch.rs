@@ -317,7 +317,11 @@ fn handle(
             }
         };
     }
-    if may.wait && held_by_script(state, message.fields.namespace) {
+    let on_script_namespace =
+        message.fields.namespace == Some(state.config.resp_namespace().as_bytes());
+    // In flight before the check for a script: one that starts after it waits for this.
+    let _entered = on_script_namespace.then(|| state.scripts.in_flight.enter());
+    if may.wait && on_script_namespace && state.scripts.is_running() {
         return Handled::AwaitScript;
     }
     let deadline = deadline(state, &message.header, received, true);

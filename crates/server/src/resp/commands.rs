@@ -5,12 +5,13 @@
 //! a negative one the minimum.
 
 use std::fmt::Write as _;
-use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock};
 
 use wire_resp::Args;
 
 use super::cost::{self, Reads};
+use super::in_flight::InFlight;
 use super::reply::Reply;
 use crate::state::ServerState;
 
@@ -110,6 +111,11 @@ pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         // Redis's rule for a failed call: an error written since the last command ended.
         reply.errors_since_mark();
     }
+    // In flight before the check for a script (a connection's step is in already).
+    let state = (arrived && !InFlight::is_here()).then(|| Arc::clone(&session.state));
+    let _entered = state
+        .as_ref()
+        .and_then(|state| state.scripts.in_flight.enter());
     if let Some(after) = scripting::while_busy(session, args, reply) {
         if after == After::Continue {
             // Answered BUSY or EXECABORT; a command that waits for the script's turn runs later.

@@ -309,11 +309,16 @@ impl Connection {
     async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> Close {
         // When the current run of steps without a wait began; read only for deep pipelines.
         let mut slice_started: Option<Instant> = None;
+        let state = Arc::clone(&self.session().state);
         loop {
             if let Err(close) = self.deliver_messages() {
                 return close;
             }
-            let step = self.answer_step();
+            let step = {
+                // One entry for the step's commands, before their checks for a script.
+                let _entered = state.scripts.in_flight.enter();
+                self.answer_step()
+            };
             self.note_subscribed();
             self.publish_shown();
             if step == Step::OverLimit {

@@ -33,6 +33,7 @@ mod geohash;
 mod glob;
 mod hashes;
 mod hyperloglog;
+pub(crate) mod in_flight;
 mod indexes;
 mod keys;
 mod keyspace;

@@ -48,7 +48,7 @@ pub(crate) fn install_gate_wait_hook() {
     engine::set_wait_hook(wait_off_the_worker);
 }
 
-fn wait_off_the_worker(wait: &mut dyn FnMut()) {
+pub(super) fn wait_off_the_worker(wait: &mut dyn FnMut()) {
     if on_runtime_worker() {
         tokio::task::block_in_place(wait);
     } else {

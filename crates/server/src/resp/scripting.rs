@@ -150,6 +150,8 @@ pub struct Scripts {
     running: Mutex<Option<Arc<Running>>>,
     /// Whether a script runs: the cheap check every command makes.
     active: AtomicBool,
+    /// The requests in flight, which a script waits for before it takes the namespace.
+    pub in_flight: super::in_flight::InFlight,
     /// Woken when a script ends: connections waiting on the runtime.
     ended: tokio::sync::Notify,
     /// Notified when a script ends: pool threads waiting for their turn.
@@ -183,6 +185,7 @@ impl Default for Scripts {
             generation: AtomicU64::new(0),
             running: Mutex::new(None),
             active: AtomicBool::new(false),
+            in_flight: super::in_flight::InFlight::default(),
             ended: tokio::sync::Notify::new(),
             turn: parking_lot::Condvar::new(),
             busy_reply_threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS_DEFAULT),
@@ -222,7 +225,8 @@ impl Scripts {
 
     /// Whether a script or function runs now (one load: the check every request makes).
     pub fn is_running(&self) -> bool {
-        self.active.load(Ordering::Acquire)
+        // SeqCst: one half of the pair with `InFlight` (see its module docs).
+        self.active.load(Ordering::SeqCst)
     }
 
     /// Waits until no script or function runs (whether or not it ran past the threshold).
@@ -359,9 +363,15 @@ impl<'a> RunGuard<'a> {
         loop {
             let Some(current) = slot.as_ref() else {
                 *slot = Some(Arc::clone(&fresh));
-                scripts.active.store(true, Ordering::Release);
+                scripts.active.store(true, Ordering::SeqCst);
                 IN_SCRIPT.with(|flag| flag.set(true));
-                return Ok((Some(RunGuard { scripts }), fresh));
+                let guard = RunGuard { scripts };
+                drop(slot);
+                // A request that passed its check for a script before this one was
+                // registered goes on to the namespace's gate: it finishes first.
+                let wait_off_worker = super::script_worker::wait_off_the_worker;
+                scripts.in_flight.wait_for_others(wait_off_worker);
+                return Ok((Some(guard), fresh));
             };
             if current.thread == std::thread::current().id() {
                 return Ok((None, Arc::clone(current)));
@@ -375,10 +385,12 @@ impl<'a> RunGuard<'a> {
             if !waits {
                 return Err(NotRun::AwaitTurn);
             }
-            match deadline {
+            // Out of the requests in flight while it waits: the run it waits for may be
+            // waiting for them.
+            scripts.in_flight.away(|| match deadline {
                 Some(deadline) => _ = scripts.turn.wait_until(&mut slot, deadline),
                 None => scripts.turn.wait(&mut slot),
-            }
+            });
         }
     }
 }
