@@ -12,8 +12,9 @@
 //! Invariants:
 //! - A script's environment is a read-only proxy of the globals, and every library table a
 //!   read-only proxy: no script changes what another script sees.
-//! - `redis.call` reaches the host only while [`RedisScripting::run`] runs (a scoped
-//!   function); a reference kept elsewhere errors afterwards.
+//! - `redis.call` reaches a host only while [`RedisScripting::run`] (or `call_function`)
+//!   runs: the run puts its host in the state's slot and takes it back as it ends; a call
+//!   outside a run finds the slot empty and errors.
 //! - An aborted run (killed, or past its memory cap) cannot be swallowed by `pcall`.
 //! - Replies convert with a bounded depth ([`NESTING_MAX`]), so self-containing tables end in
 //!   an error, not a stack overflow.
@@ -22,6 +23,7 @@ mod cjson;
 mod cmsgpack;
 mod convert;
 
+use std::any::Any;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -246,6 +248,43 @@ struct RunState {
     /// What the hook asks whether to abort the run: set while a run or a library load is
     /// armed ([`RedisScripting::arm_limits`]).
     should_abort: AbortCheck,
+    /// The host of the run in progress, which `redis.call` and `redis.pcall` call.
+    host: HostSlot,
+}
+
+/// A run's host, kept where `redis.call` (made once for the state's life) finds it; `Any`
+/// so that the run gives the caller back the host it was given.
+trait AnyHost: ScriptHost + Any + Send {}
+
+impl<H: ScriptHost + Any + Send> AnyHost for H {}
+
+/// See [`RunState::host`].
+#[derive(Default)]
+struct HostSlot(parking_lot::Mutex<Option<Box<dyn AnyHost>>>);
+
+impl std::fmt::Debug for HostSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HostSlot")
+            .field(&self.0.try_lock().map(|slot| slot.is_some()))
+            .finish()
+    }
+}
+
+impl HostSlot {
+    /// Runs `call` with the run's host; an error outside a run (a reference to `redis.call`
+    /// kept past its run) or from inside a call.
+    fn with<T>(&self, call: impl FnOnce(&mut dyn ScriptHost) -> T) -> mlua::Result<T> {
+        let mut slot = self
+            .0
+            .try_lock()
+            .ok_or_else(|| mlua::Error::runtime("redis.call called from inside a call"))?;
+        match slot.as_mut() {
+            Some(host) => Ok(call(&mut **host)),
+            None => Err(mlua::Error::runtime(
+                "redis.call called outside a script run",
+            )),
+        }
+    }
 }
 
 /// See [`RunState::should_abort`].
@@ -289,7 +328,6 @@ pub struct RedisScripting {
     lua: Lua,
     env: Table,
     runner: Function,
-    redis: Table,
     state: Arc<RunState>,
     functions: HashMap<String, Function>,
     /// The Lua side of functions: `env` (libraries' environment), `load`, `call`.
@@ -303,8 +341,6 @@ pub struct RedisScripting {
 
 /// See [`RedisScripting::names`].
 struct RunNames {
-    call: mlua::LuaString,
-    pcall: mlua::LuaString,
     keys: mlua::LuaString,
     argv: mlua::LuaString,
 }
@@ -312,8 +348,6 @@ struct RunNames {
 impl RunNames {
     fn new(lua: &Lua) -> mlua::Result<RunNames> {
         Ok(RunNames {
-            call: lua.create_string("call")?,
-            pcall: lua.create_string("pcall")?,
             keys: lua.create_string("KEYS")?,
             argv: lua.create_string("ARGV")?,
         })
@@ -339,6 +373,7 @@ impl RedisScripting {
             .set_mode(ChunkMode::Text)
             .call((host, cjson, cmsgpack))?;
         let names = RunNames::new(&lua)?;
+        install_calls(&lua, &redis, &state)?;
         install_hook(&lua, &state)?;
         // A run's garbage dies young: minor collections take it cheaply, and the state stays
         // near what it holds (under Redis's 100 KiB through 10,000 runs, which the
@@ -352,7 +387,6 @@ impl RedisScripting {
             lua,
             env,
             runner,
-            redis,
             state,
             functions: HashMap::new(),
             library,
@@ -391,15 +425,15 @@ impl RedisScripting {
     /// Runs a script: its reply, or its error as Redis words it.
     ///
     /// `checkpoint` is called as the run goes on (see [`Checkpoint`]).
-    pub fn run(
+    pub fn run<H: ScriptHost + Send + 'static>(
         &mut self,
         run: ScriptRun<'_>,
         code_offset: usize,
-        host: &mut dyn ScriptHost,
+        host: H,
         checkpoint: &Checkpoint,
-    ) -> RedisValue {
+    ) -> (RedisValue, H) {
         if let Err(text) = self.compile(run.sha, run.body, code_offset) {
-            return RedisValue::Error(text.into_bytes());
+            return (RedisValue::Error(text.into_bytes()), host);
         }
         let function = self.functions[run.sha].clone();
         self.execute(Callee::Script(&function), run, host, checkpoint)
@@ -454,50 +488,51 @@ impl RedisScripting {
 
     /// Runs a registered function (FCALL), its callback given the keys and arguments: its
     /// reply, or its error as Redis words it. `run.sha` is the function's name.
-    pub fn call_function(
+    pub fn call_function<H: ScriptHost + Send + 'static>(
         &mut self,
         function: &RegisteredFunction,
         run: ScriptRun<'_>,
-        host: &mut dyn ScriptHost,
+        host: H,
         checkpoint: &Checkpoint,
-    ) -> RedisValue {
+    ) -> (RedisValue, H) {
         self.execute(Callee::Function(&function.callback), run, host, checkpoint)
     }
 
-    /// Runs `callee`. What the run needs is set up before its memory cap is armed and taken
-    /// down after: with no cap, mlua pushes values without a protected call.
-    fn execute(
+    /// Runs `callee` with `host` in the state's slot, and gives the host back.
+    fn execute<H: ScriptHost + Send + 'static>(
         &mut self,
         callee: Callee<'_>,
         run: ScriptRun<'_>,
-        host: &mut dyn ScriptHost,
+        host: H,
+        checkpoint: &Checkpoint,
+    ) -> (RedisValue, H) {
+        *self.state.host.0.lock() = Some(Box::new(host));
+        let reply = self.execute_hosted(callee, run, checkpoint);
+        let host: Box<dyn Any> = self
+            .state
+            .host
+            .0
+            .lock()
+            .take()
+            .expect("a run leaves its host in the slot");
+        let host = host
+            .downcast::<H>()
+            .expect("the host taken out is the one put in");
+        (reply, *host)
+    }
+
+    /// Runs `callee`, its host in the slot. What the run needs is set up before its memory
+    /// cap is armed and taken down after: with no cap, mlua pushes values without a protected
+    /// call.
+    fn execute_hosted(
+        &mut self,
+        callee: Callee<'_>,
+        run: ScriptRun<'_>,
         checkpoint: &Checkpoint,
     ) -> RedisValue {
         self.state.resp.store(2, Ordering::Relaxed);
         self.state.abort.store(ABORT_NONE, Ordering::Relaxed);
-        let host_cell = std::cell::RefCell::new(host);
-        let host = &host_cell;
-        let result = self.lua.scope(|scope| {
-            let resp = || self.state.resp.load(Ordering::Relaxed);
-            let (call_state, pcall_state) = (Arc::clone(&self.state), Arc::clone(&self.state));
-            let call = scope.create_function(move |lua, args: MultiValue| {
-                let resp = call_state.resp.load(Ordering::Relaxed);
-                let (failed, value) =
-                    convert::host_call(lua, &mut **host.borrow_mut(), resp, args)?;
-                if failed {
-                    // The error handler (or pcall) takes the error table from here: an error
-                    // raised from Rust reaches Lua as a userdata, not as Redis's table.
-                    set_pending(lua, value)?;
-                    return Err(mlua::Error::runtime("redis.call failed"));
-                }
-                Ok(value)
-            })?;
-            let pcall = scope.create_function(move |lua, args: MultiValue| {
-                let resp = pcall_state.resp.load(Ordering::Relaxed);
-                convert::host_call(lua, &mut **host.borrow_mut(), resp, args).map(|(_, v)| v)
-            })?;
-            self.redis.raw_set(&self.names.call, call)?;
-            self.redis.raw_set(&self.names.pcall, pcall)?;
+        let result = (|| {
             let (entry, arguments) = self.entry_of(callee, &run)?;
             let checkpoint = Arc::clone(checkpoint);
             self.arm_limits(run.memory_bytes_max, move || checkpoint())?;
@@ -510,15 +545,13 @@ impl RedisScripting {
                 // it did not).
                 RedisValue::Error(KILLED_MESSAGE.as_bytes().to_vec())
             } else if ok {
-                convert::lua_to_reply(&value, resp(), 0)
+                convert::lua_to_reply(&value, self.state.resp.load(Ordering::Relaxed), 0)
             } else {
                 convert::script_error(&value, run.sha)
             };
-            self.redis.raw_set(&self.names.call, mlua::Value::Nil)?;
-            self.redis.raw_set(&self.names.pcall, mlua::Value::Nil)?;
             set_pending(&self.lua, mlua::Value::Nil)?;
-            Ok(reply)
-        });
+            Ok::<_, mlua::Error>(reply)
+        })();
         self.lift_limits();
         let globals = self.lua.globals();
         let _ = globals.raw_set(&self.names.keys, mlua::Value::Nil);
@@ -719,6 +752,35 @@ fn host_table(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
     host.raw_set("version", REDIS_VERSION)?;
     host.raw_set("version_num", REDIS_VERSION_NUM)?;
     Ok(host)
+}
+
+/// Sets `redis.call` and `redis.pcall` on `redis`, once for the state's life: each calls the
+/// host of the run in progress (`state.host`). Made per run as scoped functions, they cost a
+/// seventh of a small script's EVALSHA.
+fn install_calls(lua: &Lua, redis: &Table, state: &Arc<RunState>) -> mlua::Result<()> {
+    let call_state = Arc::clone(state);
+    let call = lua.create_function(move |lua, args: MultiValue| {
+        let resp = call_state.resp.load(Ordering::Relaxed);
+        let (failed, value) = call_state
+            .host
+            .with(|host| convert::host_call(lua, host, resp, args))??;
+        if failed {
+            // The error handler (or pcall) takes the error table from here: an error raised
+            // from Rust reaches Lua as a userdata, not as Redis's table.
+            set_pending(lua, value)?;
+            return Err(mlua::Error::runtime("redis.call failed"));
+        }
+        Ok(value)
+    })?;
+    let pcall_state = Arc::clone(state);
+    let pcall = lua.create_function(move |lua, args: MultiValue| {
+        let resp = pcall_state.resp.load(Ordering::Relaxed);
+        pcall_state
+            .host
+            .with(|host| convert::host_call(lua, host, resp, args).map(|(_, value)| value))?
+    })?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)
 }
 
 /// Where a failing API function leaves its error table for the error handler or `pcall` (an

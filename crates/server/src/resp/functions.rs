@@ -365,7 +365,7 @@ fn fcall_generic(
         // A function runs holding the engine: a load waits for it (or gets BUSY).
         match functions.engine.lock().as_mut() {
             Some(engine) => engine.call_function(&function, run, host, checkpoint),
-            None => RedisValue::Error(b"ERR Function not found".to_vec()),
+            None => (RedisValue::Error(b"ERR Function not found".to_vec()), host),
         }
     });
     let value = match value {

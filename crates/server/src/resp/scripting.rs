@@ -653,12 +653,17 @@ fn run_exclusive(
         RunKind::Eval,
         limits,
         |host, checkpoint| {
-            scripts.with_engine(|engine| {
+            let mut host = Some(host);
+            let outcome = scripts.with_engine(|engine| {
                 if new_body {
                     engine.compile(run.sha, run.body, parsed.code_offset)?;
                 }
-                Ok::<_, String>(engine.run(run, parsed.code_offset, host, checkpoint))
-            })
+                let taken = host.take().expect("the host is here until the run");
+                let (value, back) = engine.run(run, parsed.code_offset, taken, checkpoint);
+                host = Some(back);
+                Ok::<_, String>(value)
+            });
+            (outcome, host.expect("the run gives its host back"))
         },
     );
     let outcome = match outcome {
@@ -702,7 +707,7 @@ pub(super) fn run_registered<T>(
     command: &Args,
     kind: RunKind,
     (read_only, allow_oom): (bool, bool),
-    body: impl FnOnce(&mut SessionHost<'_>, &Checkpoint) -> T,
+    body: impl FnOnce(SessionHost, &Checkpoint) -> (T, SessionHost),
 ) -> Result<T, NotRun> {
     let state = Arc::clone(&session.state);
     let namespace = keys::namespace_of(&state);
@@ -712,33 +717,38 @@ pub(super) fn run_registered<T>(
     monitor::feed_script_start(session, command);
     let checkpoint = script_worker::checkpoint(&running.killed, running.started, on_worker);
     let (saved_protocol, saved_database) = (session.protocol, session.database);
-    session.in_script = true;
-    session.may_offload = false;
-    let mut host = SessionHost {
-        session,
-        running: &running,
+    // The Lua state keeps the run's host until the run ends, so the host owns the caller's
+    // session meanwhile; a stand-in holds its place.
+    let stand_in = Session::forwarded(Arc::clone(&state), session.protocol);
+    let mut caller = std::mem::replace(session, stand_in);
+    caller.in_script = true;
+    caller.may_offload = false;
+    let host = SessionHost {
+        session: caller,
+        running,
         read_only,
         allow_oom,
     };
-    let outcome = namespace.exclusive(|| body(&mut host, &checkpoint));
-    host.session.protocol = saved_protocol;
-    host.session.database = saved_database;
-    host.session.in_script = false;
-    host.session.may_offload = on_worker;
+    let (outcome, host) = namespace.exclusive(|| body(host, &checkpoint));
+    *session = host.session;
+    session.protocol = saved_protocol;
+    session.database = saved_database;
+    session.in_script = false;
+    session.may_offload = on_worker;
     Ok(outcome)
 }
 
 /// Runs a script's commands with the caller's session, as Redis runs them with its script
 /// client: the same dispatch as every command, after the checks Redis makes in a script.
-pub(super) struct SessionHost<'s> {
-    session: &'s mut Session,
-    running: &'s Running,
+pub(super) struct SessionHost {
+    session: Session,
+    running: Arc<Running>,
     read_only: bool,
     /// `allow-oom`: its calls pass `maxmemory`.
     allow_oom: bool,
 }
 
-impl ScriptHost for SessionHost<'_> {
+impl ScriptHost for SessionHost {
     fn call(&mut self, argv: Vec<Vec<u8>>, resp: u8) -> RedisValue {
         let args: Args = argv.iter().collect();
         if let Some(refusal) = self.refusal(&args) {
@@ -751,7 +761,7 @@ impl ScriptHost for SessionHost<'_> {
         self.session.protocol = resp;
         let mut out = Vec::new();
         let mut reply = Reply::with_limit(&mut out, resp, SCRIPT_MEMORY_BYTES_MAX);
-        commands::execute(self.session, &args, &mut reply);
+        commands::execute(&mut self.session, &args, &mut reply);
         if reply.overflowed() {
             return RedisValue::Error(b"ERR the reply passed the script's memory cap".to_vec());
         }
@@ -762,7 +772,7 @@ impl ScriptHost for SessionHost<'_> {
     }
 }
 
-impl SessionHost<'_> {
+impl SessionHost {
     /// Redis's checks before a command a script calls (`scriptCall`).
     fn refusal(&self, args: &Args) -> Option<&'static str> {
         let state = &self.session.state;

@@ -31,7 +31,6 @@ impl ScriptHost for FakeHost {
 
 fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) {
     let mut engine = RedisScripting::new().expect("engine");
-    let mut host = FakeHost::default();
     let sha = sha1_hex(script.as_bytes());
     let parsed = parse_shebang(script.as_bytes()).expect("shebang");
     let run = ScriptRun {
@@ -42,8 +41,7 @@ fn eval(script: &str, keys: &[&[u8]], args: &[&[u8]]) -> (RedisValue, FakeHost) 
         memory_bytes_max: 16 << 20,
     };
     let never: Checkpoint = Arc::new(|| false);
-    let reply = engine.run(run, parsed.code_offset, &mut host, &never);
-    (reply, host)
+    engine.run(run, parsed.code_offset, FakeHost::default(), &never)
 }
 
 /// Runs `script` with its kill switch thrown from another thread after 50 ms.
@@ -57,7 +55,7 @@ fn run_killed_after_50_ms(engine: &mut RedisScripting, script: &[u8]) -> RedisVa
         memory_bytes_max: 0,
     };
     let (checkpoint, killer) = kill_after_50_ms();
-    let reply = engine.run(run, 0, &mut FakeHost::default(), &checkpoint);
+    let (reply, _) = engine.run(run, 0, FakeHost::default(), &checkpoint);
     killer.join().expect("killer");
     reply
 }
@@ -284,7 +282,7 @@ fn a_killed_script_stops_even_inside_pcall() {
         memory_bytes_max: 0,
     };
     assert_eq!(
-        engine.run(run, 0, &mut FakeHost::default(), &checkpoint),
+        engine.run(run, 0, FakeHost::default(), &checkpoint).0,
         RedisValue::Integer(2)
     );
 }
