@@ -111,8 +111,9 @@ impl Gate {
         if HOLDS_EXCLUSIVE.with(Cell::get) {
             return run();
         }
-        let guards: Vec<RwLockWriteGuard<'_, ()>> =
-            self.stripes.iter().map(|stripe| stripe.0.write()).collect();
+        // An array, not a Vec: no allocation per exclusive section (a script's run).
+        let guards: [RwLockWriteGuard<'_, ()>; STRIPE_COUNT] =
+            std::array::from_fn(|index| self.stripes[index].0.write());
         HOLDS_EXCLUSIVE.with(|holds| holds.set(true));
         let reset = ResetOnDrop;
         let result = run();

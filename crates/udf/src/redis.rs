@@ -23,9 +23,9 @@ mod cjson;
 mod cmsgpack;
 mod convert;
 
+use rustc_hash::FxHashMap;
 use std::any::Any;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -329,9 +329,14 @@ pub struct RedisScripting {
     env: Table,
     runner: Function,
     state: Arc<RunState>,
-    functions: HashMap<String, Function>,
+    /// Compiled scripts by SHA1 (hashed with Fx: a lookup per EVALSHA).
+    functions: FxHashMap<String, Function>,
     /// The Lua side of functions: `env` (libraries' environment), `load`, `call`.
     library: Table,
+    /// The library's `call` (FCALL's entry), taken once.
+    library_call: Function,
+    /// The state's globals (where a script's `KEYS` and `ARGV` are set), taken once.
+    globals: Table,
     /// The state's size after its last full cycle of the collector.
     size_after_full_collection: Cell<usize>,
     /// The names a run sets, made once: a name pushed while a memory cap is armed costs a
@@ -383,12 +388,16 @@ impl RedisScripting {
                 .minor_multiplier(10)
                 .minor_to_major(50),
         ));
+        let library_call: Function = library.raw_get("call")?;
+        let globals = lua.globals();
         Ok(RedisScripting {
             lua,
             env,
             runner,
             state,
-            functions: HashMap::new(),
+            functions: FxHashMap::default(),
+            library_call,
+            globals,
             library,
             size_after_full_collection: Cell::new(0),
             names,
@@ -435,8 +444,8 @@ impl RedisScripting {
         if let Err(text) = self.compile(run.sha, run.body, code_offset) {
             return (RedisValue::Error(text.into_bytes()), host);
         }
-        let function = self.functions[run.sha].clone();
-        self.execute(Callee::Script(&function), run, host, checkpoint)
+        let function = &self.functions[run.sha];
+        self.execute(Callee::Script(function), run, host, checkpoint)
     }
 
     /// Compiles and runs a library's code (FUNCTION LOAD), the code after its shebang line
@@ -500,7 +509,7 @@ impl RedisScripting {
 
     /// Runs `callee` with `host` in the state's slot, and gives the host back.
     fn execute<H: ScriptHost + Send + 'static>(
-        &mut self,
+        &self,
         callee: Callee<'_>,
         run: ScriptRun<'_>,
         host: H,
@@ -525,7 +534,7 @@ impl RedisScripting {
     /// cap is armed and taken down after: with no cap, mlua pushes values without a protected
     /// call.
     fn execute_hosted(
-        &mut self,
+        &self,
         callee: Callee<'_>,
         run: ScriptRun<'_>,
         checkpoint: &Checkpoint,
@@ -552,10 +561,11 @@ impl RedisScripting {
             set_pending(&self.lua, mlua::Value::Nil)?;
             Ok::<_, mlua::Error>(reply)
         })();
-        self.lift_limits();
-        let globals = self.lua.globals();
-        let _ = globals.raw_set(&self.names.keys, mlua::Value::Nil);
-        let _ = globals.raw_set(&self.names.argv, mlua::Value::Nil);
+        if result.is_err() {
+            self.lift_limits();
+        }
+        let _ = self.globals.raw_set(&self.names.keys, mlua::Value::Nil);
+        let _ = self.globals.raw_set(&self.names.argv, mlua::Value::Nil);
         self.collect_garbage();
         result.unwrap_or_else(|error| run_error(run.sha, &convert::error_text(&error)))
     }
@@ -566,21 +576,20 @@ impl RedisScripting {
         &self,
         callee: Callee<'_>,
         run: &ScriptRun<'_>,
-    ) -> mlua::Result<(Function, MultiValue)> {
+    ) -> mlua::Result<(&Function, MultiValue)> {
         let keys = sequence(&self.lua, run.keys)?;
         let args = sequence(&self.lua, run.args)?;
         match callee {
             Callee::Script(function) => {
-                let globals = self.lua.globals();
-                globals.raw_set(&self.names.keys, keys)?;
-                globals.raw_set(&self.names.argv, args)?;
+                self.globals.raw_set(&self.names.keys, keys)?;
+                self.globals.raw_set(&self.names.argv, args)?;
                 let arguments = (function,).into_lua_multi(&self.lua)?;
-                Ok((self.runner.clone(), arguments))
+                Ok((&self.runner, arguments))
             }
-            Callee::Function(function) => {
-                let call = self.library.raw_get::<Function>("call")?;
-                Ok((call, (function, keys, args).into_lua_multi(&self.lua)?))
-            }
+            Callee::Function(function) => Ok((
+                &self.library_call,
+                (function, keys, args).into_lua_multi(&self.lua)?,
+            )),
         }
     }
 

@@ -127,6 +127,10 @@ impl Subscriptions {
 
     /// Drops every subscription, and MONITOR mode, without a reply (RESET).
     pub fn clear(&mut self) {
+        if !self.is_subscribed() && !self.monitoring {
+            // Most sessions (and a script's stand-in, dropped each run): nothing to drop.
+            return;
+        }
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             let names: Vec<_> = self.names_mut(kind).drain().collect();
             if let (Some(hub), Some(mailbox)) = (&self.hub, &self.mailbox) {

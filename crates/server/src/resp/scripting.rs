@@ -28,12 +28,13 @@
 //!   bumps the generation, and the engine is rebuilt before its next use.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustc_hash::{FxHashMap, FxHashSet};
 use udf::redis::{Checkpoint, ParsedScript, RedisScripting, RedisValue, ScriptHost, ScriptRun};
 use wire_resp::Args;
 
@@ -163,7 +164,8 @@ pub struct Scripts {
 
 #[derive(Debug, Default)]
 struct ScriptCache {
-    scripts: HashMap<String, Arc<Script>>,
+    /// By SHA1, hashed with Fx (a lookup per EVALSHA).
+    scripts: FxHashMap<String, Arc<Script>>,
     bytes: usize,
 }
 
@@ -827,10 +829,13 @@ impl SessionHost {
 /// BRPOPLPUSH, BZPOPMIN and BZPOPMAX (7.2 lets scripts call them, answering at once; BLMPOP,
 /// BZMPOP, XREAD and XREADGROUP were never refused, and answer at once as Redis's do).
 fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
-    let subcommand = if args.len() > 1 {
-        args.get(1).to_ascii_lowercase()
-    } else {
-        Vec::new()
+    // Lower-cased only for the commands whose subcommand decides (not for each GET's key).
+    let subcommand = || {
+        if args.len() > 1 {
+            args.get(1).to_ascii_lowercase()
+        } else {
+            Vec::new()
+        }
     };
     match name {
         b"auth" | b"bgrewriteaof" | b"bgsave" | b"blmove" | b"blpop" | b"brpop" | b"brpoplpush"
@@ -840,9 +845,9 @@ fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
         | b"replconf" | b"replicaof" | b"reset" | b"role" | b"save" | b"shutdown" | b"slaveof"
         | b"ssubscribe" | b"subscribe" | b"sunsubscribe" | b"sync" | b"unsubscribe"
         | b"unwatch" | b"wait" | b"watch" => true,
-        b"acl" | b"function" | b"latency" => subcommand != b"help",
+        b"acl" | b"function" | b"latency" => subcommand() != b"help",
         b"client" => matches!(
-            subcommand.as_slice(),
+            subcommand().as_slice(),
             b"caching"
                 | b"getname"
                 | b"getredir"
@@ -860,17 +865,17 @@ fn not_allowed_from_script(name: &[u8], args: &Args) -> bool {
                 | b"unblock"
                 | b"unpause"
         ),
-        b"cluster" => subcommand == b"reset",
+        b"cluster" => subcommand() == b"reset",
         b"config" => matches!(
-            subcommand.as_slice(),
+            subcommand().as_slice(),
             b"get" | b"resetstat" | b"rewrite" | b"set"
         ),
         b"module" => matches!(
-            subcommand.as_slice(),
+            subcommand().as_slice(),
             b"list" | b"load" | b"loadex" | b"unload"
         ),
         b"script" => matches!(
-            subcommand.as_slice(),
+            subcommand().as_slice(),
             b"debug" | b"exists" | b"flush" | b"kill" | b"load"
         ),
         _ => false,
@@ -983,7 +988,9 @@ pub(super) fn is_write(name: &[u8]) -> bool {
         "zremrangebyscore",
         "zunionstore",
     ];
-    WRITES.iter().any(|write| write.as_bytes() == name)
+    static BY_NAME: LazyLock<FxHashSet<&'static [u8]>> =
+        LazyLock::new(|| WRITES.iter().map(|write| write.as_bytes()).collect());
+    BY_NAME.contains(name)
 }
 
 /// A command's RESP reply as a script sees it.
