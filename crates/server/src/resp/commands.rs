@@ -106,16 +106,23 @@ const NAME_BYTES_MAX: usize = 32;
 /// Runs one request: looks the command up, checks its arity, calls it (or queues it inside
 /// MULTI).
 pub fn execute(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
+    // In flight before the check for a script: a connection's step is in already; a command
+    // on the pool, forwarded or retried after a wake-up enters here.
+    if !InFlight::is_here() && !scripting::in_script() && !transactions::in_exec() {
+        let state = Arc::clone(&session.state);
+        let _entered = state.scripts.in_flight.enter();
+        return execute_in_flight(session, args, reply);
+    }
+    execute_in_flight(session, args, reply)
+}
+
+/// [`execute`] once the command is in flight.
+fn execute_in_flight(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let arrived = !scripting::in_script() && !transactions::in_exec();
     if arrived {
         // Redis's rule for a failed call: an error written since the last command ended.
         reply.errors_since_mark();
     }
-    // In flight before the check for a script (a connection's step is in already).
-    let state = (arrived && !InFlight::is_here()).then(|| Arc::clone(&session.state));
-    let _entered = state
-        .as_ref()
-        .and_then(|state| state.scripts.in_flight.enter());
     if let Some(after) = scripting::while_busy(session, args, reply) {
         if after == After::Continue {
             // Answered BUSY or EXECABORT; a command that waits for the script's turn runs later.
