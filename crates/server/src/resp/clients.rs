@@ -341,5 +341,5 @@ impl KillFilter {
 /// Commands Redis flags `write` or `may-replicate`: those a WRITE pause holds back.
 fn may_write(name: &[u8]) -> bool {
     matches!(name, b"eval" | b"evalsha" | b"fcall" | b"function")
-        || super::scripting::is_write(name)
+        || super::script_host::is_write(name)
 }

@@ -20,7 +20,6 @@ use wire_resp::Args;
 
 use super::commands;
 use super::reply::Reply;
-use super::scripting;
 
 /// Why no keys are answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,7 +277,7 @@ pub fn flags_of(line: &[&[u8]], position: usize) -> &'static [&'static str] {
         | "sdiffstore" | "zrangestore" | "geosearchstore" => &["RO", "access"],
         "del" | "unlink" | "getdel" => &["RM", "delete"],
         "exists" | "type" | "ttl" | "pttl" | "expiretime" | "pexpiretime" | "touch" => &["RO"],
-        _ if scripting::is_write(name.as_bytes()) => &["RW", "access", "update"],
+        _ if super::script_host::is_write(name.as_bytes()) => &["RW", "access", "update"],
         _ => &["RO", "access"],
     }
 }

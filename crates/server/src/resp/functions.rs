@@ -373,7 +373,7 @@ fn fcall_generic(
         Err(NotRun::AwaitTurn) => return After::AwaitScript,
         Err(NotRun::Busy(busy)) => RedisValue::Error(busy.as_bytes().to_vec()),
     };
-    scripting::write_value(reply, &value);
+    super::script_host::write_value(reply, &value);
     After::Continue
 }
 

@@ -50,6 +50,7 @@ mod rdb;
 mod recent_digests;
 mod reply;
 mod routing;
+mod script_host;
 pub(crate) mod script_worker;
 mod scripting;
 mod server_info;

@@ -106,7 +106,7 @@ pub fn refusal(session: &Session, args: &Args) -> Option<&'static str> {
         return changes.then_some("ERR Replica can't interact with the keyspace");
     }
     let touches_data = has_keys
-        || scripting::is_write(&name)
+        || super::script_host::is_write(&name)
         || scripting::is_script(args)
         || matches!(
             name.as_slice(),
