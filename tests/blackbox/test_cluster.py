@@ -13,6 +13,7 @@ import base64
 import os
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import redis
 from aerospike import exception as ex
 
 import aswire
-from harness import OspreyServer, client_config, free_port, namespace
+from harness import OspreyServer, client_config, free_port, namespace, wait_until
 
 NODES = 3
 RECORDS = 3000
@@ -632,3 +633,52 @@ def test_a_blocking_pop_forwarded_to_its_master_waits_across_slices_and_is_woken
     started = time.monotonic()
     assert waiter.blpop([key], 1.5) is None
     assert 1.4 <= time.monotonic() - started < 4
+
+
+def test_a_command_forwarded_to_a_node_running_a_script_gets_busy(cluster):
+    """A Redis command for a key whose master is another node is forwarded there. Sent while
+    a looping script runs on that node, before the script passes busy-reply-threshold, it
+    waits for the script's turn there (on the runtime, not at the namespace's gate, where a
+    runaway script would hold it for good) and is answered BUSY once the threshold has
+    passed, as a command sent to that node directly is; after SCRIPT KILL it is served."""
+    busy_node, other = cluster[0], cluster[1]
+    key = next(
+        f"fwd-busy{i}" for i in range(500)
+        if master_of(cluster, aerospike.calc_digest("test", "redis", f"fwd-busy{i}")).port
+        == busy_node.port
+    )
+    admin = redis.Redis(port=busy_node.resp_port, socket_timeout=10)
+    admin.config_set("busy-reply-threshold", 1000)
+    looping = redis.Redis(port=busy_node.resp_port, socket_timeout=60)
+    outcome = {}
+
+    def loop():
+        try:
+            looping.eval("while true do end", 0)
+        except redis.ResponseError as error:
+            outcome["error"] = str(error)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        time.sleep(0.2)  # the script runs; the threshold is still ahead
+        sender = redis.Redis(port=other.resp_port, socket_timeout=5)
+        message = str(error_of_call(lambda: sender.set(key, "v")))
+        assert message.startswith("BUSY Redis is busy running a script"), message
+    finally:
+        while "NOTBUSY" not in str(error_of_call(admin.script_kill)):
+            time.sleep(0.05)
+        thread.join(timeout=10)
+        admin.config_set("busy-reply-threshold", 5000)
+    assert "Script killed by user" in outcome.get("error", ""), outcome
+    assert redis.Redis(port=other.resp_port, socket_timeout=5).set(key, "after") is True
+
+
+def error_of_call(call):
+    """The error `call` raises, or None."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 (the caller judges it)
+        return error
+    return None
+
