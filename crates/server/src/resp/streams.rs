@@ -13,6 +13,7 @@
 //!   long-request pool (`After::Offload`), never on a runtime worker.
 
 mod groups;
+mod id;
 mod read;
 mod value;
 
@@ -27,7 +28,8 @@ use super::{After, LONG_COMMAND_COST_MIN, Session};
 pub use value::StreamValue;
 /// `stream-node-max-entries`'s default.
 pub const NODE_ENTRIES_DEFAULT: usize = value::NODE_ENTRIES;
-use value::{Fields, Strategy, StreamId, Trim};
+use id::StreamId;
+use value::{Fields, Strategy, Trim};
 
 /// The stream commands, with Redis 7.2's arities.
 pub const COMMANDS: &[Command] = &[
@@ -184,7 +186,7 @@ fn parse_add_or_trim(args: &Args, xadd: bool, node_entries_max: usize) -> Result
         } else if xadd && option == b"nomkstream" {
             parsed.no_mkstream = true;
         } else if xadd {
-            let id = value::parse_add_id(word).map_err(|()| Failure::message(INVALID_ID))?;
+            let id = id::parse_add_id(word).map_err(|()| Failure::message(INVALID_ID))?;
             parsed.id = Some(id);
             break;
         } else {

@@ -14,7 +14,8 @@ use super::super::collection::{self, Change, Failure, finish};
 use super::super::keys::{self, Target};
 use super::super::reply::Reply;
 use super::super::{After, Session};
-use super::value::{Entries, Fields, Group, StreamId, StreamValue};
+use super::id::StreamId;
+use super::value::{Entries, Fields, Group, StreamValue};
 use super::{INVALID_ID, parse_interval, parse_strict, reply_entry};
 
 /// Redis's reply to a subcommand it does not know, or called with the wrong arguments.

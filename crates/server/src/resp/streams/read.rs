@@ -24,7 +24,8 @@ use super::super::collection::{self, Change, Failure};
 use super::super::keys::{self, Target};
 use super::super::reply::Reply;
 use super::super::{After, Session};
-use super::value::{Fields, StreamId, StreamValue};
+use super::id::StreamId;
+use super::value::{Fields, StreamValue};
 use super::{INVALID_ID, count_or_all, fail, parse_count, reply_cost, reply_entry};
 
 /// A blocked XREADGROUP's answer when its key was deleted or became another type while it
