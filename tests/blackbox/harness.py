@@ -482,6 +482,15 @@ def unique(prefix: str = "k") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
+def error_raised_by(call):
+    """The exception `call` raises, or None (for tests that judge errors and successes alike)."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 (the caller judges it)
+        return error
+    return None
+
+
 def wait_until(pred, timeout: float, interval: float = 0.05):
     """Poll pred() until it returns a truthy value or timeout; returns the last value."""
     deadline = time.monotonic() + timeout

@@ -23,7 +23,7 @@ import redis
 from aerospike import exception as ex
 
 import aswire
-from harness import OspreyServer, client_config, free_port, namespace, wait_until
+from harness import OspreyServer, client_config, error_raised_by, free_port, namespace
 
 NODES = 3
 RECORDS = 3000
@@ -663,22 +663,12 @@ def test_a_command_forwarded_to_a_node_running_a_script_gets_busy(cluster):
     try:
         time.sleep(0.2)  # the script runs; the threshold is still ahead
         sender = redis.Redis(port=other.resp_port, socket_timeout=5)
-        message = str(error_of_call(lambda: sender.set(key, "v")))
+        message = str(error_raised_by(lambda: sender.set(key, "v")))
         assert message.startswith("BUSY Redis is busy running a script"), message
     finally:
-        while "NOTBUSY" not in str(error_of_call(admin.script_kill)):
+        while "NOTBUSY" not in str(error_raised_by(admin.script_kill)):
             time.sleep(0.05)
         thread.join(timeout=10)
         admin.config_set("busy-reply-threshold", 5000)
     assert "Script killed by user" in outcome.get("error", ""), outcome
     assert redis.Redis(port=other.resp_port, socket_timeout=5).set(key, "after") is True
-
-
-def error_of_call(call):
-    """The error `call` raises, or None."""
-    try:
-        call()
-    except Exception as error:  # noqa: BLE001 (the caller judges it)
-        return error
-    return None
-

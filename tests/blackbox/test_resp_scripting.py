@@ -315,7 +315,7 @@ def run_in_thread(call):
 def kill_any_script_left(admin) -> None:
     """After a failed test on a shared server: a loop left running would fail every later
     test of the module with it (BUSY or a timeout). NOTBUSY when none is left."""
-    run_in_thread_error(admin.script_kill)
+    harness.error_raised_by(admin.script_kill)
 
 
 def test_a_looping_script_gets_others_busy_and_script_kill_stops_it(resp_server, key):
@@ -430,7 +430,7 @@ def test_commands_racing_a_script_start_are_answered_busy_and_never_stuck(start_
                 assert "error" not in sender_outcome, sender_outcome
                 time.sleep(0.002)
             answered = busy_replies[0] > seen
-            while "NOTBUSY" in str(run_in_thread_error(admin.script_kill)):
+            while "NOTBUSY" in str(harness.error_raised_by(admin.script_kill)):
                 time.sleep(0.002)  # not started yet
             script.join(timeout=10)
             assert answered, f"round {round_}: a SET racing the script's start was never answered"
@@ -462,7 +462,7 @@ def test_aerospike_requests_behind_a_looping_script_wait_without_wedging_the_ser
     looping = long_client(server)
     script, script_outcome = run_in_thread(lambda: looping.eval("while true do end", 0))
     deadline = time.monotonic() + 10
-    while "BUSY" not in str(run_in_thread_error(lambda: admin.ping())):
+    while "BUSY" not in str(harness.error_raised_by(lambda: admin.ping())):
         assert time.monotonic() < deadline, "the script never ran past the threshold"
         time.sleep(0.05)
     patient = [
@@ -488,15 +488,6 @@ def test_aerospike_requests_behind_a_looping_script_wait_without_wedging_the_ser
         assert admin.get(f"{key}-{i}") == str(i).encode()
     time.sleep(0.3)
     assert admin.exists(f"{key}-hasty") == 0, "a write answered TIMEOUT was applied later"
-
-
-def run_in_thread_error(call):
-    """The error `call` raises, or None."""
-    try:
-        call()
-    except Exception as error:  # noqa: BLE001 (the caller judges it)
-        return error
-    return None
 
 
 def test_a_loop_inside_a_coroutine_is_stopped_by_script_kill(resp_server, key):
