@@ -94,7 +94,8 @@ def _toml_value(v: Any) -> str:
 
 
 def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], resp: dict[str, Any] | None = None,
-                  admin: dict[str, Any] | None = None, cluster: dict[str, Any] | None = None) -> str:
+                  admin: dict[str, Any] | None = None, cluster: dict[str, Any] | None = None,
+                  sections: dict[str, dict[str, Any]] | None = None) -> str:
     """The TOML file. A namespace value that is a list of tables (`sets`) becomes an array of
     tables nested in that namespace: `[[namespaces.sets]]`, written after its plain keys; a dict
     value (`storage-engine`) becomes a table nested in it, `[namespaces.storage-engine]`. The
@@ -115,6 +116,11 @@ def render_config(service: dict[str, Any], namespaces: list[dict[str, Any]], res
         lines.append("")
         lines.append("[cluster]")
         for k, v in cluster.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+    for section, table in (sections or {}).items():
+        lines.append("")
+        lines.append(f"[{section}]")
+        for k, v in table.items():
             lines.append(f"{k} = {_toml_value(v)}")
     for ns in namespaces:
         lines.append("")
@@ -188,14 +194,16 @@ class OspreyServer:
 
     def __init__(self, service: dict[str, Any], namespaces: list[dict[str, Any]], tag: str = "osprey",
                  resp: dict[str, Any] | None = None, admin: dict[str, Any] | None = None,
-                 release: bool = False, cluster: dict[str, Any] | None = None):
+                 release: bool = False, cluster: dict[str, Any] | None = None,
+                 sections: dict[str, dict[str, Any]] | None = None):
         self.release = release
         self.service = dict(SERVICE_DEFAULTS)
         self.service.update(service)
         self.namespaces = namespaces
         self.dir = Path(tempfile.mkdtemp(prefix=f"{tag}-"))
         self.config_path = self.dir / "osprey.toml"
-        self.config_path.write_text(render_config(self.service, self.namespaces, resp, admin, cluster))
+        self.config_path.write_text(
+            render_config(self.service, self.namespaces, resp, admin, cluster, sections))
         self.log_path = self.dir / "stderr.log"
         self.stdout_path = self.dir / "stdout.log"
         self.proc: subprocess.Popen | None = None
@@ -387,11 +395,13 @@ def start_server(
     resp: dict[str, Any] | None = None,
     admin: dict[str, Any] | None = None,
     release: bool = False,
+    sections: dict[str, dict[str, Any]] | None = None,
 ) -> OspreyServer:
+    """`sections`: further top-level tables of the config file (`{"security": {...}}`)."""
     if namespaces is None:
         namespaces = [namespace("test", nsup_period=1)]
     return OspreyServer(service or {}, namespaces, tag=tag, resp=resp, admin=admin,
-                        release=release).start()
+                        release=release, sections=sections).start()
 
 
 def run_until_exit(

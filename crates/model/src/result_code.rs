@@ -63,6 +63,14 @@ pub enum ResultCode {
     FilteredOut = 27,
     /// The security (login) protocol is not supported.
     SecurityNotSupported = 51,
+    /// The connection has not logged in (security is on).
+    NotAuthenticated = 80,
+    /// The user's roles do not allow the request.
+    RoleViolation = 81,
+    /// The client's address is in no allow-list of the user's roles.
+    NotWhitelisted = 82,
+    /// The user's roles' quota of requests per second is spent.
+    QuotaExceeded = 83,
     /// A UDF failed (its error is in the reply's `FAILURE` bin).
     UdfBadResponse = 100,
     /// A batch has more rows than `batch-max-requests` allows.

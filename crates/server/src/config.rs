@@ -32,7 +32,35 @@ pub struct Config {
     pub admin: AdminConfig,
     /// Membership of a cluster: the fabric, seeds, heartbeats.
     pub cluster: ClusterConfig,
+    /// Users, roles and privileges.
+    pub security: SecurityConfig,
 }
+
+/// The `[security]` section: access control, off by default. When on, every request of the
+/// Aerospike protocol needs a login, and is checked against its user's privileges. The users
+/// and roles are kept in `security.json` in `service.work-directory` (in memory only when it
+/// is empty); a node that has none starts with Aerospike's default user, `admin`, password
+/// `admin`, role `user-admin`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SecurityConfig {
+    /// Check logins and privileges at all.
+    pub enabled: bool,
+    /// How long a login's session token stays valid, in seconds (Aerospike's `session-ttl`).
+    pub session_ttl_s: u32,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            enabled: false,
+            session_ttl_s: security::SESSION_TTL_S_DEFAULT,
+        }
+    }
+}
+
+/// Aerospike's bounds on `session-ttl`: 2 minutes to 10 days.
+const SESSION_TTL_S_RANGE: std::ops::RangeInclusive<u32> = 120..=864_000;
 
 /// The `[admin]` section: Aerospike's admin port. It serves info (and security) frames only,
 /// on connections that do not count against `service.connections-max` or `resp.maxclients`,
@@ -389,6 +417,7 @@ impl Default for Config {
             resp: RespConfig::default(),
             admin: AdminConfig::default(),
             cluster: ClusterConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -495,6 +524,12 @@ impl Config {
             return Err(invalid(
                 "at least one [[namespaces]] entry is required".to_owned(),
             ));
+        }
+        if !SESSION_TTL_S_RANGE.contains(&self.security.session_ttl_s) {
+            return Err(invalid(format!(
+                "security.session-ttl-s = {} is outside {SESSION_TTL_S_RANGE:?}",
+                self.security.session_ttl_s
+            )));
         }
         for (position, section) in self.namespaces.iter().enumerate() {
             section

@@ -31,6 +31,7 @@ use tokio::time::{Instant, timeout_at};
 use tracing::{debug, warn};
 use wire_aerospike::{Frame, ProtoType, decode_frame};
 
+use crate::access::Access;
 use crate::client_memory::{Account, Evicted};
 use crate::dispatch::{self, Streamed};
 use crate::info::{InfoSession, handle_info};
@@ -104,6 +105,8 @@ struct Connection {
     input: BytesMut,
     output: Vec<u8>,
     info: InfoSession,
+    /// Its login and the checks of its requests.
+    access: Access,
     account: Account,
     role: Role,
     /// When the last read completed: the arrival time of the frames it completed, from which
@@ -140,6 +143,7 @@ pub async fn serve(
 ) {
     let peer = stream.peer_addr().ok();
     let mut connection = Connection {
+        access: Access::new(state.security.clone(), peer.map(|peer| peer.ip())),
         stream,
         state,
         input: BytesMut::with_capacity(READ_CHUNK_BYTES),
@@ -310,6 +314,12 @@ impl Connection {
             }
             let received = self.received;
             let body = frame.body;
+            if frame.proto_type == ProtoType::Message
+                && let Err(code) = self.access.check_message(body)
+            {
+                crate::access::write_refusal(&mut self.output, body, code);
+                continue;
+            }
             if frame.proto_type == ProtoType::Message && dispatch::is_long(body) {
                 let clustered = self.state.is_clustered();
                 next = match clustered.then(|| dispatch::forward_target_of_body(&self.state, body))
@@ -322,6 +332,7 @@ impl Connection {
             next = match answer_frame(
                 &self.state,
                 &mut self.info,
+                &mut self.access,
                 frame,
                 received,
                 &mut self.output,
@@ -567,21 +578,25 @@ async fn send(
 fn answer_frame(
     state: &Arc<ServerState>,
     info: &mut InfoSession,
+    access: &mut Access,
     frame: Frame<'_>,
     received: dispatch::Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
 ) -> Result<dispatch::Handled, Close> {
     match frame.proto_type {
-        ProtoType::Info => handle_info(state, info, frame.body, out),
+        ProtoType::Info if !access.is_authenticated() => {
+            let start = wire_aerospike::begin_info_response(out);
+            out.extend_from_slice(crate::access::NOT_AUTHENTICATED_INFO);
+            wire_aerospike::finish_info_response(out, start);
+        }
+        ProtoType::Info => handle_info(state, info, access, frame.body, out),
         ProtoType::Message => {
             return Ok(dispatch::handle_client_message(
                 state, frame.body, received, out, acks,
             ));
         }
-        ProtoType::Security => {
-            wire_aerospike::write_security_response(out, ResultCode::SecurityNotSupported.code());
-        }
+        ProtoType::Security => access.answer_security(frame.body, out),
         // Aerospike Community Edition answers compressed requests this way.
         ProtoType::Compressed => dispatch::reply_error(out, ResultCode::EnterpriseOnly),
         ProtoType::InternalXdr => return Err(Close::Malformed("XDR frames are not for clients")),

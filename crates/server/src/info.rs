@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 use engine::Namespace;
 use wire_aerospike::{info_command_name, info_param, info_request_lines};
 
+use crate::access::Access;
 use crate::state::ServerState;
 use crate::{admin, sindex_info};
 
@@ -96,7 +97,13 @@ pub struct InfoSession {
 }
 
 /// Answers one info request body into `out` (a complete type-1 frame).
-pub fn handle_info(state: &ServerState, session: &mut InfoSession, body: &[u8], out: &mut Vec<u8>) {
+pub fn handle_info(
+    state: &ServerState,
+    session: &mut InfoSession,
+    access: &mut Access,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) {
     let start = wire_aerospike::begin_info_response(out);
     let mut lines = info_request_lines(body).peekable();
     if lines.peek().is_none() {
@@ -106,7 +113,11 @@ pub fn handle_info(state: &ServerState, session: &mut InfoSession, body: &[u8], 
         out.extend_from_slice(line);
         out.push(b'\t');
         let mut value = String::new();
-        answer(state, session, line, &mut value);
+        let (name, params) = info_command_name(line);
+        match access.info_refusal(name, params) {
+            Some(refusal) => value = refusal,
+            None => answer(state, session, line, &mut value),
+        }
         debug_assert!(
             !value.contains(['\t', '\n']),
             "info values never contain tab or newline"

@@ -3,6 +3,7 @@
 //! Layer 5, the only crate with tokio and sockets. `main` is thin: parse arguments, load the
 //! configuration, start the runtime, run the server until SIGTERM or SIGINT, exit 0.
 
+mod access;
 mod admin;
 mod batch;
 mod client_memory;

@@ -79,6 +79,8 @@ pub struct ServerState {
     pub resp_settings: crate::resp::Settings,
     /// Notified by a Redis client's SHUTDOWN: the server stops as on SIGTERM.
     pub shutdown_requested: tokio::sync::Notify,
+    /// Users, roles and privileges; `None` when security is off.
+    pub security: Option<Arc<security::Security>>,
 }
 
 /// Client connection counters for `statistics`.
@@ -100,6 +102,27 @@ impl ConnectionCounters {
         let opened = self.opened.load(Ordering::Relaxed);
         opened.saturating_sub(self.closed.load(Ordering::Relaxed))
     }
+}
+
+/// The security tables when `[security]` is enabled: kept in the work directory, or in memory
+/// when there is none.
+fn open_security(config: &Config) -> std::io::Result<Option<Arc<security::Security>>> {
+    if !config.security.enabled {
+        return Ok(None);
+    }
+    let directory = &config.service.work_directory;
+    let store: Box<dyn security::Store> = if directory.as_os_str().is_empty() {
+        tracing::warn!(
+            "security is enabled without service.work-directory: users and roles are kept in \
+             memory only, and a restart starts again from the default admin"
+        );
+        Box::new(security::MemoryStore::default())
+    } else {
+        std::fs::create_dir_all(directory)?;
+        Box::new(security::FileStore::new(directory.join("security.json")))
+    };
+    let opened = security::Security::open(store, config.security.session_ttl_s)?;
+    Ok(Some(Arc::new(opened)))
 }
 
 impl ServerState {
@@ -165,6 +188,7 @@ impl ServerState {
             resp_clients: crate::resp::Clients::default(),
             resp_settings: crate::resp::Settings::default(),
             shutdown_requested: tokio::sync::Notify::new(),
+            security: open_security(&config)?,
             node_id,
             config,
         })

@@ -35,7 +35,7 @@ mod message;
 mod ops;
 mod request;
 mod response;
-mod security;
+pub mod security;
 
 pub mod field_type;
 
