@@ -20,6 +20,7 @@ pub mod password;
 pub mod privilege;
 pub mod store;
 pub mod tables;
+pub mod throttle;
 pub mod token;
 
 use std::io;
@@ -33,6 +34,7 @@ pub use password::{Verifier, credential_of};
 pub use privilege::{Action, Privilege, PrivilegeCode};
 pub use store::{FileStore, MemoryStore, Snapshot, Store};
 pub use tables::{Role, RoleView, Tables, User};
+pub use throttle::LoginThrottle;
 pub use token::{TokenClaims, TokenError, TokenKey};
 
 /// The user a node with no kept tables starts with, as Aerospike's: `admin`, password `admin`,
@@ -90,6 +92,10 @@ pub enum SecurityError {
     /// The client's address is in none of the allow-lists of the user's roles.
     #[error("not whitelisted")]
     NotWhitelisted,
+    /// Too many failed logins from the client's address lately; answered as a bad
+    /// credential (INVALID_CREDENTIAL), without a check.
+    #[error("too many failed logins from this address")]
+    Throttled,
     /// The tables could not be kept (logged); nothing changed.
     #[error("could not keep the security tables")]
     Storage,
@@ -105,7 +111,7 @@ impl SecurityError {
             SecurityError::InvalidUser => 60,
             SecurityError::UserAlreadyExists => 61,
             SecurityError::InvalidPassword => 62,
-            SecurityError::InvalidCredential => 65,
+            SecurityError::InvalidCredential | SecurityError::Throttled => 65,
             SecurityError::ExpiredSession => 66,
             SecurityError::InvalidRole => 70,
             SecurityError::RoleAlreadyExists => 71,
@@ -156,6 +162,17 @@ impl Grants {
     }
 }
 
+/// Login counters, for the statistics.
+#[derive(Debug, Default)]
+pub struct LoginStats {
+    /// Logins accepted.
+    pub accepted: AtomicU64,
+    /// Logins refused for a bad user, credential or address.
+    pub refused: AtomicU64,
+    /// Logins refused unchecked, their address past its failures.
+    pub throttled: AtomicU64,
+}
+
 /// The users and roles of a node, and the checks made against them.
 #[derive(Debug)]
 pub struct Security {
@@ -164,6 +181,9 @@ pub struct Security {
     key: TokenKey,
     store: Box<dyn Store>,
     session_ttl_s: u32,
+    throttle: LoginThrottle,
+    /// What logins there were.
+    pub stats: LoginStats,
 }
 
 impl Security {
@@ -184,6 +204,8 @@ impl Security {
             key,
             store,
             session_ttl_s,
+            throttle: LoginThrottle::default(),
+            stats: LoginStats::default(),
         })
     }
 
@@ -193,8 +215,33 @@ impl Security {
     }
 
     /// Logs `user` in with `credential` from `client` at `now_s` (seconds since the Unix
-    /// epoch).
+    /// epoch). Failures are counted against the address ([`LoginThrottle`]).
     pub fn login(
+        &self,
+        user: &str,
+        credential: &[u8],
+        client: IpAddr,
+        now_s: u64,
+    ) -> Result<LoggedIn, SecurityError> {
+        if !self.throttle.allows(client, now_s) {
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
+            return Err(SecurityError::Throttled);
+        }
+        let outcome = self.check_login(user, credential, client, now_s);
+        match &outcome {
+            Ok(_) => {
+                self.throttle.succeeded(client);
+                self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.throttle.failed(client, now_s);
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        outcome
+    }
+
+    fn check_login(
         &self,
         user: &str,
         credential: &[u8],
@@ -414,6 +461,43 @@ mod tests {
         assert_eq!(
             security.login("nobody", admin_credential().as_bytes(), LOCAL, 0),
             Err(SecurityError::InvalidUser)
+        );
+    }
+
+    #[test]
+    fn a_guessing_address_is_refused_even_the_right_credential_and_others_are_not() {
+        let security = open();
+        let guesser: IpAddr = "192.0.2.9".parse().expect("ip");
+        for _ in 0..throttle::FAILURES_MAX {
+            assert_eq!(
+                security.login(DEFAULT_ADMIN, b"guess", guesser, 0),
+                Err(SecurityError::InvalidCredential)
+            );
+        }
+        let credential = admin_credential();
+        assert_eq!(
+            security.login(DEFAULT_ADMIN, credential.as_bytes(), guesser, 1),
+            Err(SecurityError::Throttled)
+        );
+        assert!(
+            security
+                .login(DEFAULT_ADMIN, credential.as_bytes(), LOCAL, 1)
+                .is_ok()
+        );
+        assert!(
+            security
+                .login(
+                    DEFAULT_ADMIN,
+                    credential.as_bytes(),
+                    guesser,
+                    throttle::WINDOW_S
+                )
+                .is_ok()
+        );
+        assert_eq!(security.stats.throttled.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            security.stats.refused.load(Ordering::Relaxed),
+            u64::from(throttle::FAILURES_MAX)
         );
     }
 

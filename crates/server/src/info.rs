@@ -576,7 +576,23 @@ fn write_statistics(state: &ServerState, value: &mut String) {
     );
     crate::batch::write_batch_statistics(&state.batch, value);
     write_limit_statistics(state, value);
+    write_security_statistics(state, value);
     state.unsupported.write_statistics(value);
+}
+
+/// Logins, when security is on (Osprey's own names).
+fn write_security_statistics(state: &ServerState, value: &mut String) {
+    let Some(security) = &state.security else {
+        return;
+    };
+    let stats = &security.stats;
+    let _ = write!(
+        value,
+        ";security_logins={};security_logins_refused={};security_logins_throttled={}",
+        stats.accepted.load(Ordering::Relaxed),
+        stats.refused.load(Ordering::Relaxed),
+        stats.throttled.load(Ordering::Relaxed),
+    );
 }
 
 /// The statistics of the limits on clients (Osprey's own names; see `docs/reliability.md`).
