@@ -7,7 +7,11 @@
 // Cluster.WaitUntilMigrationIsFinished (which polls every node's migrate_partitions_remaining)
 // and prints how long it waited.
 //
-// Usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S
+// With `security`, it logs in to a node with security on as the default admin, and goes
+// through the admin API and a user's privileges (see security.go).
+//
+// Usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S |
+// cluster_client security PORT
 package main
 
 import (
@@ -24,6 +28,10 @@ const keys = 1000
 func main() {
 	if len(os.Args) == 4 && os.Args[1] == "wait-migrations" {
 		waitMigrations(os.Args[2], os.Args[3])
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "security" {
+		security(os.Args[2])
 		return
 	}
 	if len(os.Args) != 3 {
