@@ -3,7 +3,8 @@ its comments say it prints: the Python snippets (also those inside a shell here-
 `redis-cli` lines, and the configuration files (which `osprey --print-config` must accept).
 
 The snippets name the default ports, 3000 and 6379; the test points them at its own server's
-ports, which is the only change made to them. Shell lines that build, install, benchmark or
+ports, which is the only change made to them. A Python snippet that logs in (it names a
+`"user"`) runs against a second server, with security on. Shell lines that build, install, benchmark or
 start a server (`cargo ...`, `python3 -m venv ...`, `osprey ...`) are not run here: CI builds
 and starts the server in its own way. Any other kind of snippet fails the test until it is
 taught how to run it.
@@ -111,12 +112,24 @@ def run_toml(snippet: Snippet, work_dir: Path) -> None:
 
 def test_every_readme_snippet_runs_as_pasted_and_prints_what_it_says(start_server, tmp_path):
     server = start_server(namespaces=[harness.namespace("test")])
+    secure = harness.start_server(namespaces=[harness.namespace("test")], tag="osprey-readme-secure",
+                                  sections={"security": {"enabled": True}})
+    try:
+        run_snippets(server, secure, tmp_path)
+    finally:
+        secure.close_clients()
+        secure.stop()
+
+
+def run_snippets(server, secure, tmp_path):
     snippets = readme_snippets()
     kinds = {snippet.kind for snippet in snippets}
     assert kinds == {"python", "redis-cli", "toml"}, kinds
+    logged_in = [snippet for snippet in snippets if snippet.kind == "python" and '"user"' in snippet.text]
+    assert logged_in, "the README shows a login"
     for snippet in snippets:
         if snippet.kind == "python":
-            run_python(snippet, server, tmp_path)
+            run_python(snippet, secure if snippet in logged_in else server, tmp_path)
         elif snippet.kind == "redis-cli":
             run_redis_cli(snippet, server)
         else:

@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser};
 use crate::protocol::Protocol;
 use crate::query::{QueryKind, QueryPlan};
 use crate::report::OutputFormat;
-use crate::runner::{Plan, Target};
+use crate::runner::{Login, Plan, Target};
 use crate::scan::ScanRequest;
 use crate::source::KeyRange;
 use crate::spec::{KeyDistribution, ObjectSpec, Workload};
@@ -101,6 +101,15 @@ pub struct Options {
     /// Connections [default: threads, or max-inflight / pipeline with --async].
     #[arg(long)]
     pub connections: Option<usize>,
+
+    /// Aerospike only: log each connection in as this user (a server with security on).
+    /// Key-value workloads only (not --scan or --query).
+    #[arg(long, requires = "password", conflicts_with_all = ["scan", "query"])]
+    pub user: Option<String>,
+
+    /// The password of --user.
+    #[arg(long, requires = "user")]
+    pub password: Option<String>,
 
     /// Per-command timeout in milliseconds (0: none).
     #[arg(
@@ -198,6 +207,20 @@ pub struct ScanPlan {
 }
 
 impl Options {
+    /// The login of --user and --password (its credential computed once, here).
+    fn login(&self) -> Result<Option<Login>, String> {
+        let (Some(user), Some(password)) = (&self.user, &self.password) else {
+            return Ok(None);
+        };
+        if self.protocol != Protocol::Aerospike {
+            return Err("--user and --password apply to --protocol aerospike".to_owned());
+        }
+        Ok(Some(Login {
+            user: user.clone(),
+            credential: security::credential_of(password.as_bytes()),
+        }))
+    }
+
     /// Checks the options and resolves the host into a [`Plan`] for the main run.
     ///
     /// # Errors
@@ -243,6 +266,7 @@ impl Options {
                 seeds,
                 protocol: self.protocol,
                 resp3: self.resp_version == 3,
+                login: self.login()?,
             },
             namespace: self.namespace.clone(),
             set: self.set.clone(),

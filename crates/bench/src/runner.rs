@@ -84,6 +84,17 @@ pub struct Target {
     pub protocol: Protocol,
     /// Redis only: switch the connection to RESP3 with `HELLO 3`.
     pub resp3: bool,
+    /// Aerospike only: the user each connection logs in as, and its credential.
+    pub login: Option<Login>,
+}
+
+/// A user to log in as (a server with security on).
+#[derive(Clone, Debug)]
+pub struct Login {
+    /// The user's name.
+    pub user: String,
+    /// The password's credential (bcrypt with the protocol's salt), as clients send it.
+    pub credential: String,
 }
 
 /// Everything one run needs.
@@ -739,11 +750,46 @@ fn nanos_since(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Opens a connection to `address`: no Nagle delay, and `HELLO 3` first when RESP3 is asked
+/// Sends LOGIN on a new Aerospike connection; the server must accept it (or have no
+/// security: result 52, as the official clients take it).
+async fn log_in(stream: &mut TcpStream, login: &Login) -> std::io::Result<()> {
+    use wire_aerospike::security::{command, field, write_security_request};
+    let mut request = Vec::new();
+    let fields: [(u8, &[u8]); 2] = [
+        (field::USER, login.user.as_bytes()),
+        (field::CREDENTIAL, login.credential.as_bytes()),
+    ];
+    write_security_request(&mut request, command::LOGIN, &fields);
+    stream.write_all(&request).await?;
+    let mut header = [0u8; 8];
+    stream.read_exact(&mut header).await?;
+    let size = u64::from_be_bytes(header) & 0xFFFF_FFFF_FFFF;
+    if size > LOGIN_REPLY_BYTES_MAX {
+        return Err(std::io::Error::other("the login reply is too large"));
+    }
+    let mut body = vec![0u8; usize::try_from(size).unwrap_or(0)];
+    stream.read_exact(&mut body).await?;
+    match body.get(1) {
+        Some(0 | 52) => Ok(()),
+        Some(code) => Err(std::io::Error::other(format!(
+            "the server refused the login of {}: result code {code}",
+            login.user
+        ))),
+        None => Err(std::io::Error::other("the login reply is too short")),
+    }
+}
+
+/// The largest login reply accepted (a token and its TTL take about a hundred bytes).
+const LOGIN_REPLY_BYTES_MAX: u64 = 16 * 1024;
+
+/// Opens a connection to `address`: no Nagle delay, a login where one is given, and `HELLO 3` first when RESP3 is asked
 /// for.
 async fn open_connection(address: SocketAddr, target: &Target) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(address).await?;
     stream.set_nodelay(true)?;
+    if let Some(login) = &target.login {
+        log_in(&mut stream, login).await?;
+    }
     if target.protocol == Protocol::Redis && target.resp3 {
         let mut hello = Vec::new();
         wire_resp::encode_command(&mut hello, &[b"HELLO", b"3"]);

@@ -162,6 +162,49 @@ impl Grants {
     }
 }
 
+/// Credentials of passwords that logged in lately, so that a client that sends its password
+/// (Redis's AUTH) costs one bcrypt per password, not one per connection. Keyed by a SHA-256 of
+/// a per-process salt, the user and the password; at most [`PASSWORDS_REMEMBERED_MAX`].
+#[derive(Debug)]
+struct PasswordCache {
+    salt: [u8; 16],
+    credentials: parking_lot::Mutex<std::collections::HashMap<[u8; 32], String>>,
+}
+
+/// Passwords [`PasswordCache`] remembers at most (it forgets all when full).
+const PASSWORDS_REMEMBERED_MAX: usize = 4096;
+
+impl PasswordCache {
+    fn new() -> PasswordCache {
+        PasswordCache {
+            salt: random_bytes::<16>(),
+            credentials: parking_lot::Mutex::default(),
+        }
+    }
+
+    fn key(&self, user: &str, password: &[u8]) -> [u8; 32] {
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(self.salt);
+        hasher.update(user.as_bytes());
+        hasher.update([0]);
+        hasher.update(password);
+        hasher.finalize().into()
+    }
+
+    fn credential(&self, key: &[u8; 32]) -> Option<String> {
+        self.credentials.lock().get(key).cloned()
+    }
+
+    fn remember(&self, key: [u8; 32], credential: String) {
+        let mut credentials = self.credentials.lock();
+        if credentials.len() >= PASSWORDS_REMEMBERED_MAX {
+            credentials.clear();
+        }
+        credentials.insert(key, credential);
+    }
+}
+
 /// Login counters, for the statistics.
 #[derive(Debug, Default)]
 pub struct LoginStats {
@@ -182,6 +225,7 @@ pub struct Security {
     store: Box<dyn Store>,
     session_ttl_s: u32,
     throttle: LoginThrottle,
+    passwords: PasswordCache,
     /// What logins there were.
     pub stats: LoginStats,
 }
@@ -205,6 +249,7 @@ impl Security {
             store,
             session_ttl_s,
             throttle: LoginThrottle::default(),
+            passwords: PasswordCache::new(),
             stats: LoginStats::default(),
         })
     }
@@ -239,6 +284,34 @@ impl Security {
             }
         }
         outcome
+    }
+
+    /// [`Security::login`] with the password itself (Redis's AUTH): its credential is
+    /// computed (tens of milliseconds of bcrypt: run it off the request path) unless the same
+    /// user logged in with the same password lately.
+    pub fn login_with_password(
+        &self,
+        user: &str,
+        password: &[u8],
+        client: IpAddr,
+        now_s: u64,
+    ) -> Result<LoggedIn, SecurityError> {
+        let key = self.passwords.key(user, password);
+        let credential = self
+            .passwords
+            .credential(&key)
+            .unwrap_or_else(|| credential_of(password));
+        let logged_in = self.login(user, credential.as_bytes(), client, now_s)?;
+        self.passwords.remember(key, credential);
+        Ok(logged_in)
+    }
+
+    /// Whether `user` and `password` would log in without computing a credential: the same
+    /// pair logged in lately (so a caller may skip moving the work off its thread).
+    pub fn knows_password(&self, user: &str, password: &[u8]) -> bool {
+        self.passwords
+            .credential(&self.passwords.key(user, password))
+            .is_some()
     }
 
     fn check_login(
@@ -498,6 +571,35 @@ mod tests {
         assert_eq!(
             security.stats.refused.load(Ordering::Relaxed),
             u64::from(throttle::FAILURES_MAX)
+        );
+    }
+
+    #[test]
+    fn a_password_logs_in_as_its_credential_and_is_remembered_until_it_changes() {
+        let security = open();
+        assert!(!security.knows_password(DEFAULT_ADMIN, b"admin"));
+        security
+            .login_with_password(DEFAULT_ADMIN, b"admin", LOCAL, 0)
+            .expect("the password of the credential logs in");
+        assert!(security.knows_password(DEFAULT_ADMIN, b"admin"));
+        assert!(!security.knows_password(DEFAULT_ADMIN, b"other"));
+        assert_eq!(
+            security.login_with_password(DEFAULT_ADMIN, b"other", LOCAL, 0),
+            Err(SecurityError::InvalidCredential)
+        );
+        let new = credential_of(b"new");
+        security
+            .change(|tables| tables.set_password(DEFAULT_ADMIN, new.as_bytes()))
+            .expect("changed");
+        assert_eq!(
+            security.login_with_password(DEFAULT_ADMIN, b"admin", LOCAL, 0),
+            Err(SecurityError::InvalidCredential),
+            "a remembered password no longer logs in once changed"
+        );
+        assert!(
+            security
+                .login_with_password(DEFAULT_ADMIN, b"new", LOCAL, 0)
+                .is_ok()
         );
     }
 

@@ -27,7 +27,9 @@ use wire_aerospike::security::{
     self as wire, SecurityRequest, WirePrivilege, command, field, parse_names, parse_privileges,
     parse_u32,
 };
-use wire_aerospike::{BatchRequest, Fields, Message, MessageHeader, info1, info2};
+use wire_aerospike::{
+    BatchRequest, Fields, MESSAGE_HEADER_SIZE_BYTES, Message, MessageHeader, info1, info2,
+};
 
 /// The whole reply to any info request on a connection that has not logged in.
 pub const NOT_AUTHENTICATED_INFO: &[u8] = b"ERROR:80:not authenticated\n";
@@ -69,27 +71,58 @@ impl Access {
     /// NOT_AUTHENTICATED before a login, ROLE_VIOLATION where a privilege is missing. A body
     /// that does not parse passes: the dispatch refuses it as it would without security.
     pub fn check_message(&mut self, body: &[u8]) -> Result<(), ResultCode> {
-        let Some(grants) = self.current_grants()? else {
-            return Ok(());
+        let Some((header, fields)) = body.split_first_chunk::<MESSAGE_HEADER_SIZE_BYTES>() else {
+            return self.check_parsed_with(|_| true);
         };
-        let allowed = if let Ok(parent) = Message::parse_batch_parent(body)
-            && parent.header.info1 & info1::BATCH != 0
-        {
-            batch_allowed(grants, &parent.fields)
-        } else if let Ok(message) = Message::parse(body) {
-            let needs = if message.fields.digest.is_some() {
-                record_needs(&message.header, &message.fields)
-            } else {
-                scan_needs(&message.header, &message.fields)
+        let header = MessageHeader::decode(header);
+        if header.info1 & info1::BATCH != 0 {
+            return self.check_batch(body);
+        }
+        match Fields::parse(fields, header.field_count) {
+            Ok((fields, _)) => self.check_parsed(&header, &fields),
+            Err(_) => self.check_parsed_with(|_| true),
+        }
+    }
+
+    /// Checks a parsed record request, scan or query (no digest).
+    ///
+    /// # Errors
+    /// As [`Access::check_message`].
+    pub fn check_parsed(
+        &mut self,
+        header: &MessageHeader,
+        fields: &Fields<'_>,
+    ) -> Result<(), ResultCode> {
+        let needs = if fields.digest.is_some() {
+            record_needs(header, fields)
+        } else {
+            scan_needs(header, fields)
+        };
+        self.check_parsed_with(|grants| allows_all(grants, needs, fields))
+    }
+
+    /// Checks a batch, every row before any runs.
+    ///
+    /// # Errors
+    /// As [`Access::check_message`]; one row not allowed refuses the batch.
+    pub fn check_batch(&mut self, body: &[u8]) -> Result<(), ResultCode> {
+        self.check_parsed_with(|grants| {
+            let Ok(parent) = Message::parse_batch_parent(body) else {
+                return true;
             };
-            allows_all(grants, needs, &message.fields)
-        } else {
-            true
-        };
-        if allowed {
-            Ok(())
-        } else {
-            Err(ResultCode::RoleViolation)
+            batch_allowed(grants, &parent.fields)
+        })
+    }
+
+    /// `Ok` when security is off, or when `allowed` says the logged-in user's grants allow.
+    fn check_parsed_with(
+        &mut self,
+        allowed: impl FnOnce(&Grants) -> bool,
+    ) -> Result<(), ResultCode> {
+        match self.current_grants()? {
+            None => Ok(()),
+            Some(grants) if allowed(grants) => Ok(()),
+            Some(_) => Err(ResultCode::RoleViolation),
         }
     }
 
@@ -721,7 +754,7 @@ fn now_s() -> u64 {
 /// Appends the reply refusing the AS_MSG `body` with `code`: a batch, scan or query gets the
 /// message that ends a stream, a single-record request a bare reply.
 pub fn write_refusal(out: &mut Vec<u8>, body: &[u8], code: ResultCode) {
-    let streamed = match body.first_chunk::<{ wire_aerospike::MESSAGE_HEADER_SIZE_BYTES }>() {
+    let streamed = match body.first_chunk::<MESSAGE_HEADER_SIZE_BYTES>() {
         Some(header) => {
             let header = MessageHeader::decode(header);
             header.info1 & info1::BATCH != 0

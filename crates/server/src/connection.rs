@@ -314,13 +314,12 @@ impl Connection {
             }
             let received = self.received;
             let body = frame.body;
-            if frame.proto_type == ProtoType::Message
-                && let Err(code) = self.access.check_message(body)
-            {
-                crate::access::write_refusal(&mut self.output, body, code);
-                continue;
-            }
             if frame.proto_type == ProtoType::Message && dispatch::is_long(body) {
+                // Checked here: the pool's run is not (the others are, as they are parsed).
+                if let Err(code) = self.access.check_message(body) {
+                    crate::access::write_refusal(&mut self.output, body, code);
+                    continue;
+                }
                 let clustered = self.state.is_clustered();
                 next = match clustered.then(|| dispatch::forward_target_of_body(&self.state, body))
                 {
@@ -593,7 +592,7 @@ fn answer_frame(
         ProtoType::Info => handle_info(state, info, access, frame.body, out),
         ProtoType::Message => {
             return Ok(dispatch::handle_client_message(
-                state, frame.body, received, out, acks,
+                state, frame.body, received, out, acks, access,
             ));
         }
         ProtoType::Security => access.answer_security(frame.body, out),

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use engine::Clock as _;
 
+use crate::access::Access;
 use crate::batch::BatchJob;
 use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
@@ -191,7 +192,8 @@ pub async fn handle_when_ready(
     };
     loop {
         let seen = state.cluster_node().map_or(0, |node| node.layout_version());
-        match handle(state, body, received, out, acks, may) {
+        // Checked for access when it first came (it waits for a map or a script only after).
+        match handle(state, body, received, out, acks, may, None) {
             Handled::Unready => {
                 let caught_up = match state.cluster_node() {
                     Some(node) => node.wait_layout_after(seen, map_deadline).await,
@@ -254,7 +256,7 @@ pub fn handle_message(
         forward: false,
         wait: false,
     };
-    match handle(state, body, received, out, acks, may) {
+    match handle(state, body, received, out, acks, may, None) {
         Handled::Streamed(streamed) => Some(streamed),
         Handled::Unready => {
             reply_error(out, ResultCode::Unavailable);
@@ -273,12 +275,13 @@ pub fn handle_client_message(
     received: Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
+    access: &mut Access,
 ) -> Handled {
     let may = May {
         forward: state.is_clustered(),
         wait: true,
     };
-    handle(state, body, received, out, acks, may)
+    handle(state, body, received, out, acks, may, Some(access))
 }
 
 fn handle(
@@ -288,15 +291,38 @@ fn handle(
     out: &mut Vec<u8>,
     acks: &mut Acks,
     may: May,
+    mut access: Option<&mut Access>,
 ) -> Handled {
     if is_batch(body) {
+        if let Some(access) = access
+            && let Err(code) = access.check_batch(body)
+        {
+            write_stream_error(out, code);
+            return Handled::Answered;
+        }
         let job = BatchJob::new(state.clone(), body.to_vec(), received);
         return Handled::Streamed(Streamed::Batch(job));
+    }
+    if access
+        .as_ref()
+        .is_some_and(|access| !access.is_authenticated())
+    {
+        crate::access::write_refusal(out, body, ResultCode::NotAuthenticated);
+        return Handled::Answered;
     }
     let Ok(message) = Message::parse(body) else {
         reply_error(out, ResultCode::Parameter);
         return Handled::Answered;
     };
+    if let Some(access) = access.as_mut()
+        && let Err(code) = access.check_parsed(&message.header, &message.fields)
+    {
+        match message.fields.digest {
+            Some(_) => reply_error(out, code),
+            None => write_stream_error(out, code),
+        }
+        return Handled::Answered;
+    }
     if may.forward
         && let Some(owner) = forward_target(state, &message)
     {

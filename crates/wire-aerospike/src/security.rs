@@ -253,6 +253,23 @@ pub fn write_security_response(out: &mut Vec<u8>, result_code: u8) {
     finish_proto(out, start, ProtoType::Security);
 }
 
+/// Appends a complete security request: `command` with `fields` (id, data), as clients send.
+pub fn write_security_request(out: &mut Vec<u8>, command: u8, fields: &[(u8, &[u8])]) {
+    let start = begin_proto(out);
+    let record = begin_record(out);
+    out[record + 2] = command;
+    for (id, data) in fields {
+        write_field(out, *id, data);
+    }
+    finish_record(
+        out,
+        record,
+        0,
+        u8::try_from(fields.len()).unwrap_or(u8::MAX),
+    );
+    finish_proto(out, start, ProtoType::Security);
+}
+
 /// Appends LOGIN's successful reply: the session token and its time to live.
 pub fn write_login_response(out: &mut Vec<u8>, token: &[u8], ttl_s: u32) {
     let start = begin_proto(out);
@@ -350,14 +367,11 @@ mod tests {
     use super::*;
     use crate::decode_frame;
 
+    /// The body of a request frame as [`write_security_request`] writes it.
     fn request(command: u8, fields: &[(u8, &[u8])]) -> Vec<u8> {
-        let mut body = vec![0u8; SECURITY_HEADER_SIZE_BYTES];
-        body[2] = command;
-        body[3] = u8::try_from(fields.len()).expect("few fields");
-        for (id, data) in fields {
-            write_field(&mut body, *id, data);
-        }
-        body
+        let mut frame = Vec::new();
+        write_security_request(&mut frame, command, fields);
+        frame.split_off(8)
     }
 
     #[test]
