@@ -59,9 +59,61 @@ impl Access {
         }
     }
 
+    /// The access of a request another node forwarded here, checked where it arrived.
+    pub fn trusted() -> Access {
+        Access::new(None, None)
+    }
+
     /// Whether the connection may send requests: security is off, or it has logged in.
     pub fn is_authenticated(&self) -> bool {
         self.security.is_none() || self.session.is_some()
+    }
+
+    /// The security tables, when security is on.
+    pub fn security(&self) -> Option<&Arc<Security>> {
+        self.security.as_ref()
+    }
+
+    /// The logged-in user.
+    pub fn user(&self) -> Option<&str> {
+        self.session.as_ref().map(|session| session.user.as_str())
+    }
+
+    /// Logs the connection in as `user` with its password itself (Redis's AUTH): costs a
+    /// bcrypt unless the pair logged in lately ([`Security::knows_password`]).
+    ///
+    /// # Errors
+    /// Why the login was refused (logged); the connection's login is unchanged then.
+    pub fn log_in_with_password(
+        &mut self,
+        user: &str,
+        password: &[u8],
+    ) -> Result<(), SecurityError> {
+        let Some(security) = self.security.clone() else {
+            return Err(SecurityError::NotEnabled);
+        };
+        security
+            .login_with_password(user, password, self.client, now_s())
+            .inspect_err(|error| warn!(client = %self.client, user, %error, "login refused"))?;
+        self.start_session(&security, user)
+    }
+
+    /// Ends the login (Redis's RESET).
+    pub fn log_out(&mut self) {
+        self.session = None;
+    }
+
+    /// Whether the logged-in user may do `action` on `namespace` and `set`.
+    ///
+    /// # Errors
+    /// NOT_AUTHENTICATED before a login, ROLE_VIOLATION where a privilege is missing.
+    pub fn check(
+        &mut self,
+        action: Action,
+        namespace: &[u8],
+        set: &[u8],
+    ) -> Result<(), ResultCode> {
+        self.check_parsed_with(|grants| grants.allows(action, namespace, set))
     }
 
     /// Checks an AS_MSG body (a record request, a batch, a scan or query) against the

@@ -16,8 +16,8 @@ use super::reply::Reply;
 use crate::state::ServerState;
 
 use super::{
-    After, Session, bitmaps, blocking, client_control, command_stats, databases, diagnostics, dump,
-    functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lifecycle, lists,
+    After, Session, acl, bitmaps, blocking, client_control, command_stats, databases, diagnostics,
+    dump, functions, geo, hashes, hyperloglog, indexes, keys, keyspace, lcs, lifecycle, lists,
     memory_limit, monitor, parameters, pops, pubsub, scripting, server_info, sets, slowlog, sort,
     streams, strings, transactions, zset_algebra, zsets,
 };
@@ -46,6 +46,7 @@ const SERVER_COMMANDS: &[Command] = &[
 /// Every command table.
 const TABLES: &[&[Command]] = &[
     SERVER_COMMANDS,
+    acl::COMMANDS,
     databases::COMMANDS,
     dump::COMMANDS,
     keys::COMMANDS,
@@ -330,6 +331,7 @@ fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.pubsub.clear();
     session.reply_mode = client_control::ReplyMode::On;
     (session.no_evict, session.no_touch) = (false, false);
+    acl::log_out(session);
     reply.set_protocol(2);
     reply.simple("RESET");
     After::Continue
@@ -363,12 +365,17 @@ fn hello(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
         position = 2;
     }
+    let mut login = None;
+    let mut name = None;
     while position < args.len() {
         let option = args.get(position).to_ascii_uppercase();
         match option.as_slice() {
-            b"AUTH" if position + 2 < args.len() => position += 3,
+            b"AUTH" if position + 2 < args.len() => {
+                login = Some((position + 1, position + 2));
+                position += 3;
+            }
             b"SETNAME" if position + 1 < args.len() => {
-                session.name = Some(args.get(position + 1).to_vec());
+                name = Some(args.get(position + 1).to_vec());
                 position += 2;
             }
             _ => {
@@ -379,6 +386,25 @@ fn hello(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
                 return After::Continue;
             }
         }
+    }
+    match login {
+        Some((user, password)) => match acl::log_in(session, args.get(user), args.get(password)) {
+            acl::Login::Done => {}
+            acl::Login::Offload => return After::Offload,
+            acl::Login::Refused(message) => {
+                reply.error(message);
+                return After::Continue;
+            }
+        },
+        None => {
+            if let Some(refusal) = acl::hello_refusal(session) {
+                reply.error(refusal);
+                return After::Continue;
+            }
+        }
+    }
+    if name.is_some() {
+        session.name = name;
     }
     session.protocol = protocol;
     reply.set_protocol(protocol);

@@ -543,6 +543,13 @@ impl Connection {
                 Routing::Local | Routing::Gather => {}
             }
         }
+        if session.state.security.is_some()
+            && let Some(refusal) = super::acl::refusal(session, args)
+        {
+            reply.error(&refusal);
+            super::command_stats::reject(args);
+            return Step::Drained;
+        }
         if session.state.is_clustered() && session.transaction.is_none() {
             let seen = session
                 .state

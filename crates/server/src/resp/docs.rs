@@ -25,6 +25,7 @@ type Doc = (&'static str, &'static str, &'static str, &'static str);
 #[rustfmt::skip]
 const GROUPS: &[(&str, &[Doc])] = &[
     ("connection", &[
+        ("auth", "1.0.0", "Authenticates the connection.", "[username] password"),
         ("client", "2.4.0", "A container for client connection commands", ""),
         ("client|getname", "2.6.9", "Get the current connection name", ""),
         ("client|help", "5.0.0", "Returns helpful text about the different subcommands.", ""),
@@ -55,6 +56,22 @@ const GROUPS: &[(&str, &[Doc])] = &[
             "index:integer"),
     ]),
     ("server", &[
+        ("acl", "6.0.0", "A container for Access List Control commands.", ""),
+        ("acl|cat", "6.0.0", "Lists the ACL categories, or the commands inside a category.", "[category]"),
+        ("acl|deluser", "6.0.0", "Deletes ACL users, and terminates their connections.",
+            "username [username ...]"),
+        ("acl|dryrun", "7.0.0", "Simulates the execution of a command by a user, without executing the command.",
+            "username command [arg [arg ...]]"),
+        ("acl|getuser", "6.0.0", "Lists the ACL rules of a user.", "username"),
+        ("acl|help", "6.0.0", "Returns helpful text about the different subcommands.", ""),
+        ("acl|list", "6.0.0", "Dumps the effective rules in ACL file format.", ""),
+        ("acl|load", "6.0.0", "Reloads the rules from the configured ACL file.", ""),
+        ("acl|log", "6.0.0", "Lists recent security events generated due to ACL rules.",
+            "[count:integer | RESET]"),
+        ("acl|save", "6.0.0", "Saves the effective ACL rules in the configured ACL file.", ""),
+        ("acl|setuser", "6.0.0", "Creates and modifies an ACL user and its rules.", "username [rule [rule ...]]"),
+        ("acl|users", "6.0.0", "Lists all ACL users.", ""),
+        ("acl|whoami", "6.0.0", "Returns the authenticated username of the current connection.", ""),
         ("command", "2.8.13", "Get array of Redis command details", ""),
         ("command|count", "2.8.13", "Get total number of Redis commands", ""),
         ("command|docs", "7.0.0", "Get array of specific Redis command documentation",

@@ -11,6 +11,7 @@
 //! - A command that may visit many elements asks to run on the long-request pool
 //!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
+mod acl;
 mod bitmaps;
 mod blocking;
 mod client_control;
@@ -108,6 +109,8 @@ pub struct Session {
     /// The last command run (its `command_stats` name), and when it started: CLIENT LIST's
     /// `cmd` and `idle`.
     last_command: Option<(&'static str, std::time::Instant)>,
+    /// The connection's login and the checks of its commands (`acl.rs`).
+    access: crate::access::Access,
 }
 
 /// What the connection does after a command.
@@ -158,6 +161,7 @@ impl Session {
             no_touch: false,
             in_script: false,
             last_command: None,
+            access: crate::access::Access::trusted(),
         }
     }
 
@@ -224,6 +228,10 @@ pub async fn serve(
             .map(|address| address.to_string())
             .unwrap_or_default()
     };
+    let access = crate::access::Access::new(
+        state.security.clone(),
+        stream.peer_addr().ok().map(|address| address.ip()),
+    );
     let registration = Clients::register(
         &state,
         client_id,
@@ -249,6 +257,7 @@ pub async fn serve(
         no_touch: false,
         in_script: false,
         last_command: None,
+        access,
     };
     connection::serve(stream, session, shutdown, account).await;
 }
