@@ -2,6 +2,7 @@
 client's admin API, each privilege checked against every command family in both directions,
 and hostile security messages in raw bytes."""
 
+import json
 import os
 import socket
 import struct
@@ -415,6 +416,37 @@ def test_a_password_guessing_loop_is_throttled_and_others_are_served(tmp_path):
         assert int(stats["security_logins_throttled"]) >= 41
         assert int(stats["security_logins_refused"]) == 10
         assert "too many failed logins" in srv.log_text()
+    finally:
+        srv.close_clients()
+        srv.stop()
+
+
+def test_the_audit_log_has_a_json_line_per_login_denial_and_change(tmp_path):
+    audit_path = tmp_path / "audit.log"
+    srv = harness.start_server(service={"work-directory": str(tmp_path)},
+                               sections={"security": {"enabled": True, "audit-log": str(audit_path)}},
+                               tag="osprey-security-audit")
+    try:
+        admin = connect(srv, "admin", "admin")
+        admin.admin_create_user("audited", "pw", ["read"])
+        with pytest.raises(ex.AerospikeError):
+            connect(srv, "audited", "wrong")
+        reader = connect(srv, "audited", "pw")
+        assert code_of(lambda: reader.put(("test", "demo", 1), {"a": 1})) == ROLE_VIOLATION
+        redis_client = srv.redis(username="audited", password="pw")
+        with pytest.raises(Exception, match="no permissions to run the 'set' command"):
+            redis_client.set("k", "v")
+        events = [json.loads(line) for line in audit_path.read_text().splitlines()]
+        def having(**wanted):
+            return [e for e in events if all(e.get(k) == v for k, v in wanted.items())]
+        assert having(event="login", user="admin", method="login", result="ok")
+        assert having(event="change", user="admin", change="create-user", target="audited")
+        assert having(event="login", user="audited", result="refused", reason="invalid credential")
+        assert having(event="denied", user="audited", protocol="aerospike", request="write test/demo")
+        assert having(event="login", user="audited", protocol="redis", method="auth", result="ok")
+        assert having(event="denied", user="audited", protocol="redis", request="set")
+        assert all(e["client"] == "127.0.0.1" and e["time_ms"] > 0 for e in events)
+        assert audit_path.stat().st_mode & 0o777 == 0o600
     finally:
         srv.close_clients()
         srv.stop()

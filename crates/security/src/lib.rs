@@ -16,6 +16,7 @@
 //!   older version compiles them again before its next check: a revoked role takes effect on
 //!   open connections at their next request.
 
+pub mod audit;
 pub mod password;
 pub mod privilege;
 pub mod store;
@@ -30,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use tracing::warn;
 
+pub use audit::{Audit, AuditSink, Origin, Protocol};
 pub use password::{Verifier, credential_of};
 pub use privilege::{Action, Privilege, PrivilegeCode};
 pub use store::{FileStore, MemoryStore, Snapshot, Store};
@@ -228,6 +230,8 @@ pub struct Security {
     passwords: PasswordCache,
     /// What logins there were.
     pub stats: LoginStats,
+    /// The audit trail (written by the protocols' sides, which know who asked and how).
+    pub audit: Audit,
 }
 
 impl Security {
@@ -251,7 +255,14 @@ impl Security {
             throttle: LoginThrottle::default(),
             passwords: PasswordCache::new(),
             stats: LoginStats::default(),
+            audit: Audit::default(),
         })
+    }
+
+    /// This with its audit trail written to `sink`.
+    pub fn with_audit(mut self, sink: Box<dyn AuditSink>) -> Security {
+        self.audit = Audit::new(Some(sink));
+        self
     }
 
     /// The tables' version: grows at every change.

@@ -58,6 +58,21 @@ impl Action {
     fn bit(self) -> u16 {
         1 << self as u16
     }
+
+    /// Its name, for the audit trail and the logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Read => "read",
+            Action::Write => "write",
+            Action::Udf => "udf",
+            Action::Truncate => "truncate",
+            Action::SindexAdmin => "sindex-admin",
+            Action::UdfAdmin => "udf-admin",
+            Action::QueryAdmin => "query-admin",
+            Action::SysAdmin => "sys-admin",
+            Action::UserAdmin => "user-admin",
+        }
+    }
 }
 
 impl PrivilegeCode {

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use engine::Clock;
 use model::ResultCode;
-use security::{Action, Grants, Privilege, PrivilegeCode, Role, Security, SecurityError};
+use security::{
+    Action, Grants, Origin, Privilege, PrivilegeCode, Protocol, Role, Security, SecurityError,
+};
 use tracing::{info, warn};
 use wire_aerospike::security::{
     self as wire, SecurityRequest, WirePrivilege, command, field, parse_names, parse_privileges,
@@ -39,6 +41,7 @@ pub const NOT_AUTHENTICATED_INFO: &[u8] = b"ERROR:80:not authenticated\n";
 pub struct Access {
     security: Option<Arc<Security>>,
     client: IpAddr,
+    protocol: Protocol,
     session: Option<Session>,
 }
 
@@ -50,18 +53,61 @@ struct Session {
 }
 
 impl Access {
-    /// The access of a connection from `client` (security off when `security` is `None`).
-    pub fn new(security: Option<Arc<Security>>, client: Option<IpAddr>) -> Access {
+    /// The access of a connection from `client` through `protocol`'s port (security off when
+    /// `security` is `None`).
+    pub fn new(
+        security: Option<Arc<Security>>,
+        client: Option<IpAddr>,
+        protocol: Protocol,
+    ) -> Access {
         Access {
             security,
             client: client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            protocol,
             session: None,
         }
     }
 
     /// The access of a request another node forwarded here, checked where it arrived.
     pub fn trusted() -> Access {
-        Access::new(None, None)
+        Access::new(None, None, Protocol::Redis)
+    }
+
+    fn origin<'a>(&self, user: &'a str) -> Origin<'a> {
+        Origin {
+            protocol: self.protocol,
+            client: self.client,
+            user,
+        }
+    }
+
+    /// Writes a login's outcome to the audit trail.
+    fn audit_login<T>(&self, user: &str, method: &str, outcome: &Result<T, SecurityError>) {
+        if let Some(security) = &self.security {
+            let refused = outcome.as_ref().err().map(ToString::to_string);
+            security
+                .audit
+                .login(now_ms(), self.origin(user), method, refused.as_deref());
+        }
+    }
+
+    /// Writes a refused request (`what` names it) to the audit trail.
+    pub fn audit_denied(&self, what: &str) {
+        if let Some(security) = &self.security {
+            let user = self.user().unwrap_or_default();
+            security.audit.denied(now_ms(), self.origin(user), what);
+        }
+    }
+
+    /// Writes a change to the users and roles to the audit trail (and the log).
+    pub fn audit_change(&self, change: &str, target: &str) {
+        if let Some(security) = &self.security {
+            let user = self.user().unwrap_or_default();
+            info!(client = %self.client, user, change, target, "security tables changed");
+            security
+                .audit
+                .changed(now_ms(), self.origin(user), change, target);
+        }
     }
 
     /// Whether the connection may send requests: security is off, or it has logged in.
@@ -92,10 +138,11 @@ impl Access {
         let Some(security) = self.security.clone() else {
             return Err(SecurityError::NotEnabled);
         };
-        security
+        let outcome = security
             .login_with_password(user, password, self.client, now_s())
-            .inspect_err(|error| warn!(client = %self.client, user, %error, "login refused"))?;
-        self.start_session(&security, user)
+            .and_then(|_| self.start_session(&security, user));
+        self.audit_login(user, "auth", &outcome);
+        outcome.inspect_err(|error| warn!(client = %self.client, user, %error, "login refused"))
     }
 
     /// Ends the login (Redis's RESET).
@@ -103,7 +150,8 @@ impl Access {
         self.session = None;
     }
 
-    /// Whether the logged-in user may do `action` on `namespace` and `set`.
+    /// Whether the logged-in user may do `action` on `namespace` and `set` (the caller writes
+    /// a refusal to the audit trail, naming what it refused).
     ///
     /// # Errors
     /// NOT_AUTHENTICATED before a login, ROLE_VIOLATION where a privilege is missing.
@@ -113,7 +161,12 @@ impl Access {
         namespace: &[u8],
         set: &[u8],
     ) -> Result<(), ResultCode> {
-        self.check_parsed_with(|grants| grants.allows(action, namespace, set))
+        match self.current_grants()? {
+            Some(grants) if !grants.allows(action, namespace, set) => {
+                Err(ResultCode::RoleViolation)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Checks an AS_MSG body (a record request, a batch, a scan or query) against the
@@ -124,7 +177,7 @@ impl Access {
     /// that does not parse passes: the dispatch refuses it as it would without security.
     pub fn check_message(&mut self, body: &[u8]) -> Result<(), ResultCode> {
         let Some((header, fields)) = body.split_first_chunk::<MESSAGE_HEADER_SIZE_BYTES>() else {
-            return self.check_parsed_with(|_| true);
+            return self.check_parsed_with(|_| true, String::new);
         };
         let header = MessageHeader::decode(header);
         if header.info1 & info1::BATCH != 0 {
@@ -132,7 +185,7 @@ impl Access {
         }
         match Fields::parse(fields, header.field_count) {
             Ok((fields, _)) => self.check_parsed(&header, &fields),
-            Err(_) => self.check_parsed_with(|_| true),
+            Err(_) => self.check_parsed_with(|_| true, String::new),
         }
     }
 
@@ -150,7 +203,21 @@ impl Access {
         } else {
             scan_needs(header, fields)
         };
-        self.check_parsed_with(|grants| allows_all(grants, needs, fields))
+        self.check_parsed_with(
+            |grants| allows_all(grants, needs, fields),
+            || {
+                let names: Vec<&str> = needs.iter().map(|action| action.name()).collect();
+                let scope = |field: Option<&[u8]>| {
+                    String::from_utf8_lossy(field.unwrap_or_default()).into_owned()
+                };
+                format!(
+                    "{} {}/{}",
+                    names.join("+"),
+                    scope(fields.namespace),
+                    scope(fields.set)
+                )
+            },
+        )
     }
 
     /// Checks a batch, every row before any runs.
@@ -158,23 +225,31 @@ impl Access {
     /// # Errors
     /// As [`Access::check_message`]; one row not allowed refuses the batch.
     pub fn check_batch(&mut self, body: &[u8]) -> Result<(), ResultCode> {
-        self.check_parsed_with(|grants| {
-            let Ok(parent) = Message::parse_batch_parent(body) else {
-                return true;
-            };
-            batch_allowed(grants, &parent.fields)
-        })
+        self.check_parsed_with(
+            |grants| {
+                let Ok(parent) = Message::parse_batch_parent(body) else {
+                    return true;
+                };
+                batch_allowed(grants, &parent.fields)
+            },
+            || "batch".to_owned(),
+        )
     }
 
-    /// `Ok` when security is off, or when `allowed` says the logged-in user's grants allow.
+    /// `Ok` when security is off, or when `allowed` says the logged-in user's grants allow;
+    /// a refusal goes to the audit trail as `what` names it.
     fn check_parsed_with(
         &mut self,
         allowed: impl FnOnce(&Grants) -> bool,
+        what: impl FnOnce() -> String,
     ) -> Result<(), ResultCode> {
         match self.current_grants()? {
             None => Ok(()),
             Some(grants) if allowed(grants) => Ok(()),
-            Some(_) => Err(ResultCode::RoleViolation),
+            Some(_) => {
+                self.audit_denied(&what());
+                Err(ResultCode::RoleViolation)
+            }
         }
     }
 
@@ -190,8 +265,13 @@ impl Access {
         let namespace = wire_aerospike::info_param(params, b"namespace").unwrap_or_default();
         let set = wire_aerospike::info_param(params, b"set").unwrap_or_default();
         // Without a namespace (truncate's) it needs the global privilege.
-        let allowed = grants.allows(action, namespace, set);
-        (!allowed).then(|| format!("ERROR:81:role violation - requires permission '{permission}'"))
+        if grants.allows(action, namespace, set) {
+            return None;
+        }
+        self.audit_denied(&String::from_utf8_lossy(name));
+        Some(format!(
+            "ERROR:81:role violation - requires permission '{permission}'"
+        ))
     }
 
     /// The grants of the logged-in user, compiled again when the tables changed since.
@@ -253,12 +333,13 @@ impl Access {
         let credential = request
             .field(field::CREDENTIAL)
             .ok_or(SecurityError::InvalidCredential)?;
-        let logged_in = security
+        let outcome = security
             .login(user, credential, self.client, now_s())
-            .inspect_err(|error| {
-                warn!(client = %self.client, user, %error, "login refused");
-            })?;
-        self.start_session(security, user)?;
+            .and_then(|logged_in| self.start_session(security, user).map(|()| logged_in));
+        self.audit_login(user, "login", &outcome);
+        let logged_in = outcome.inspect_err(|error| {
+            warn!(client = %self.client, user, %error, "login refused");
+        })?;
         wire::write_login_response(out, &logged_in.token, logged_in.ttl_s);
         Ok(Answered::Written)
     }
@@ -272,9 +353,11 @@ impl Access {
         let token = request
             .field(field::SESSION_TOKEN)
             .ok_or(SecurityError::InvalidCredential)?;
-        security.authenticate(user, token, self.client, now_s())?;
-        self.start_session(security, user)?;
-        Ok(Answered::Done)
+        let outcome = security
+            .authenticate(user, token, self.client, now_s())
+            .and_then(|()| self.start_session(security, user));
+        self.audit_login(user, "authenticate", &outcome);
+        outcome.map(|()| Answered::Done)
     }
 
     fn start_session(&mut self, security: &Security, user: &str) -> Result<(), SecurityError> {
@@ -298,12 +381,11 @@ impl Access {
         let own_password_change = matches!(&change, AdminChange::ChangePassword { user, .. }
             if self.session.as_ref().is_some_and(|session| session.user == *user));
         if !own_password_change {
-            self.require_user_admin()?;
+            self.require_user_admin()
+                .inspect_err(|_| self.audit_denied(change.name()))?;
         }
-        let actor = self.session.as_ref().map(|session| session.user.clone());
         security.change(|tables| change.apply(tables))?;
-        info!(client = %self.client, user = actor.as_deref().unwrap_or(""), change = change.name(),
-              "security tables changed");
+        self.audit_change(change.name(), change.target());
         Ok(Answered::Done)
     }
 
@@ -547,6 +629,24 @@ impl AdminChange {
                 read_quota,
                 write_quota,
             } => tables.set_quotas(role, *read_quota, *write_quota),
+        }
+    }
+
+    /// The user or role it changes.
+    fn target(&self) -> &str {
+        match self {
+            AdminChange::CreateUser { user, .. }
+            | AdminChange::DropUser { user }
+            | AdminChange::SetPassword { user, .. }
+            | AdminChange::ChangePassword { user, .. }
+            | AdminChange::GrantRoles { user, .. }
+            | AdminChange::RevokeRoles { user, .. } => user,
+            AdminChange::CreateRole { role, .. }
+            | AdminChange::DropRole { role }
+            | AdminChange::GrantPrivileges { role, .. }
+            | AdminChange::RevokePrivileges { role, .. }
+            | AdminChange::SetWhitelist { role, .. }
+            | AdminChange::SetQuotas { role, .. } => role,
         }
     }
 
@@ -800,7 +900,11 @@ fn info_needs(name: &[u8]) -> Option<(Action, &'static str)> {
 }
 
 fn now_s() -> u64 {
-    engine::SystemClock.now_unix_ms() / 1000
+    now_ms() / 1000
+}
+
+fn now_ms() -> u64 {
+    engine::SystemClock.now_unix_ms()
 }
 
 /// Appends the reply refusing the AS_MSG `body` with `code`: a batch, scan or query gets the

@@ -48,6 +48,9 @@ pub struct SecurityConfig {
     pub enabled: bool,
     /// How long a login's session token stays valid, in seconds (Aerospike's `session-ttl`).
     pub session_ttl_s: u32,
+    /// Where the audit trail goes, one JSON line per event: empty for nowhere, `stdout`, or a
+    /// file's path.
+    pub audit_log: String,
 }
 
 impl Default for SecurityConfig {
@@ -55,6 +58,7 @@ impl Default for SecurityConfig {
         SecurityConfig {
             enabled: false,
             session_ttl_s: security::SESSION_TTL_S_DEFAULT,
+            audit_log: String::new(),
         }
     }
 }

@@ -143,7 +143,11 @@ pub async fn serve(
 ) {
     let peer = stream.peer_addr().ok();
     let mut connection = Connection {
-        access: Access::new(state.security.clone(), peer.map(|peer| peer.ip())),
+        access: Access::new(
+            state.security.clone(),
+            peer.map(|peer| peer.ip()),
+            security::Protocol::Aerospike,
+        ),
         stream,
         state,
         input: BytesMut::with_capacity(READ_CHUNK_BYTES),

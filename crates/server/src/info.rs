@@ -588,10 +588,12 @@ fn write_security_statistics(state: &ServerState, value: &mut String) {
     let stats = &security.stats;
     let _ = write!(
         value,
-        ";security_logins={};security_logins_refused={};security_logins_throttled={}",
+        ";security_logins={};security_logins_refused={};security_logins_throttled={};\
+         security_audit_suppressed={}",
         stats.accepted.load(Ordering::Relaxed),
         stats.refused.load(Ordering::Relaxed),
         stats.throttled.load(Ordering::Relaxed),
+        security.audit.suppressed.load(Ordering::Relaxed),
     );
 }
 

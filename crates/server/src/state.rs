@@ -122,6 +122,13 @@ fn open_security(config: &Config) -> std::io::Result<Option<Arc<security::Securi
         Box::new(security::FileStore::new(directory.join("security.json")))
     };
     let opened = security::Security::open(store, config.security.session_ttl_s)?;
+    let opened = match config.security.audit_log.as_str() {
+        "" => opened,
+        "stdout" => opened.with_audit(Box::new(security::audit::StdoutSink)),
+        path => opened.with_audit(Box::new(security::audit::FileSink::open(
+            std::path::Path::new(path),
+        )?)),
+    };
     Ok(Some(Arc::new(opened)))
 }
 

@@ -52,35 +52,38 @@ enum Need {
 /// The refusal of the command `args` on `session` (`NOAUTH` or `NOPERM`), or `None` when it
 /// may run. Called for every command a client sends, before it is routed or queued.
 pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
-    if !session.access.is_authenticated() {
-        let name = args.command().unwrap_or_default().to_ascii_lowercase();
-        let allowed_before_login =
-            matches!(name.as_slice(), b"auth" | b"hello" | b"quit" | b"reset");
-        return (!allowed_before_login).then(|| NOAUTH.to_owned());
-    }
     if args.is_empty() {
         return None;
     }
-    let need = command_need(args);
-    let allowed = match need {
+    if !session.access.is_authenticated() {
+        let mut buffer = [0u8; NAME_BYTES_MAX];
+        let allowed_before_login = matches!(
+            lower(args.get(0), &mut buffer),
+            b"auth" | b"hello" | b"quit" | b"reset"
+        );
+        return (!allowed_before_login).then(|| NOAUTH.to_owned());
+    }
+    let Session {
+        state,
+        access,
+        database,
+        ..
+    } = session;
+    let allowed = match command_need(args) {
         Need::Login => true,
         Need::Data(action) => {
-            let namespace = session.state.config.resp_namespace().to_owned();
-            let set = session
-                .state
-                .resp_databases
-                .set_name(session.database)
-                .to_owned();
-            session
-                .access
+            let namespace = state.config.resp_namespace();
+            let set = state.resp_databases.set_name(*database);
+            access
                 .check(action, namespace.as_bytes(), set.as_bytes())
                 .is_ok()
         }
-        Need::Global(action) => session.access.check(action, b"", b"").is_ok(),
+        Need::Global(action) => access.check(action, b"", b"").is_ok(),
     };
     if allowed {
         return None;
     }
+    session.access.audit_denied(&shown_command(args));
     Some(match session.access.user() {
         Some(user) => no_permission(user, args),
         // Logged out meanwhile: the user was dropped.
@@ -129,34 +132,36 @@ fn has_subcommands(name: &str) -> bool {
 
 /// What the command `args` needs (see the module docs).
 fn command_need(args: &Args) -> Need {
-    let name = args.get(0).to_ascii_lowercase();
+    let mut name_buffer = [0u8; NAME_BYTES_MAX];
+    let name = lower(args.get(0), &mut name_buffer);
+    let mut subcommand_buffer = [0u8; NAME_BYTES_MAX];
     // Checked before the arity is: a command may come without its subcommand.
-    let subcommand = || match args.len() {
-        0 | 1 => Vec::new(),
-        _ => args.get(1).to_ascii_lowercase(),
+    let subcommand = match args.len() {
+        0 | 1 => &[][..],
+        _ => lower(args.get(1), &mut subcommand_buffer),
     };
-    match name.as_slice() {
+    match name {
         b"auth" | b"hello" | b"quit" | b"reset" | b"ping" | b"echo" | b"select" | b"time"
         | b"command" | b"multi" | b"exec" | b"discard" | b"watch" | b"unwatch" | b"info"
         | b"lastsave" | b"role" | b"readonly" | b"readwrite" | b"asking" | b"wait" => Need::Login,
-        b"client" => match subcommand().as_slice() {
+        b"client" => match subcommand {
             b"kill" | b"list" | b"pause" | b"unpause" | b"no-evict" => {
                 Need::Global(Action::SysAdmin)
             }
             _ => Need::Login,
         },
-        b"acl" => match subcommand().as_slice() {
+        b"acl" => match subcommand {
             b"whoami" | b"cat" | b"help" => Need::Login,
             _ => Need::Global(Action::UserAdmin),
         },
         b"eval" | b"evalsha" | b"eval_ro" | b"evalsha_ro" | b"fcall" | b"fcall_ro" => {
             Need::Data(Action::Udf)
         }
-        b"script" => match subcommand().as_slice() {
+        b"script" => match subcommand {
             b"flush" => Need::Global(Action::UdfAdmin),
             _ => Need::Data(Action::Udf),
         },
-        b"function" => match subcommand().as_slice() {
+        b"function" => match subcommand {
             b"load" | b"delete" | b"flush" | b"restore" => Need::Global(Action::UdfAdmin),
             _ => Need::Data(Action::Udf),
         },
@@ -165,13 +170,28 @@ fn command_need(args: &Args) -> Need {
         b"config" | b"debug" | b"shutdown" | b"monitor" | b"slowlog" | b"latency" | b"save"
         | b"bgsave" | b"bgrewriteaof" | b"replicaof" | b"slaveof" | b"failover" | b"swapdb"
         | b"module" | b"cluster" => Need::Global(Action::SysAdmin),
-        b"memory" => match subcommand().as_slice() {
+        b"memory" => match subcommand {
             b"usage" => Need::Data(Action::Read),
             _ => Need::Global(Action::SysAdmin),
         },
         b"publish" | b"spublish" => Need::Data(Action::Write),
-        _ if super::script_host::is_write(&name) => Need::Data(Action::Write),
+        _ if super::script_host::is_write(name) => Need::Data(Action::Write),
         _ => Need::Data(Action::Read),
+    }
+}
+
+/// Longest command or subcommand name looked at; longer words match none.
+const NAME_BYTES_MAX: usize = 32;
+
+/// `word` in lower case, in `buffer`; empty (matching no name) when longer than it.
+fn lower<'b>(word: &[u8], buffer: &'b mut [u8; NAME_BYTES_MAX]) -> &'b [u8] {
+    match buffer.get_mut(..word.len()) {
+        Some(lower) => {
+            lower.copy_from_slice(word);
+            lower.make_ascii_lowercase();
+            lower
+        }
+        None => &[],
     }
 }
 
@@ -546,7 +566,10 @@ fn acl_setuser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
         Ok(())
     });
     match changed {
-        Ok(()) => reply.ok(),
+        Ok(()) => {
+            session.access.audit_change("setuser", &name);
+            reply.ok();
+        }
         Err(SecurityError::InvalidPassword) => {
             reply.error("ERR Osprey needs a password to create a user: add >password");
         }
@@ -564,6 +587,7 @@ fn acl_deluser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) {
     for position in 2..args.len() {
         let name = String::from_utf8_lossy(args.get(position)).into_owned();
         if security.change(|tables| tables.drop_user(&name)).is_ok() {
+            session.access.audit_change("deluser", &name);
             deleted += 1;
         }
     }

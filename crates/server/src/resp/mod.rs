@@ -231,6 +231,7 @@ pub async fn serve(
     let access = crate::access::Access::new(
         state.security.clone(),
         stream.peer_addr().ok().map(|address| address.ip()),
+        security::Protocol::Redis,
     );
     let registration = Clients::register(
         &state,
