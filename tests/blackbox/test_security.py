@@ -11,6 +11,7 @@ from pathlib import Path
 
 import aerospike
 import pytest
+import redis
 from aerospike import exception as ex
 from aerospike import predicates as p
 from aerospike_helpers.operations import operations
@@ -447,6 +448,41 @@ def test_the_audit_log_has_a_json_line_per_login_denial_and_change(tmp_path):
         assert having(event="denied", user="audited", protocol="redis", request="set")
         assert all(e["client"] == "127.0.0.1" and e["time_ms"] > 0 for e in events)
         assert audit_path.stat().st_mode & 0o777 == 0o600
+    finally:
+        srv.close_clients()
+        srv.stop()
+
+
+def test_quotas_are_refused_while_off_and_enforced_per_second_when_on(secure_server, root, tmp_path):
+    with pytest.raises(ex.AerospikeError) as raised:
+        root.admin_set_quotas("read", 10, 10)
+    assert raised.value.code == 74, "QUOTAS_NOT_ENABLED"
+    srv = harness.start_server(service={"work-directory": str(tmp_path)},
+                               sections={"security": {"enabled": True, "enable-quotas": True}},
+                               tag="osprey-security-quotas")
+    try:
+        admin = connect(srv, "admin", "admin")
+        admin.admin_create_role("five-reads", [{"code": aerospike.PRIV_READ_WRITE}], read_quota=5)
+        admin.admin_create_user("metered", "pw", ["five-reads"])
+        admin.admin_grant_roles("admin", ["read-write"])
+        admin.put(("test", "q", 1), {"a": 1})
+        metered = connect(srv, "metered", "pw")
+        codes = [code_of(lambda: metered.get(("test", "q", 1))) for _ in range(20)]
+        assert codes.count(83) >= 10, codes  # QUOTA_EXCEEDED past 5 in a second
+        assert None in codes
+        metered.put(("test", "q", 2), {"a": 1})  # writes have no quota here
+        info = admin.admin_query_user_info("metered")
+        assert info["read_info"][0] == 5
+        redis_client = srv.redis(username="metered", password="pw")
+        errors = []
+        for _ in range(20):
+            try:
+                redis_client.get("k")
+            except redis.ResponseError as error:
+                errors.append(str(error))
+        assert len(errors) >= 10 and all("QUOTA_EXCEEDED" in error for error in errors), errors
+        admin.admin_set_quotas("five-reads", 0, 0)
+        assert all(code_of(lambda: metered.get(("test", "q", 1))) is None for _ in range(20))
     finally:
         srv.close_clients()
         srv.stop()

@@ -19,6 +19,7 @@
 pub mod audit;
 pub mod password;
 pub mod privilege;
+pub mod quota;
 pub mod store;
 pub mod tables;
 pub mod throttle;
@@ -85,6 +86,9 @@ pub enum SecurityError {
     /// A malformed allow-list entry.
     #[error("invalid whitelist")]
     InvalidWhitelist,
+    /// A quota set while quotas are off (`enable-quotas`).
+    #[error("quotas not enabled")]
+    QuotasNotEnabled,
     /// The connection has not logged in.
     #[error("not authenticated")]
     NotAuthenticated,
@@ -119,6 +123,7 @@ impl SecurityError {
             SecurityError::RoleAlreadyExists => 71,
             SecurityError::InvalidPrivilege => 72,
             SecurityError::InvalidWhitelist => 73,
+            SecurityError::QuotasNotEnabled => 74,
             SecurityError::NotAuthenticated => 80,
             SecurityError::RoleViolation => 81,
             SecurityError::NotWhitelisted => 82,
@@ -153,6 +158,8 @@ pub struct Grants {
     /// The tables' version these were compiled at.
     pub version: u64,
     privileges: Vec<Privilege>,
+    /// The user's rate quotas, when quotas are on and its roles set any.
+    pub quota: Option<quota::UserQuota>,
 }
 
 impl Grants {
@@ -228,6 +235,9 @@ pub struct Security {
     session_ttl_s: u32,
     throttle: LoginThrottle,
     passwords: PasswordCache,
+    /// Whether rate quotas are enforced (Aerospike's `enable-quotas`).
+    quotas_enabled: bool,
+    meters: quota::Meters,
     /// What logins there were.
     pub stats: LoginStats,
     /// The audit trail (written by the protocols' sides, which know who asked and how).
@@ -256,7 +266,32 @@ impl Security {
             passwords: PasswordCache::new(),
             stats: LoginStats::default(),
             audit: Audit::default(),
+            quotas_enabled: false,
+            meters: quota::Meters::default(),
         })
+    }
+
+    /// This with rate quotas enforced (or not).
+    pub fn with_quotas(mut self, enabled: bool) -> Security {
+        self.quotas_enabled = enabled;
+        self
+    }
+
+    /// Whether rate quotas are enforced.
+    pub fn quotas_enabled(&self) -> bool {
+        self.quotas_enabled
+    }
+
+    /// `user`'s reads and writes counted in the second `now_s` (zeros with quotas off).
+    pub fn rates(&self, user: &str, now_s: u64) -> (u32, u32) {
+        if !self.quotas_enabled {
+            return (0, 0);
+        }
+        let meter = self.meters.of(user);
+        (
+            meter.rate(quota::Kind::Read, now_s),
+            meter.rate(quota::Kind::Write, now_s),
+        )
     }
 
     /// This with its audit trail written to `sink`.
@@ -376,16 +411,23 @@ impl Security {
         let version = self.version();
         let tables = self.tables.read();
         let found = tables.users.get(user)?;
-        let privileges = found
+        let roles: Vec<Role> = found
             .roles
             .iter()
             .filter_map(|name| tables.role(name))
             .filter(|role| role_applies_from(role, client))
-            .flat_map(|role| role.privileges)
             .collect();
+        let read = quota::effective(roles.iter().map(|role| role.read_quota));
+        let write = quota::effective(roles.iter().map(|role| role.write_quota));
+        let quota = (self.quotas_enabled && (read, write) != (0, 0)).then(|| quota::UserQuota {
+            read,
+            write,
+            meter: self.meters.of(user),
+        });
         Some(Grants {
             version,
-            privileges,
+            privileges: roles.into_iter().flat_map(|role| role.privileges).collect(),
+            quota,
         })
     }
 
@@ -611,6 +653,47 @@ mod tests {
             security
                 .login_with_password(DEFAULT_ADMIN, b"new", LOCAL, 0)
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn with_quotas_on_a_users_grants_carry_its_largest_quota_and_one_meter() {
+        let security = open().with_quotas(true);
+        let credential = credential_of(b"pw");
+        security
+            .change(|tables| {
+                for (name, quota) in [("slow", 10), ("faster", 20)] {
+                    let role = Role {
+                        privileges: vec![Privilege::global(PrivilegeCode::Read)],
+                        read_quota: quota,
+                        ..Role::default()
+                    };
+                    tables.create_role(name, role)?;
+                }
+                tables.create_user(
+                    "q",
+                    credential.as_bytes(),
+                    &["slow".to_owned(), "faster".to_owned()],
+                )
+            })
+            .expect("created");
+        let grants = security.grants("q", LOCAL).expect("exists");
+        let quota = grants.quota.clone().expect("a quota");
+        assert_eq!((quota.read, quota.write), (20, 0));
+        let again = security.grants("q", LOCAL).expect("exists");
+        assert_eq!(again.quota, grants.quota, "one meter per user");
+        for _ in 0..20 {
+            assert!(quota.take(quota::Kind::Read, 1, 7));
+        }
+        assert!(!quota.take(quota::Kind::Read, 1, 7));
+        assert_eq!(security.rates("q", 7), (21, 0));
+        let unlimited = open().with_quotas(false);
+        assert!(
+            unlimited
+                .grants(DEFAULT_ADMIN, LOCAL)
+                .expect("exists")
+                .quota
+                .is_none()
         );
     }
 

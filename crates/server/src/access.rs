@@ -23,6 +23,7 @@ use engine::Clock;
 use model::ResultCode;
 use security::{
     Action, Grants, Origin, Privilege, PrivilegeCode, Protocol, Role, Security, SecurityError,
+    quota,
 };
 use tracing::{info, warn};
 use wire_aerospike::security::{
@@ -203,6 +204,14 @@ impl Access {
         } else {
             scan_needs(header, fields)
         };
+        let kind = if needs
+            .iter()
+            .any(|&action| quota::Kind::of(action) == Some(quota::Kind::Write))
+        {
+            quota::Kind::Write
+        } else {
+            quota::Kind::Read
+        };
         self.check_parsed_with(
             |grants| allows_all(grants, needs, fields),
             || {
@@ -217,7 +226,8 @@ impl Access {
                     scope(fields.set)
                 )
             },
-        )
+        )?;
+        self.take_quota(kind, 1)
     }
 
     /// Checks a batch, every row before any runs.
@@ -225,15 +235,46 @@ impl Access {
     /// # Errors
     /// As [`Access::check_message`]; one row not allowed refuses the batch.
     pub fn check_batch(&mut self, body: &[u8]) -> Result<(), ResultCode> {
+        let mut rows = RowCounts::default();
         self.check_parsed_with(
             |grants| {
                 let Ok(parent) = Message::parse_batch_parent(body) else {
                     return true;
                 };
-                batch_allowed(grants, &parent.fields)
+                batch_allowed(grants, &parent.fields, &mut rows)
             },
             || "batch".to_owned(),
-        )
+        )?;
+        if rows.reads > 0 {
+            self.take_quota(quota::Kind::Read, rows.reads)?;
+        }
+        if rows.writes > 0 {
+            self.take_quota(quota::Kind::Write, rows.writes)?;
+        }
+        Ok(())
+    }
+
+    /// Counts `count` requests of `kind` against the user's quota.
+    ///
+    /// # Errors
+    /// QUOTA_EXCEEDED past the quota in this second (written to the audit trail).
+    pub fn take_quota(&mut self, kind: quota::Kind, count: u32) -> Result<(), ResultCode> {
+        let Some(quota) = self
+            .session
+            .as_ref()
+            .and_then(|session| session.grants.quota.as_ref())
+        else {
+            return Ok(());
+        };
+        if quota.take(kind, count, now_s()) {
+            return Ok(());
+        }
+        let what = match kind {
+            quota::Kind::Read => "read quota",
+            quota::Kind::Write => "write quota",
+        };
+        self.audit_denied(what);
+        Err(ResultCode::QuotaExceeded)
     }
 
     /// `Ok` when security is off, or when `allowed` says the logged-in user's grants allow;
@@ -378,6 +419,9 @@ impl Access {
         request: &SecurityRequest<'_>,
     ) -> Result<Answered, SecurityError> {
         let change = AdminChange::parse(request)?;
+        if !security.quotas_enabled() && change.sets_quotas() {
+            return Err(SecurityError::QuotasNotEnabled);
+        }
         let own_password_change = matches!(&change, AdminChange::ChangePassword { user, .. }
             if self.session.as_ref().is_some_and(|session| session.user == *user));
         if !own_password_change {
@@ -416,7 +460,9 @@ impl Access {
             let mut records = QueryRecords::default();
             for (name, user) in &tables.users {
                 if wanted.is_none_or(|wanted| wanted == name) {
-                    records.push(|out| write_user_record(out, name, user));
+                    let quotas = user_quotas(tables, user);
+                    let rates = security.rates(name, now_s());
+                    records.push(|out| write_user_record(out, name, user, quotas, rates));
                 }
             }
             records
@@ -632,6 +678,17 @@ impl AdminChange {
         }
     }
 
+    /// Whether it sets a quota (refused while quotas are off).
+    fn sets_quotas(&self) -> bool {
+        match self {
+            AdminChange::SetQuotas { .. } => true,
+            AdminChange::CreateRole { definition, .. } => {
+                definition.read_quota != 0 || definition.write_quota != 0
+            }
+            _ => false,
+        }
+    }
+
     /// The user or role it changes.
     fn target(&self) -> &str {
         match self {
@@ -790,13 +847,33 @@ impl QueryRecords {
     }
 }
 
-fn write_user_record(out: &mut Vec<u8>, name: &str, user: &security::User) {
+/// A user's read and write quotas, from all its roles (allow-lists aside).
+fn user_quotas(tables: &security::Tables, user: &security::User) -> (u32, u32) {
+    let roles: Vec<Role> = user
+        .roles
+        .iter()
+        .filter_map(|name| tables.role(name))
+        .collect();
+    (
+        quota::effective(roles.iter().map(|role| role.read_quota)),
+        quota::effective(roles.iter().map(|role| role.write_quota)),
+    )
+}
+
+/// A QUERY_USERS record. READ_INFO and WRITE_INFO are Aerospike's four figures: the quota, the
+/// requests this second, then the scan and query figures (0 here: scans count as reads).
+fn write_user_record(
+    out: &mut Vec<u8>,
+    name: &str,
+    user: &security::User,
+    (read_quota, write_quota): (u32, u32),
+    (reads, writes): (u32, u32),
+) {
     let record = wire::begin_record(out);
     wire::write_field(out, field::USER, name.as_bytes());
     wire::write_names_field(out, field::ROLES, user.roles.iter().map(String::as_bytes));
-    // Quota statistics are not kept yet: zero rates, as a node with quotas off reports.
-    wire::write_info_field(out, field::READ_INFO, &[0, 0, 0, 0]);
-    wire::write_info_field(out, field::WRITE_INFO, &[0, 0, 0, 0]);
+    wire::write_info_field(out, field::READ_INFO, &[read_quota, reads, 0, 0]);
+    wire::write_info_field(out, field::WRITE_INFO, &[write_quota, writes, 0, 0]);
     wire::write_field(out, field::CONNECTIONS, &0u32.to_be_bytes());
     wire::finish_record(out, record, 0, 5);
 }
@@ -863,9 +940,16 @@ fn allows_all(grants: &Grants, needs: &[Action], fields: &Fields<'_>) -> bool {
         .all(|&action| grants.allows(action, namespace, set))
 }
 
+/// A batch's rows by what they count as against a quota.
+#[derive(Default)]
+struct RowCounts {
+    reads: u32,
+    writes: u32,
+}
+
 /// Whether every row of a batch is allowed (a batch that does not parse is the dispatch's to
-/// refuse).
-fn batch_allowed(grants: &Grants, parent: &Fields<'_>) -> bool {
+/// refuse), counting the rows in `rows`.
+fn batch_allowed(grants: &Grants, parent: &Fields<'_>, rows: &mut RowCounts) -> bool {
     let Some(request) = parent.batch.and_then(|data| BatchRequest::parse(data).ok()) else {
         return true;
     };
@@ -873,8 +957,13 @@ fn batch_allowed(grants: &Grants, parent: &Fields<'_>) -> bool {
         let Ok(row) = row else {
             return true;
         };
-        if !allows_all(grants, record_needs(&row.header, &row.fields), &row.fields) {
+        let needs = record_needs(&row.header, &row.fields);
+        if !allows_all(grants, needs, &row.fields) {
             return false;
+        }
+        match needs.iter().any(|&action| action != Action::Read) {
+            true => rows.writes = rows.writes.saturating_add(1),
+            false => rows.reads = rows.reads.saturating_add(1),
         }
     }
     true

@@ -51,6 +51,9 @@ pub struct SecurityConfig {
     /// Where the audit trail goes, one JSON line per event: empty for nowhere, `stdout`, or a
     /// file's path.
     pub audit_log: String,
+    /// Enforce the roles' read and write quotas (Aerospike's `enable-quotas`); off, setting a
+    /// quota is refused (QUOTAS_NOT_ENABLED).
+    pub enable_quotas: bool,
 }
 
 impl Default for SecurityConfig {
@@ -59,6 +62,7 @@ impl Default for SecurityConfig {
             enabled: false,
             session_ttl_s: security::SESSION_TTL_S_DEFAULT,
             audit_log: String::new(),
+            enable_quotas: false,
         }
     }
 }

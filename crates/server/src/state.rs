@@ -121,7 +121,8 @@ fn open_security(config: &Config) -> std::io::Result<Option<Arc<security::Securi
         std::fs::create_dir_all(directory)?;
         Box::new(security::FileStore::new(directory.join("security.json")))
     };
-    let opened = security::Security::open(store, config.security.session_ttl_s)?;
+    let opened = security::Security::open(store, config.security.session_ttl_s)?
+        .with_quotas(config.security.enable_quotas);
     let opened = match config.security.audit_log.as_str() {
         "" => opened,
         "stdout" => opened.with_audit(Box::new(security::audit::StdoutSink)),

@@ -28,6 +28,9 @@ use super::{After, Session};
 pub const COMMANDS: &[Command] = &[("auth", -2, auth), ("acl", -2, acl)];
 
 const NOAUTH: &str = "NOAUTH Authentication required.";
+/// A command past its user's quota (Redis has no such error; Aerospike's name).
+const QUOTA_EXCEEDED: &str =
+    "QUOTA_EXCEEDED this user's requests per second quota is spent for this second";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 const NO_PASSWORD_CONFIGURED: &str = "ERR AUTH <password> called without any password \
     configured for the default user. Are you sure your configuration is correct?";
@@ -69,7 +72,8 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
         database,
         ..
     } = session;
-    let allowed = match command_need(args) {
+    let need = command_need(args);
+    let allowed = match need {
         Need::Login => true,
         Need::Data(action) => {
             let namespace = state.config.resp_namespace();
@@ -81,7 +85,14 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
         Need::Global(action) => access.check(action, b"", b"").is_ok(),
     };
     if allowed {
-        return None;
+        let Need::Data(action) = need else {
+            return None;
+        };
+        let kind = security::quota::Kind::of(action)?;
+        return access
+            .take_quota(kind, 1)
+            .is_err()
+            .then(|| QUOTA_EXCEEDED.to_owned());
     }
     session.access.audit_denied(&shown_command(args));
     Some(match session.access.user() {
