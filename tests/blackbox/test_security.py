@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import aerospike
@@ -486,3 +487,61 @@ def test_quotas_are_refused_while_off_and_enforced_per_second_when_on(secure_ser
     finally:
         srv.close_clients()
         srv.stop()
+
+
+def raw_login(port, user=b"admin", credential=ADMIN_CREDENTIAL):
+    """An open socket to `port` logged in (or the login's result code), and its token."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(security_frame(LOGIN, [(USER, user), (CREDENTIAL, credential)]))
+    code, fields = security_result(sock)
+    token = None
+    while fields:
+        size, fid = struct.unpack(">IB", fields[:5])
+        if fid == SESSION_TOKEN:
+            token = fields[5:4 + size]
+        fields = fields[4 + size:]
+    return sock, code, token
+
+
+def test_users_made_on_one_node_of_a_cluster_log_in_on_every_node(tmp_path):
+    """The security tables go through the metadata group: a user created on node 1 logs in on
+    node 3, and a session token node 1 gave authenticates there too (one key)."""
+    fabric_ports = [harness.free_port() for _ in range(3)]
+    seeds = [f"127.0.0.1:{port}" for port in fabric_ports]
+    servers = []
+    try:
+        for index, fabric_port in enumerate(fabric_ports):
+            server = harness.OspreyServer(
+                {"port": 0, "work-directory": str(tmp_path / f"work{index}")},
+                [harness.namespace("test", replication_factor=2)],
+                tag=f"secure-cluster{index}",
+                cluster={"node-id": f"D{index + 1}", "fabric-port": fabric_port, "seeds": seeds,
+                         "metadata-dir": str(tmp_path / f"meta{index}")},
+                sections=SECURITY,
+            )
+            servers.append(server.start())
+        first, last = servers[0], servers[2]
+        sock, code, _ = raw_login(first.port)
+        assert code == 0
+        with sock:
+            roles = bytes([1, len(b"read-write")]) + b"read-write"
+            sock.sendall(security_frame(CREATE_USER, [(USER, b"everywhere"), (1, ADMIN_CREDENTIAL),
+                                                      (10, roles)]))
+            assert security_result(sock)[0] == 0
+        deadline = time.monotonic() + 30
+        while True:
+            sock, code, _ = raw_login(last.port, b"everywhere")
+            sock.close()
+            if code == 0:
+                break
+            assert time.monotonic() < deadline, f"never replicated (last code {code}):\n{last.log_tail()}"
+            time.sleep(0.2)
+        _, code, token = raw_login(first.port, b"everywhere")
+        assert code == 0 and token
+        with socket.create_connection(("127.0.0.1", last.port), timeout=5) as sock:
+            sock.sendall(security_frame(AUTHENTICATE, [(USER, b"everywhere"), (SESSION_TOKEN, token)]))
+            assert security_result(sock)[0] == 0, "a token of node 1 authenticates on node 3"
+        assert json.loads((tmp_path / "work2" / "security.json").read_text())["tables"]["users"]["everywhere"]
+    finally:
+        for server in servers:
+            server.stop()

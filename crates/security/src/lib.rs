@@ -225,13 +225,26 @@ pub struct LoginStats {
     pub throttled: AtomicU64,
 }
 
+/// What a change's kept tables are handed to.
+struct Replicator(Box<dyn Fn(String) + Send + Sync>);
+
+impl std::fmt::Debug for Replicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Replicator(..)")
+    }
+}
+
 /// The users and roles of a node, and the checks made against them.
 #[derive(Debug)]
 pub struct Security {
     tables: RwLock<Tables>,
     version: AtomicU64,
-    key: TokenKey,
+    /// Replaced only with the tables, when another node's are applied here.
+    key: RwLock<TokenKey>,
     store: Box<dyn Store>,
+    /// Called with the kept form of the tables after each change made here (a cluster
+    /// commits it to the metadata group).
+    replicator: std::sync::OnceLock<Replicator>,
     session_ttl_s: u32,
     throttle: LoginThrottle,
     passwords: PasswordCache,
@@ -259,7 +272,8 @@ impl Security {
         Ok(Security {
             tables: RwLock::new(snapshot.tables),
             version: AtomicU64::new(1),
-            key,
+            key: RwLock::new(key),
+            replicator: std::sync::OnceLock::new(),
             store,
             session_ttl_s,
             throttle: LoginThrottle::default(),
@@ -378,7 +392,7 @@ impl Security {
             epoch: found.epoch,
         };
         Ok(LoggedIn {
-            token: self.key.issue(user, claims),
+            token: self.key.read().issue(user, claims),
             ttl_s: self.session_ttl_s,
         })
     }
@@ -393,6 +407,7 @@ impl Security {
     ) -> Result<(), SecurityError> {
         let claims = self
             .key
+            .read()
             .verify(user, token, now_s)
             .map_err(|error| match error {
                 TokenError::Invalid => SecurityError::InvalidCredential,
@@ -445,14 +460,49 @@ impl Security {
         let mut changed = tables.clone();
         change(&mut changed)?;
         let snapshot = Snapshot {
-            token_key: hex(&self.key.bytes()),
+            token_key: hex(&self.key.read().bytes()),
             tables: changed,
         };
         if let Err(error) = self.store.save(&snapshot) {
             warn!(%error, "the security tables could not be kept; the change is refused");
             return Err(SecurityError::Storage);
         }
+        let kept = self
+            .replicator
+            .get()
+            .map(|_| serde_json::to_string(&snapshot));
         *tables = snapshot.tables;
+        self.version.fetch_add(1, Ordering::AcqRel);
+        drop(tables);
+        if let (Some(replicate), Some(Ok(kept))) = (self.replicator.get(), kept) {
+            (replicate.0)(kept);
+        }
+        Ok(())
+    }
+
+    /// Has `replicate` called with the kept form of the tables after each change made here
+    /// (set once; a cluster commits them to its metadata group).
+    pub fn set_replicator(&self, replicate: Box<dyn Fn(String) + Send + Sync>) {
+        let _ = self.replicator.set(Replicator(replicate));
+    }
+
+    /// Replaces the tables and token key with `kept` (another node's, as its replicator
+    /// gave them), keeps them, and lets connections see them at their next request. Nothing
+    /// changes when they are the same.
+    ///
+    /// # Errors
+    /// `kept` does not parse, or cannot be kept (nothing changed then).
+    pub fn replace(&self, kept: &str) -> io::Result<()> {
+        let snapshot: Snapshot = serde_json::from_str(kept)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+        let key = parse_key(&snapshot.token_key)?;
+        let mut tables = self.tables.write();
+        if *tables == snapshot.tables && self.key.read().bytes() == key.bytes() {
+            return Ok(());
+        }
+        self.store.save(&snapshot)?;
+        *tables = snapshot.tables;
+        *self.key.write() = key;
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -695,6 +745,40 @@ mod tests {
                 .quota
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_change_is_replicated_and_another_nodes_tables_replace_these() {
+        let here = open();
+        let there = open();
+        let replicated = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sent = Arc::clone(&replicated);
+        here.set_replicator(Box::new(move |kept| sent.lock().push(kept)));
+        let credential = credential_of(b"pw");
+        here.change(|tables| tables.create_user("everywhere", credential.as_bytes(), &[]))
+            .expect("created");
+        let kept = replicated.lock().pop().expect("the change was replicated");
+        let token = here
+            .login("everywhere", credential.as_bytes(), LOCAL, 0)
+            .expect("logs in here")
+            .token;
+        assert_eq!(
+            there.authenticate("everywhere", &token, LOCAL, 1),
+            Err(SecurityError::InvalidCredential),
+            "another node's key did not seal it"
+        );
+        let version = there.version();
+        there.replace(&kept).expect("applied");
+        assert!(there.version() > version);
+        assert_eq!(
+            there.authenticate("everywhere", &token, LOCAL, 1),
+            Ok(()),
+            "the same key seals tokens on both nodes"
+        );
+        let version = there.version();
+        there.replace(&kept).expect("applied again");
+        assert_eq!(there.version(), version, "the same tables change nothing");
+        assert!(there.replace("{ not the tables").is_err());
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct ClusterState {
     /// Registered UDF modules: file name to Lua source.
     #[serde(default)]
     pub udf_modules: BTreeMap<String, String>,
+    /// The users, roles and session-token key, as the last node that changed them kept them
+    /// (opaque here); `None` until a change was made on a cluster.
+    #[serde(default)]
+    pub security: Option<String>,
 }
 
 /// What the cluster agreed about one namespace.
@@ -167,6 +171,10 @@ impl ClusterState {
             MetaCommand::DropSindex { namespace, name } => self.drop_sindex(namespace, name),
             MetaCommand::PutUdf { name, source } => {
                 self.udf_modules.insert(name.clone(), source.clone());
+                Ok(())
+            }
+            MetaCommand::PutSecurity { tables } => {
+                self.security = Some(tables.clone());
                 Ok(())
             }
             MetaCommand::RemoveUdf { name } => {

@@ -189,6 +189,13 @@ pub enum MetaCommand {
         /// Its Lua source, compiled by the node that took the `udf-put`.
         source: String,
     },
+    /// Replaces the users, roles and session-token key with those a node just changed: its
+    /// security tables in their kept form (opaque to the metadata group). The last committed
+    /// wins whole.
+    PutSecurity {
+        /// The tables, as the `security` crate keeps them.
+        tables: String,
+    },
     /// Removes a UDF module (nothing when it is not registered).
     RemoveUdf {
         /// The module's file name.

@@ -269,9 +269,18 @@ impl ClusterNode {
     }
 
     /// Lets forwarded requests reach `state` (set once the server state exists).
-    pub fn attach_server(&self, state: &Arc<ServerState>) {
+    pub fn attach_server(self: &Arc<Self>, state: &Arc<ServerState>) {
         let _ = self.server.set(Arc::downgrade(state));
         self.apply_sindexes(&self.meta.state());
+        if let Some(security) = &state.security {
+            let node = Arc::downgrade(self);
+            security.set_replicator(Box::new(move |tables| {
+                if let Some(node) = node.upgrade() {
+                    node.replicate_security(tables);
+                }
+            }));
+            self.apply_security(&self.meta.state());
+        }
     }
 
     /// The server state forwarded requests run against, while the server runs.
@@ -449,6 +458,25 @@ impl ClusterNode {
             name: name.to_owned(),
             source: source.to_owned(),
         });
+    }
+
+    /// Commits the security tables as this node just changed them, so that every node holds
+    /// the same users, roles and token key.
+    pub fn replicate_security(&self, tables: String) {
+        self.propose_in_background(MetaCommand::PutSecurity { tables });
+    }
+
+    /// Takes the cluster's security tables when they differ from this node's.
+    fn apply_security(&self, state: &ClusterState) {
+        let (Some(server), Some(tables)) = (self.server(), &state.security) else {
+            return;
+        };
+        let Some(security) = &server.security else {
+            return;
+        };
+        if let Err(error) = security.replace(tables) {
+            warn!(%error, "the cluster's security tables could not be applied here");
+        }
     }
 
     /// Commits the removal of a UDF module, so that every node removes it.
@@ -679,6 +707,7 @@ impl ClusterNode {
         self.apply_truncates(state);
         self.apply_sindexes(state);
         self.apply_udfs(state);
+        self.apply_security(state);
         self.apply_set_index_switches(state);
         let peers_changed = before.nodes != layout.nodes;
         let claims_changed = before.claims != layout.claims;

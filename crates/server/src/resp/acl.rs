@@ -17,6 +17,9 @@
 //!   `+@all` to those three and `user-admin`); key patterns other than `~*`, single commands
 //!   and disabled users have no counterpart, and are refused with an error naming the rule.
 
+use std::sync::LazyLock;
+
+use rustc_hash::FxHashMap;
 use security::{Action, SecurityError};
 use wire_resp::Args;
 
@@ -141,16 +144,39 @@ fn has_subcommands(name: &str) -> bool {
     )
 }
 
-/// What the command `args` needs (see the module docs).
+/// What the command `args` needs (see the module docs): looked up in a table made once from
+/// [`need_of`], but for the commands whose need depends on their subcommand.
 fn command_need(args: &Args) -> Need {
+    static NEEDS: LazyLock<FxHashMap<&'static [u8], Option<Need>>> = LazyLock::new(|| {
+        super::commands::names()
+            .map(|name| {
+                let by_subcommand =
+                    matches!(name, "client" | "acl" | "script" | "function" | "memory");
+                let need = (!by_subcommand).then(|| need_of(name.as_bytes(), b""));
+                (name.as_bytes(), need)
+            })
+            .collect()
+    });
     let mut name_buffer = [0u8; NAME_BYTES_MAX];
     let name = lower(args.get(0), &mut name_buffer);
-    let mut subcommand_buffer = [0u8; NAME_BYTES_MAX];
-    // Checked before the arity is: a command may come without its subcommand.
-    let subcommand = match args.len() {
-        0 | 1 => &[][..],
-        _ => lower(args.get(1), &mut subcommand_buffer),
-    };
+    match NEEDS.get(name) {
+        Some(Some(need)) => *need,
+        // Unknown: answered as such once the check lets it through.
+        None => Need::Data(Action::Read),
+        Some(None) => {
+            let mut subcommand_buffer = [0u8; NAME_BYTES_MAX];
+            // Checked before the arity is: a command may come without its subcommand.
+            let subcommand = match args.len() {
+                0 | 1 => &[][..],
+                _ => lower(args.get(1), &mut subcommand_buffer),
+            };
+            need_of(name, subcommand)
+        }
+    }
+}
+
+/// What the command `name` (lower case) with `subcommand` (lower case, or empty) needs.
+fn need_of(name: &[u8], subcommand: &[u8]) -> Need {
     match name {
         b"auth" | b"hello" | b"quit" | b"reset" | b"ping" | b"echo" | b"select" | b"time"
         | b"command" | b"multi" | b"exec" | b"discard" | b"watch" | b"unwatch" | b"info"
