@@ -69,25 +69,29 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
         );
         return (!allowed_before_login).then(|| NOAUTH.to_owned());
     }
+    let need = session.last_need.of(args);
+    let version = session.access.security().map(|security| security.version());
     let Session {
         state,
         access,
         database,
+        last_need,
         ..
     } = session;
-    let need = command_need(args);
-    let allowed = match need {
-        Need::Login => true,
-        Need::Data(action) => {
-            let namespace = state.config.resp_namespace();
-            let set = state.resp_databases.set_name(*database);
-            access
-                .check(action, namespace.as_bytes(), set.as_bytes())
-                .is_ok()
-        }
-        Need::Global(action) => access.check(action, b"", b"").is_ok(),
-    };
+    let allowed = last_need.allowed_again(*database, version)
+        || match need {
+            Need::Login => true,
+            Need::Data(action) => {
+                let namespace = state.config.resp_namespace();
+                let set = state.resp_databases.set_name(*database);
+                access
+                    .check(action, namespace.as_bytes(), set.as_bytes())
+                    .is_ok()
+            }
+            Need::Global(action) => access.check(action, b"", b"").is_ok(),
+        };
     if allowed {
+        last_need.allowed(*database, version);
         let Need::Data(action) = need else {
             return None;
         };
@@ -144,9 +148,74 @@ fn has_subcommands(name: &str) -> bool {
     )
 }
 
-/// What the command `args` needs (see the module docs): looked up in a table made once from
-/// [`need_of`], but for the commands whose need depends on their subcommand.
+/// The need of the command a connection sent last, by its name as sent, and whether it was
+/// allowed: a connection mostly repeats its commands, and comparing a few bytes costs less
+/// than the table's hash and the grants' check.
+///
+/// Invariant: `allowed_at` is the database and tables' version the last command was allowed
+/// at, with the connection's current login: a new login clears it ([`LastNeed::forget`]), a
+/// change of the tables moves the version, and a new command clears it.
+#[derive(Debug, Default)]
+pub(super) struct LastNeed {
+    name: [u8; LAST_NAME_BYTES_MAX],
+    length: usize,
+    need: Option<Need>,
+    allowed_at: Option<(super::databases::Database, Option<u64>)>,
+}
+
+impl LastNeed {
+    /// Whether the command just looked up was allowed already, at `database` and the tables'
+    /// `version`.
+    fn allowed_again(&self, database: super::databases::Database, version: Option<u64>) -> bool {
+        self.need.is_some() && self.allowed_at == Some((database, version))
+    }
+
+    /// Notes that the command just looked up was allowed at `database` and `version`.
+    fn allowed(&mut self, database: super::databases::Database, version: Option<u64>) {
+        if self.need.is_some() {
+            self.allowed_at = Some((database, version));
+        }
+    }
+
+    /// Forgets every decision: the connection logged in or out.
+    pub(super) fn forget(&mut self) {
+        *self = LastNeed::default();
+    }
+}
+
+/// Longest name [`LastNeed`] remembers.
+const LAST_NAME_BYTES_MAX: usize = 16;
+
+impl LastNeed {
+    /// What `args` needs ([`command_need`]), remembered for its name when it does not depend
+    /// on a subcommand.
+    fn of(&mut self, args: &Args) -> Need {
+        let sent = args.get(0);
+        if let Some(need) = self.need
+            && self.name.get(..self.length) == Some(sent)
+        {
+            return need;
+        }
+        let (need, by_name) = command_need_by_name(args);
+        self.need = None;
+        self.allowed_at = None;
+        if by_name && sent.len() <= LAST_NAME_BYTES_MAX {
+            self.name[..sent.len()].copy_from_slice(sent);
+            self.length = sent.len();
+            self.need = Some(need);
+        }
+        need
+    }
+}
+
+/// What the command `args` needs (see the module docs).
 fn command_need(args: &Args) -> Need {
+    command_need_by_name(args).0
+}
+
+/// What the command `args` needs, and whether its name alone decides it: looked up in a table
+/// made once from [`need_of`], but for the commands whose need depends on their subcommand.
+fn command_need_by_name(args: &Args) -> (Need, bool) {
     static NEEDS: LazyLock<FxHashMap<&'static [u8], Option<Need>>> = LazyLock::new(|| {
         super::commands::names()
             .map(|name| {
@@ -160,9 +229,9 @@ fn command_need(args: &Args) -> Need {
     let mut name_buffer = [0u8; NAME_BYTES_MAX];
     let name = lower(args.get(0), &mut name_buffer);
     match NEEDS.get(name) {
-        Some(Some(need)) => *need,
+        Some(Some(need)) => (*need, true),
         // Unknown: answered as such once the check lets it through.
-        None => Need::Data(Action::Read),
+        None => (Need::Data(Action::Read), true),
         Some(None) => {
             let mut subcommand_buffer = [0u8; NAME_BYTES_MAX];
             // Checked before the arity is: a command may come without its subcommand.
@@ -170,7 +239,7 @@ fn command_need(args: &Args) -> Need {
                 0 | 1 => &[][..],
                 _ => lower(args.get(1), &mut subcommand_buffer),
             };
-            need_of(name, subcommand)
+            (need_of(name, subcommand), false)
         }
     }
 }
@@ -278,6 +347,7 @@ pub(super) fn log_in(session: &mut Session, user: &[u8], password: &[u8]) -> Log
     if session.may_offload && !security.knows_password(user, password) {
         return Login::Offload;
     }
+    session.last_need.forget();
     match session.access.log_in_with_password(user, password) {
         Ok(()) => Login::Done,
         Err(_) => Login::Refused(WRONGPASS),
@@ -292,6 +362,7 @@ pub(super) fn hello_refusal(session: &Session) -> Option<&'static str> {
 /// Ends `session`'s login (RESET).
 pub(super) fn log_out(session: &mut Session) {
     session.access.log_out();
+    session.last_need.forget();
 }
 
 /// ACL WHOAMI | CAT [category] | USERS | LIST | GETUSER user | SETUSER user rule... |
@@ -704,6 +775,46 @@ mod tests {
         // Before the arity check: a container command without its subcommand.
         assert_eq!(need(&["CLIENT"]), Need::Login);
         assert_eq!(need(&["acl"]), Need::Global(Action::UserAdmin));
+    }
+
+    #[test]
+    fn the_last_need_is_remembered_by_name_but_not_where_the_subcommand_decides() {
+        let args = |words: &[&str]| words.iter().collect::<Args>();
+        let mut last = LastNeed::default();
+        assert_eq!(last.of(&args(&["GET", "k"])), Need::Data(Action::Read));
+        assert_eq!(last.of(&args(&["GET", "j"])), Need::Data(Action::Read));
+        assert_eq!(
+            last.of(&args(&["SET", "k", "v"])),
+            Need::Data(Action::Write)
+        );
+        assert_eq!(last.of(&args(&["CLIENT", "SETNAME", "x"])), Need::Login);
+        assert_eq!(
+            last.of(&args(&["CLIENT", "KILL", "x"])),
+            Need::Global(Action::SysAdmin)
+        );
+        assert_eq!(last.of(&args(&["CLIENT", "ID"])), Need::Login);
+        assert_eq!(
+            last.of(&args(&["averyveryverylongcommandname"])),
+            Need::Data(Action::Read)
+        );
+        assert_eq!(last.of(&args(&["GET", "k"])), Need::Data(Action::Read));
+        let db0 = super::super::databases::Database(0);
+        assert!(!last.allowed_again(db0, Some(1)));
+        last.allowed(db0, Some(1));
+        assert!(
+            last.of(&args(&["GET", "k"])) == Need::Data(Action::Read)
+                && last.allowed_again(db0, Some(1))
+        );
+        assert!(!last.allowed_again(db0, Some(2)), "the tables changed");
+        assert!(
+            !last.allowed_again(super::super::databases::Database(1), Some(1)),
+            "another database"
+        );
+        last.of(&args(&["SET", "k", "v"]));
+        assert!(!last.allowed_again(db0, Some(1)), "another command");
+        last.allowed(db0, Some(1));
+        last.forget();
+        assert!(!last.allowed_again(db0, Some(1)), "a new login");
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub struct Session {
     last_command: Option<(&'static str, std::time::Instant)>,
     /// The connection's login and the checks of its commands (`acl.rs`).
     access: crate::access::Access,
+    /// What the last command sent needed, by its name (`acl.rs`).
+    last_need: acl::LastNeed,
 }
 
 /// What the connection does after a command.
@@ -162,6 +164,7 @@ impl Session {
             in_script: false,
             last_command: None,
             access: crate::access::Access::trusted(),
+            last_need: acl::LastNeed::default(),
         }
     }
 
@@ -259,6 +262,7 @@ pub async fn serve(
         in_script: false,
         last_command: None,
         access,
+        last_need: acl::LastNeed::default(),
     };
     connection::serve(stream, session, shutdown, account).await;
 }
