@@ -102,8 +102,8 @@ pub struct Options {
     #[arg(long)]
     pub connections: Option<usize>,
 
-    /// Aerospike only: log each connection in as this user (a server with security on).
-    /// Key-value workloads only (not --scan or --query).
+    /// Log each connection in as this user (a server with security on): LOGIN under
+    /// Aerospike, AUTH under Redis. Key-value workloads only (not --scan or --query).
     #[arg(long, requires = "password", conflicts_with_all = ["scan", "query"])]
     pub user: Option<String>,
 
@@ -212,12 +212,14 @@ impl Options {
         let (Some(user), Some(password)) = (&self.user, &self.password) else {
             return Ok(None);
         };
-        if self.protocol != Protocol::Aerospike {
-            return Err("--user and --password apply to --protocol aerospike".to_owned());
-        }
+        let credential = match self.protocol {
+            Protocol::Aerospike => security::credential_of(password.as_bytes()),
+            Protocol::Redis => String::new(),
+        };
         Ok(Some(Login {
             user: user.clone(),
-            credential: security::credential_of(password.as_bytes()),
+            password: password.clone(),
+            credential,
         }))
     }
 

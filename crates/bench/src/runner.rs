@@ -93,7 +93,10 @@ pub struct Target {
 pub struct Login {
     /// The user's name.
     pub user: String,
-    /// The password's credential (bcrypt with the protocol's salt), as clients send it.
+    /// The password, as Redis's AUTH sends it.
+    pub password: String,
+    /// The password's credential (bcrypt with the protocol's salt), as Aerospike clients send
+    /// it; empty under Redis.
     pub credential: String,
 }
 
@@ -779,6 +782,34 @@ async fn log_in(stream: &mut TcpStream, login: &Login) -> std::io::Result<()> {
     }
 }
 
+/// Sends AUTH on a new Redis connection; the server must answer OK.
+async fn authenticate(stream: &mut TcpStream, login: &Login) -> std::io::Result<()> {
+    let mut request = Vec::new();
+    wire_resp::encode_command(
+        &mut request,
+        &[b"AUTH", login.user.as_bytes(), login.password.as_bytes()],
+    );
+    stream.write_all(&request).await?;
+    let mut reply = Vec::with_capacity(256);
+    loop {
+        if stream.read_buf(&mut reply).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        match wire_resp::decode_reply(&reply) {
+            Ok(Some((wire_resp::Reply::Error(error), _))) => {
+                return Err(std::io::Error::other(format!(
+                    "the server refused AUTH of {}: {}",
+                    login.user,
+                    String::from_utf8_lossy(&error)
+                )));
+            }
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) if reply.len() < LOGIN_REPLY_BYTES_MAX as usize => {}
+            _ => return Err(std::io::Error::other("the AUTH reply is not RESP")),
+        }
+    }
+}
+
 /// The largest login reply accepted (a token and its TTL take about a hundred bytes).
 const LOGIN_REPLY_BYTES_MAX: u64 = 16 * 1024;
 
@@ -787,8 +818,10 @@ const LOGIN_REPLY_BYTES_MAX: u64 = 16 * 1024;
 async fn open_connection(address: SocketAddr, target: &Target) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(address).await?;
     stream.set_nodelay(true)?;
-    if let Some(login) = &target.login {
-        log_in(&mut stream, login).await?;
+    match (&target.login, target.protocol) {
+        (Some(login), Protocol::Aerospike) => log_in(&mut stream, login).await?,
+        (Some(login), Protocol::Redis) => authenticate(&mut stream, login).await?,
+        (None, _) => {}
     }
     if target.protocol == Protocol::Redis && target.resp3 {
         let mut hello = Vec::new();
