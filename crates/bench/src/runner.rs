@@ -800,7 +800,7 @@ async fn authenticate(stream: &mut TcpStream, login: &Login) -> std::io::Result<
                 return Err(std::io::Error::other(format!(
                     "the server refused AUTH of {}: {}",
                     login.user,
-                    String::from_utf8_lossy(&error)
+                    String::from_utf8_lossy(error)
                 )));
             }
             Ok(Some(_)) => return Ok(()),
