@@ -784,31 +784,42 @@ async fn log_in(stream: &mut TcpStream, login: &Login) -> std::io::Result<()> {
 
 /// Sends AUTH on a new Redis connection; the server must answer OK.
 async fn authenticate(stream: &mut TcpStream, login: &Login) -> std::io::Result<()> {
+    let words: [&[u8]; 3] = [b"AUTH", login.user.as_bytes(), login.password.as_bytes()];
+    one_command(stream, &words).await?.map_err(|error| {
+        std::io::Error::other(format!(
+            "the server refused AUTH of {}: {error}",
+            login.user
+        ))
+    })
+}
+
+/// Sends one command on a new Redis connection and reads its reply: `Ok(Err(text))` when it
+/// is an error.
+async fn one_command(
+    stream: &mut TcpStream,
+    words: &[&[u8]],
+) -> std::io::Result<Result<(), String>> {
     let mut request = Vec::new();
-    wire_resp::encode_command(
-        &mut request,
-        &[b"AUTH", login.user.as_bytes(), login.password.as_bytes()],
-    );
+    wire_resp::encode_command(&mut request, words);
     stream.write_all(&request).await?;
-    let mut reply = Vec::with_capacity(256);
+    let mut reply = Vec::with_capacity(4096);
     loop {
         if stream.read_buf(&mut reply).await? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         match wire_resp::decode_reply(&reply) {
             Ok(Some((wire_resp::Reply::Error(error), _))) => {
-                return Err(std::io::Error::other(format!(
-                    "the server refused AUTH of {}: {}",
-                    login.user,
-                    String::from_utf8_lossy(error)
-                )));
+                return Ok(Err(String::from_utf8_lossy(error).into_owned()));
             }
-            Ok(Some(_)) => return Ok(()),
-            Ok(None) if reply.len() < LOGIN_REPLY_BYTES_MAX as usize => {}
-            _ => return Err(std::io::Error::other("the AUTH reply is not RESP")),
+            Ok(Some(_)) => return Ok(Ok(())),
+            Ok(None) if reply.len() < SETUP_REPLY_BYTES_MAX => reply.reserve(4096),
+            _ => return Err(std::io::Error::other("a reply that is not RESP")),
         }
     }
 }
+
+/// The largest reply to AUTH or HELLO accepted.
+const SETUP_REPLY_BYTES_MAX: usize = 64 * 1024;
 
 /// The largest login reply accepted (a token and its TTL take about a hundred bytes).
 const LOGIN_REPLY_BYTES_MAX: u64 = 16 * 1024;
@@ -824,22 +835,10 @@ async fn open_connection(address: SocketAddr, target: &Target) -> std::io::Resul
         (None, _) => {}
     }
     if target.protocol == Protocol::Redis && target.resp3 {
-        let mut hello = Vec::new();
-        wire_resp::encode_command(&mut hello, &[b"HELLO", b"3"]);
-        stream.write_all(&hello).await?;
-        let mut reply = Vec::with_capacity(4096);
-        loop {
-            if stream.read_buf(&mut reply).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            match wire_resp::decode_reply(&reply) {
-                Ok(Some((wire_resp::Reply::Error(_), _))) | Err(_) => {
-                    return Err(std::io::Error::other("the server refused HELLO 3"));
-                }
-                Ok(Some(_)) => return Ok(stream),
-                Ok(None) => reply.reserve(4096),
-            }
-        }
+        let words: [&[u8]; 2] = [b"HELLO", b"3"];
+        one_command(&mut stream, &words)
+            .await?
+            .map_err(|_| std::io::Error::other("the server refused HELLO 3"))?;
     }
     Ok(stream)
 }

@@ -212,10 +212,7 @@ impl Tables {
         name: &str,
         privileges: &[Privilege],
     ) -> Result<(), SecurityError> {
-        check_privileges(privileges)?;
-        if privileges.is_empty() {
-            return Err(SecurityError::InvalidPrivilege);
-        }
+        check_some_privileges(privileges)?;
         let role = self.role_mut(name)?;
         for privilege in privileges {
             if !role.privileges.contains(privilege) {
@@ -234,10 +231,7 @@ impl Tables {
         name: &str,
         privileges: &[Privilege],
     ) -> Result<(), SecurityError> {
-        check_privileges(privileges)?;
-        if privileges.is_empty() {
-            return Err(SecurityError::InvalidPrivilege);
-        }
+        check_some_privileges(privileges)?;
         let role = self.role_mut(name)?;
         role.privileges
             .retain(|privilege| !privileges.contains(privilege));
@@ -313,6 +307,14 @@ fn check_privileges<'a>(
     privileges: impl IntoIterator<Item = &'a Privilege>,
 ) -> Result<(), SecurityError> {
     privileges.into_iter().try_for_each(Privilege::validate)
+}
+
+/// A grant or revoke names at least one privilege, each valid.
+fn check_some_privileges(privileges: &[Privilege]) -> Result<(), SecurityError> {
+    if privileges.is_empty() {
+        return Err(SecurityError::InvalidPrivilege);
+    }
+    check_privileges(privileges)
 }
 
 fn check_whitelist(whitelist: &[String]) -> Result<(), SecurityError> {
