@@ -174,3 +174,30 @@ def test_with_security_off_auth_answers_as_redis_without_a_password(r):
         r.execute_command("AUTH", "someone", "pw")
     whoami = r.execute_command("ACL", "WHOAMI")
     assert whoami in (b"default", "default")
+
+
+def test_acl_log_keeps_refused_commands_and_logins(secure, admin):
+    assert admin.execute_command("ACL", "LOG", "RESET") in (True, b"OK", "OK")
+    admin.execute_command("ACL", "SETUSER", "logged", "on", ">pw", "+@read")
+    logged = login(secure, "logged", "pw")
+    for _ in range(3):
+        error_of(lambda: logged.set("k", "v"))
+    with socket.create_connection((secure.host, secure.resp_port), timeout=5) as sock:
+        assert command(sock, "AUTH", "logged", "wrong").startswith(b"-WRONGPASS")
+    entries = admin.execute_command("ACL", "LOG")
+    def as_dict(entry):
+        if isinstance(entry, dict):
+            return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+        return {entry[i].decode(): entry[i + 1] for i in range(0, len(entry), 2)}
+    entries = [as_dict(entry) for entry in entries]
+    assert entries[0]["reason"] == b"auth" and entries[0]["object"] == b"AUTH"
+    assert entries[0]["username"] == b"logged"
+    refused = entries[1]
+    assert (refused["reason"], refused["object"], refused["username"], refused["count"]) == (
+        b"command", b"set", b"logged", 3)
+    assert refused["context"] == b"toplevel"
+    assert b"id=" in refused["client-info"]
+    assert len(admin.execute_command("ACL", "LOG", "1")) == 1
+    assert "must be positive" in error_of(lambda: admin.execute_command("ACL", "LOG", "-1"))
+    admin.execute_command("ACL", "LOG", "RESET")
+    assert admin.execute_command("ACL", "LOG") == []

@@ -81,6 +81,8 @@ pub struct ServerState {
     pub shutdown_requested: tokio::sync::Notify,
     /// Users, roles and privileges; `None` when security is off.
     pub security: Option<Arc<security::Security>>,
+    /// The Redis port's recent security events (ACL LOG).
+    pub resp_acl_log: crate::resp::AclLog,
 }
 
 /// Client connection counters for `statistics`.
@@ -197,6 +199,7 @@ impl ServerState {
             resp_settings: crate::resp::Settings::default(),
             shutdown_requested: tokio::sync::Notify::new(),
             security: open_security(&config)?,
+            resp_acl_log: crate::resp::AclLog::default(),
             node_id,
             config,
         })

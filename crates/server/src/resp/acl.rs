@@ -23,6 +23,7 @@ use rustc_hash::FxHashMap;
 use security::{Action, SecurityError};
 use wire_resp::Args;
 
+use super::acl_log::{Event, Reason};
 use super::commands::{Command, subcommand_error};
 use super::reply::Reply;
 use super::{After, Session};
@@ -101,7 +102,20 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
             .is_err()
             .then(|| QUOTA_EXCEEDED.to_owned());
     }
-    session.access.audit_denied(&shown_command(args));
+    let shown = shown_command(args);
+    session.access.audit_denied(&shown);
+    let context = if session.transaction.is_some() {
+        "multi"
+    } else {
+        "toplevel"
+    };
+    log_event(
+        session,
+        Reason::Command,
+        context,
+        &shown,
+        session.access.user().unwrap_or(DEFAULT_USER),
+    );
     Some(match session.access.user() {
         Some(user) => no_permission(user, args),
         // Logged out meanwhile: the user was dropped.
@@ -350,8 +364,41 @@ pub(super) fn log_in(session: &mut Session, user: &[u8], password: &[u8]) -> Log
     session.last_need.forget();
     match session.access.log_in_with_password(user, password) {
         Ok(()) => Login::Done,
-        Err(_) => Login::Refused(WRONGPASS),
+        Err(_) => {
+            log_event(session, Reason::Auth, "toplevel", "AUTH", user);
+            Login::Refused(WRONGPASS)
+        }
     }
+}
+
+/// Adds an event of `session` to ACL LOG.
+fn log_event(
+    session: &Session,
+    reason: Reason,
+    context: &'static str,
+    object: &str,
+    username: &str,
+) {
+    let client_info = session
+        .registration
+        .as_ref()
+        .map(|registration| registration.entry.line())
+        .unwrap_or_default();
+    session.state.resp_acl_log.record(Event {
+        reason,
+        context,
+        object,
+        username,
+        client_info,
+        now_ms: unix_now_ms(),
+    });
+}
+
+fn unix_now_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Why HELLO without AUTH may not run on `session`, if it may not.
@@ -384,9 +431,24 @@ fn acl(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         (b"SETUSER", 3..) => return acl_setuser(session, args, reply),
         (b"DELUSER", 3..) => acl_deluser(session, args, reply),
         (b"DRYRUN", 4..) => acl_dryrun(session, args, reply),
-        (b"LOG" | b"SAVE" | b"LOAD", _) => reply.error(
-            "ERR Osprey keeps its users in security.json and logs security events to its log; \
-             ACL LOG, SAVE and LOAD are not served",
+        (b"LOG", 2) => session.state.resp_acl_log.write(None, unix_now_ms(), reply),
+        (b"LOG", 3) if args.get(2).eq_ignore_ascii_case(b"reset") => {
+            session.state.resp_acl_log.reset();
+            reply.ok();
+        }
+        (b"LOG", 3) => match super::keys::parse_i64(args.get(2)) {
+            Ok(count) if count >= 0 => {
+                let count = usize::try_from(count).unwrap_or(usize::MAX);
+                session
+                    .state
+                    .resp_acl_log
+                    .write(Some(count), unix_now_ms(), reply);
+            }
+            _ => reply.error("ERR value is out of range, must be positive"),
+        },
+        (b"SAVE" | b"LOAD", 2) => reply.error(
+            "ERR Osprey keeps its users in security.json itself: ACL SAVE and LOAD have nothing \
+             to do",
         ),
         (b"HELP", 2) => {
             reply.array(ACL_HELP.len());
@@ -417,6 +479,8 @@ const ACL_HELP: &[&str] = &[
     "    Get the user's details.",
     "LIST",
     "    Show users details in config file format.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries, or reset the log.",
     "SETUSER <username> <attribute> [<attribute> ...]",
     "    Create or modify a user with the specified attributes.",
     "USERS",

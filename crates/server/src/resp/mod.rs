@@ -12,6 +12,7 @@
 //!   ([`After::Offload`]) before it does anything, when [`Session::should_offload`] says so.
 
 mod acl;
+mod acl_log;
 mod bitmaps;
 mod blocking;
 mod client_control;
@@ -134,6 +135,7 @@ pub enum After {
     AwaitScript,
 }
 
+pub use acl_log::AclLog;
 pub use blocking::BlockedClients;
 pub use clients::Clients;
 pub use databases::{DATABASES_MAX, Databases, database_set_name};
