@@ -7,10 +7,16 @@
 //! - A message that parses re-encodes, with [`encode_message`], into one that parses to the
 //!   same header, fields and ops; no strict prefix of a parsed body parses.
 //! - Info lines, command names and parameters are slices that put the request back together.
+//! - A security request that parses re-encodes into one with the same command and fields, and
+//!   its lists of roles and privileges re-encode to their exact bytes.
 //! - Batch rows stop at their first error, which is the last item; rows re-encode into a body
 //!   that parses to the same rows; an iterator resumed from a position yields what was left.
 
 use model::{Digest, Op};
+use wire_aerospike::security::{
+    SecurityRequest, field, parse_names, parse_privileges, write_names_field,
+    write_privileges_field, write_security_request,
+};
 use wire_aerospike::{
     BatchRequest, BatchRow, Fields, Frame, Malformed, Message, MessageHeader,
     PROTO_HEADER_SIZE_BYTES, ProtoType, decode_frame, encode_batch_header, encode_batch_repeat_row,
@@ -112,8 +118,43 @@ fn check_frame(frame: &Frame<'_>) {
         ProtoType::Message | ProtoType::Compressed | ProtoType::InternalXdr => {
             check_message(frame.body);
         }
-        // A security body is answered without being read (Community Edition behaviour).
-        ProtoType::Security => {}
+        ProtoType::Security => check_security(frame.body),
+    }
+}
+
+/// A security body that parses re-encodes (`write_security_request`) into one that parses to
+/// the same command and fields; its ROLES and PRIVILEGES fields, where they parse, re-encode
+/// to exactly their bytes.
+fn check_security(body: &[u8]) {
+    let Ok(request) = SecurityRequest::parse(body) else {
+        return;
+    };
+    let fields: Vec<(u8, &[u8])> = (0..=field::CONNECTIONS)
+        .filter_map(|id| request.field(id).map(|data| (id, data)))
+        .collect();
+    let mut frame = Vec::new();
+    write_security_request(&mut frame, request.command, &fields);
+    let reparsed = SecurityRequest::parse(&frame[PROTO_HEADER_SIZE_BYTES..])
+        .expect("a re-encoded security request parses");
+    assert_eq!(reparsed.command, request.command);
+    for id in 0..=field::CONNECTIONS {
+        assert_eq!(reparsed.field(id), request.field(id), "field {id}");
+    }
+    /// A field's header: its u32 size and u8 id.
+    const FIELD_HEADER_BYTES: usize = 5;
+    if let Some(data) = request.field(field::ROLES)
+        && let Ok(names) = parse_names(data)
+    {
+        let mut out = Vec::new();
+        write_names_field(&mut out, field::ROLES, names.iter().copied());
+        assert_eq!(&out[FIELD_HEADER_BYTES..], data);
+    }
+    if let Some(data) = request.field(field::PRIVILEGES)
+        && let Ok(privileges) = parse_privileges(data)
+    {
+        let mut out = Vec::new();
+        write_privileges_field(&mut out, &privileges);
+        assert_eq!(&out[FIELD_HEADER_BYTES..], data);
     }
 }
 
