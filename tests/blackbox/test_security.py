@@ -542,6 +542,15 @@ def test_users_made_on_one_node_of_a_cluster_log_in_on_every_node(tmp_path):
             sock.sendall(security_frame(AUTHENTICATE, [(USER, b"everywhere"), (SESSION_TOKEN, token)]))
             assert security_result(sock)[0] == 0, "a token of node 1 authenticates on node 3"
         assert json.loads((tmp_path / "work2" / "security.json").read_text())["tables"]["users"]["everywhere"]
+        # The official client logs in on every node it finds, and each key goes to its master.
+        client = aerospike.client(harness.client_config(first.port, user="everywhere", password="admin")).connect()
+        try:
+            assert len(client.get_nodes()) == 3
+            for index in range(200):
+                client.put(("test", "secured", index), {"v": index})
+            assert all(client.get(("test", "secured", index))[2] == {"v": index} for index in range(200))
+        finally:
+            client.close()
     finally:
         for server in servers:
             server.stop()
