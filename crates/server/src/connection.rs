@@ -105,8 +105,8 @@ struct Connection {
     input: BytesMut,
     output: Vec<u8>,
     info: InfoSession,
-    /// Its login and the checks of its requests.
-    access: Access,
+    /// Its login and the checks of its requests (boxed: an idle connection's size counts).
+    access: Box<Access>,
     account: Account,
     role: Role,
     /// When the last read completed: the arrival time of the frames it completed, from which
@@ -143,11 +143,11 @@ pub async fn serve(
 ) {
     let peer = stream.peer_addr().ok();
     let mut connection = Connection {
-        access: Access::new(
+        access: Box::new(Access::new(
             state.security.clone(),
             peer.map(|peer| peer.ip()),
             security::Protocol::Aerospike,
-        ),
+        )),
         stream,
         state,
         input: BytesMut::with_capacity(READ_CHUNK_BYTES),

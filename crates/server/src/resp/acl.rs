@@ -62,7 +62,7 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
     if args.is_empty() {
         return None;
     }
-    if !session.access.is_authenticated() {
+    if !session.seldom.acl.access.is_authenticated() {
         let mut buffer = [0u8; NAME_BYTES_MAX];
         let allowed_before_login = matches!(
             lower(args.get(0), &mut buffer),
@@ -70,15 +70,20 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
         );
         return (!allowed_before_login).then(|| NOAUTH.to_owned());
     }
-    let need = session.last_need.of(args);
-    let version = session.access.security().map(|security| security.version());
+    let need = session.seldom.acl.last_need.of(args);
+    let version = session
+        .seldom
+        .acl
+        .access
+        .security()
+        .map(|security| security.version());
     let Session {
         state,
-        access,
+        seldom,
         database,
-        last_need,
         ..
     } = session;
+    let ConnectionAcl { access, last_need } = &mut seldom.acl;
     let allowed = last_need.allowed_again(*database, version)
         || match need {
             Need::Login => true,
@@ -103,7 +108,7 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
             .then(|| QUOTA_EXCEEDED.to_owned());
     }
     let shown = shown_command(args);
-    session.access.audit_denied(&shown);
+    session.seldom.acl.access.audit_denied(&shown);
     let context = if session.transaction.is_some() {
         "multi"
     } else {
@@ -114,9 +119,9 @@ pub(super) fn refusal(session: &mut Session, args: &Args) -> Option<String> {
         Reason::Command,
         context,
         &shown,
-        session.access.user().unwrap_or(DEFAULT_USER),
+        session.seldom.acl.access.user().unwrap_or(DEFAULT_USER),
     );
-    Some(match session.access.user() {
+    Some(match session.seldom.acl.access.user() {
         Some(user) => no_permission(user, args),
         // Logged out meanwhile: the user was dropped.
         None => NOAUTH.to_owned(),
@@ -160,6 +165,22 @@ fn has_subcommands(name: &str) -> bool {
             | "cluster"
             | "debug"
     )
+}
+
+/// A Redis connection's access: its login, and what its last command needed.
+#[derive(Debug)]
+pub(super) struct ConnectionAcl {
+    pub(super) access: crate::access::Access,
+    last_need: LastNeed,
+}
+
+impl ConnectionAcl {
+    pub(super) fn new(access: crate::access::Access) -> ConnectionAcl {
+        ConnectionAcl {
+            access,
+            last_need: LastNeed::default(),
+        }
+    }
 }
 
 /// The need of the command a connection sent last, by its name as sent, and whether it was
@@ -325,7 +346,7 @@ fn auth(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             return After::Continue;
         }
     };
-    if session.access.security().is_none() && args.len() == 2 {
+    if session.seldom.acl.access.security().is_none() && args.len() == 2 {
         reply.error(NO_PASSWORD_CONFIGURED);
         return After::Continue;
     }
@@ -348,7 +369,7 @@ pub(super) enum Login {
 
 /// Logs `session` in as `user` with `password` (AUTH and HELLO's AUTH).
 pub(super) fn log_in(session: &mut Session, user: &[u8], password: &[u8]) -> Login {
-    let Some(security) = session.access.security().cloned() else {
+    let Some(security) = session.seldom.acl.access.security().cloned() else {
         // As Redis with no password configured: the default user takes any password.
         return match user == DEFAULT_USER.as_bytes() {
             true => Login::Done,
@@ -361,8 +382,13 @@ pub(super) fn log_in(session: &mut Session, user: &[u8], password: &[u8]) -> Log
     if session.may_offload && !security.knows_password(user, password) {
         return Login::Offload;
     }
-    session.last_need.forget();
-    match session.access.log_in_with_password(user, password) {
+    session.seldom.acl.last_need.forget();
+    match session
+        .seldom
+        .acl
+        .access
+        .log_in_with_password(user, password)
+    {
         Ok(()) => Login::Done,
         Err(_) => {
             log_event(session, Reason::Auth, "toplevel", "AUTH", user);
@@ -403,13 +429,13 @@ fn unix_now_ms() -> u64 {
 
 /// Why HELLO without AUTH may not run on `session`, if it may not.
 pub(super) fn hello_refusal(session: &Session) -> Option<&'static str> {
-    (!session.access.is_authenticated()).then_some(HELLO_NOAUTH)
+    (!session.seldom.acl.access.is_authenticated()).then_some(HELLO_NOAUTH)
 }
 
 /// Ends `session`'s login (RESET).
 pub(super) fn log_out(session: &mut Session) {
-    session.access.log_out();
-    session.last_need.forget();
+    session.seldom.acl.access.log_out();
+    session.seldom.acl.last_need.forget();
 }
 
 /// ACL WHOAMI | CAT [category] | USERS | LIST | GETUSER user | SETUSER user rule... |
@@ -417,7 +443,15 @@ pub(super) fn log_out(session: &mut Session) {
 fn acl(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
-        (b"WHOAMI", 2) => reply.bulk(session.access.user().unwrap_or(DEFAULT_USER).as_bytes()),
+        (b"WHOAMI", 2) => reply.bulk(
+            session
+                .seldom
+                .acl
+                .access
+                .user()
+                .unwrap_or(DEFAULT_USER)
+                .as_bytes(),
+        ),
         (b"CAT", 2) => {
             reply.array(CATEGORIES.len());
             for category in CATEGORIES {
@@ -547,7 +581,7 @@ fn acl_cat(category: &[u8], reply: &mut Reply<'_>) {
 }
 
 fn acl_users(session: &Session, reply: &mut Reply<'_>) {
-    let names: Vec<String> = match session.access.security() {
+    let names: Vec<String> = match session.seldom.acl.access.security() {
         Some(security) => security.read(|tables| tables.users.keys().cloned().collect()),
         None => vec![DEFAULT_USER.to_owned()],
     };
@@ -558,7 +592,7 @@ fn acl_users(session: &Session, reply: &mut Reply<'_>) {
 }
 
 fn acl_list(session: &Session, reply: &mut Reply<'_>) {
-    let lines: Vec<String> = match session.access.security() {
+    let lines: Vec<String> = match session.seldom.acl.access.security() {
         Some(security) => security.read(|tables| {
             tables
                 .users
@@ -603,7 +637,7 @@ const CATEGORY_ROLES: &[(&str, &str)] = &[
 const ALL_ROLES: &[&str] = &["read-write-udf", "sys-admin", "user-admin"];
 
 fn acl_getuser(session: &Session, name: &[u8], reply: &mut Reply<'_>) {
-    let Some(security) = session.access.security() else {
+    let Some(security) = session.seldom.acl.access.security() else {
         if name == DEFAULT_USER.as_bytes() {
             write_user(reply, "+@all");
         } else {
@@ -697,7 +731,7 @@ fn category_role(rule: &[u8]) -> Option<(bool, &'static str)> {
 }
 
 fn acl_setuser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    let Some(security) = session.access.security().cloned() else {
+    let Some(security) = session.seldom.acl.access.security().cloned() else {
         reply.error("ERR security is off: enable [security] in the configuration to manage users");
         return After::Continue;
     };
@@ -739,7 +773,7 @@ fn acl_setuser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
     });
     match changed {
         Ok(()) => {
-            session.access.audit_change("setuser", &name);
+            session.seldom.acl.access.audit_change("setuser", &name);
             reply.ok();
         }
         Err(SecurityError::InvalidPassword) => {
@@ -751,7 +785,7 @@ fn acl_setuser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> Aft
 }
 
 fn acl_deluser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) {
-    let Some(security) = session.access.security().cloned() else {
+    let Some(security) = session.seldom.acl.access.security().cloned() else {
         reply.error("ERR The 'default' user cannot be removed");
         return;
     };
@@ -759,7 +793,7 @@ fn acl_deluser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) {
     for position in 2..args.len() {
         let name = String::from_utf8_lossy(args.get(position)).into_owned();
         if security.change(|tables| tables.drop_user(&name)).is_ok() {
-            session.access.audit_change("deluser", &name);
+            session.seldom.acl.access.audit_change("deluser", &name);
             deleted += 1;
         }
     }
@@ -769,7 +803,7 @@ fn acl_deluser(session: &mut Session, args: &Args, reply: &mut Reply<'_>) {
 fn acl_dryrun(session: &Session, args: &Args, reply: &mut Reply<'_>) {
     let user = String::from_utf8_lossy(args.get(2)).into_owned();
     let command: Args = (3..args.len()).map(|position| args.get(position)).collect();
-    let Some(security) = session.access.security() else {
+    let Some(security) = session.seldom.acl.access.security() else {
         reply.ok();
         return;
     };

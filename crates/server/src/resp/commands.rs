@@ -324,7 +324,7 @@ fn quit(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
 
 fn reset(session: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
     session.protocol = 2;
-    session.name = None;
+    session.seldom.name = None;
     session.database = databases::Database::default();
     session.transaction = None;
     session.watched.clear();
@@ -404,7 +404,7 @@ fn hello(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
         }
     }
     if name.is_some() {
-        session.name = name;
+        session.seldom.name = name;
     }
     session.protocol = protocol;
     reply.set_protocol(protocol);
@@ -431,7 +431,7 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
         (b"ID", 2) => reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX)),
-        (b"GETNAME", 2) => match &session.name {
+        (b"GETNAME", 2) => match &session.seldom.name {
             Some(name) => reply.bulk(name),
             None => reply.null(),
         },
@@ -442,7 +442,7 @@ fn client(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
                     "ERR Client names cannot contain spaces, newlines or special characters.",
                 );
             } else {
-                session.name = (!name.is_empty()).then(|| name.to_vec());
+                session.seldom.name = (!name.is_empty()).then(|| name.to_vec());
                 reply.ok();
             }
         }

@@ -80,8 +80,6 @@ pub struct Session {
     protocol: u8,
     /// Unique per connection, as `CLIENT ID`.
     client_id: u64,
-    /// Set by `CLIENT SETNAME` or `HELLO ... SETNAME`.
-    name: Option<Vec<u8>>,
     /// The database SELECT chose (`databases.rs`): the set its keys live in.
     database: databases::Database,
     /// Scratch space for writes, and what they wait for before their replies go out.
@@ -110,10 +108,28 @@ pub struct Session {
     /// The last command run (its `command_stats` name), and when it started: CLIENT LIST's
     /// `cmd` and `idle`.
     last_command: Option<(&'static str, std::time::Instant)>,
+    /// What most commands never touch, boxed: a session is held in several states of its
+    /// connection's future, so each byte in it counts several times per idle connection
+    /// (10,000 of them must stay under 8 KiB each, `docs/reliability.md`).
+    seldom: Box<Seldom>,
+}
+
+/// The parts of a [`Session`] most commands never touch.
+#[derive(Debug)]
+struct Seldom {
+    /// Set by `CLIENT SETNAME` or `HELLO ... SETNAME`.
+    name: Option<Vec<u8>>,
     /// The connection's login and the checks of its commands (`acl.rs`).
-    access: crate::access::Access,
-    /// What the last command sent needed, by its name (`acl.rs`).
-    last_need: acl::LastNeed,
+    acl: acl::ConnectionAcl,
+}
+
+impl Seldom {
+    fn new(access: crate::access::Access) -> Box<Seldom> {
+        Box::new(Seldom {
+            name: None,
+            acl: acl::ConnectionAcl::new(access),
+        })
+    }
 }
 
 /// What the connection does after a command.
@@ -151,7 +167,6 @@ impl Session {
             state,
             protocol,
             client_id: 0,
-            name: None,
             database: databases::Database::default(),
             writes: keys::Writes::default(),
             transaction: None,
@@ -165,8 +180,7 @@ impl Session {
             no_touch: false,
             in_script: false,
             last_command: None,
-            access: crate::access::Access::trusted(),
-            last_need: acl::LastNeed::default(),
+            seldom: Seldom::new(crate::access::Access::trusted()),
         }
     }
 
@@ -186,7 +200,7 @@ impl Session {
             return;
         };
         let mut shown = registration.entry.shown.lock();
-        shown.name.clone_from(&self.name);
+        shown.name.clone_from(&self.seldom.name);
         shown.database = self.database.0 as usize;
         shown.protocol = self.protocol;
         shown.subscriptions = self.pubsub.counts();
@@ -233,11 +247,11 @@ pub async fn serve(
             .map(|address| address.to_string())
             .unwrap_or_default()
     };
-    let access = crate::access::Access::new(
+    let seldom = Seldom::new(crate::access::Access::new(
         state.security.clone(),
         stream.peer_addr().ok().map(|address| address.ip()),
         security::Protocol::Redis,
-    );
+    ));
     let registration = Clients::register(
         &state,
         client_id,
@@ -249,7 +263,6 @@ pub async fn serve(
         state,
         protocol: 2,
         client_id,
-        name: None,
         database: databases::Database::default(),
         writes: keys::Writes::default(),
         transaction: None,
@@ -263,8 +276,7 @@ pub async fn serve(
         no_touch: false,
         in_script: false,
         last_command: None,
-        access,
-        last_need: acl::LastNeed::default(),
+        seldom,
     };
     connection::serve(stream, session, shutdown, account).await;
 }

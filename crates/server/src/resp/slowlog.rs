@@ -115,6 +115,7 @@ impl SlowLog {
             args: kept_args(args),
             client_address: session.peer_address(),
             client_name: session
+                .seldom
                 .name
                 .as_deref()
                 .map(|name| name[..name.len().min(NAME_BYTES_MAX)].to_vec())
