@@ -42,6 +42,8 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SERVICE_RE = re.compile(r'service="?([0-9.]+):(\d+)')
 RESP_RE = re.compile(r'resp="?[0-9.]+:(\d+)')
 ADMIN_RE = re.compile(r'admin="?[0-9.]+:(\d+)')
+SERVICE_TLS_RE = re.compile(r'service_tls="?([0-9.]+):(\d+)')
+RESP_TLS_RE = re.compile(r'resp_tls="?[0-9.]+:(\d+)')
 
 # Defaults of the [service] section, written out in full so that every server the suite starts
 # has a known configuration.
@@ -211,6 +213,8 @@ class OspreyServer:
         self.port = 0
         self.resp_port: int | None = None
         self.admin_port: int | None = None
+        self.tls_port: int | None = None
+        self.resp_tls_port: int | None = None
         self.clients: list[Any] = []
         self.returncode: int | None = None
 
@@ -253,9 +257,13 @@ class OspreyServer:
             for line in text.splitlines():
                 if "osprey ready" in line:
                     m = SERVICE_RE.search(line)
-                    if m:
-                        self.host = m.group(1)
-                        self.port = int(m.group(2))
+                    tls = SERVICE_TLS_RE.search(line)
+                    resp_tls = RESP_TLS_RE.search(line)
+                    self.tls_port = int(tls.group(2)) if tls else None
+                    self.resp_tls_port = int(resp_tls.group(1)) if resp_tls else None
+                    if m or tls:
+                        self.host = (m or tls).group(1)
+                        self.port = int(m.group(2)) if m else 0
                         resp = RESP_RE.search(line)
                         self.resp_port = int(resp.group(1)) if resp else None
                         admin = ADMIN_RE.search(line)

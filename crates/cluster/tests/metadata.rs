@@ -74,6 +74,7 @@ fn info(id: NodeId) -> NodeInfo {
         service_addr: format!("10.0.0.{id}:3000"),
         resp_addr: format!("10.0.0.{id}:6379"),
         boot_id: 1,
+        ..NodeInfo::default()
     }
 }
 

@@ -332,18 +332,47 @@ impl Security {
             self.stats.throttled.fetch_add(1, Ordering::Relaxed);
             return Err(SecurityError::Throttled);
         }
-        let outcome = self.check_login(user, credential, client, now_s);
-        match &outcome {
+        let outcome = self.check_login(user, Some(credential), client, now_s);
+        self.count_login(client, Some(now_s), &outcome);
+        outcome
+    }
+
+    /// Logs `user` in on the strength of a client certificate the TLS handshake verified
+    /// (Aerospike's PKI login, Valkey's `tls-auth-clients-user`): its name is the user's.
+    ///
+    /// # Errors
+    /// As [`Security::login`], but for the credential, which there is none of.
+    pub fn login_certified(
+        &self,
+        user: &str,
+        client: IpAddr,
+        now_s: u64,
+    ) -> Result<LoggedIn, SecurityError> {
+        let outcome = self.check_login(user, None, client, now_s);
+        // Not a guess at a password: a refusal does not count toward the throttle.
+        self.count_login(client, None, &outcome);
+        outcome
+    }
+
+    /// Counts a login; a refused one against `client`'s throttle at `guessed_at_s`, if given.
+    fn count_login(
+        &self,
+        client: IpAddr,
+        guessed_at_s: Option<u64>,
+        outcome: &Result<LoggedIn, SecurityError>,
+    ) {
+        match outcome {
             Ok(_) => {
                 self.throttle.succeeded(client);
                 self.stats.accepted.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
-                self.throttle.failed(client, now_s);
+                if let Some(now_s) = guessed_at_s {
+                    self.throttle.failed(client, now_s);
+                }
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
             }
         }
-        outcome
     }
 
     /// [`Security::login`] with the password itself (Redis's AUTH): its credential is
@@ -374,16 +403,17 @@ impl Security {
             .is_some()
     }
 
+    /// `credential`: the one to check, or `None` where a verified certificate vouches.
     fn check_login(
         &self,
         user: &str,
-        credential: &[u8],
+        credential: Option<&[u8]>,
         client: IpAddr,
         now_s: u64,
     ) -> Result<LoggedIn, SecurityError> {
         let tables = self.tables.read();
         let found = tables.users.get(user).ok_or(SecurityError::InvalidUser)?;
-        if !found.verifier.matches(credential) {
+        if credential.is_some_and(|credential| !found.verifier.matches(credential)) {
             return Err(SecurityError::InvalidCredential);
         }
         check_whitelisted(&tables, found, client)?;
@@ -674,6 +704,30 @@ mod tests {
         assert_eq!(
             security.stats.refused.load(Ordering::Relaxed),
             u64::from(throttle::FAILURES_MAX)
+        );
+    }
+
+    #[test]
+    fn a_certificate_logs_in_its_named_user_and_a_refusal_is_not_a_guess() {
+        let security = open();
+        let logged_in = security
+            .login_certified(DEFAULT_ADMIN, LOCAL, 1_000)
+            .expect("a verified certificate naming a user logs it in");
+        assert_eq!(
+            security.authenticate(DEFAULT_ADMIN, &logged_in.token, LOCAL, 1_001),
+            Ok(())
+        );
+        for _ in 0..=throttle::FAILURES_MAX {
+            assert_eq!(
+                security.login_certified("nobody", LOCAL, 0),
+                Err(SecurityError::InvalidUser)
+            );
+        }
+        // Refused certificates do not throttle the address's password logins.
+        assert!(
+            security
+                .login(DEFAULT_ADMIN, admin_credential().as_bytes(), LOCAL, 1)
+                .is_ok()
         );
     }
 

@@ -34,6 +34,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Users, roles and privileges.
     pub security: SecurityConfig,
+    /// This node's certificate for the TLS ports and the fabric.
+    pub tls: crate::tls::TlsConfig,
 }
 
 /// The `[security]` section: access control, off by default. When on, every request of the
@@ -108,6 +110,14 @@ pub struct RespConfig {
     pub address: String,
     /// Port; 0 picks a free port (logged at start-up).
     pub port: u16,
+    /// A second port that serves Redis clients over TLS (Redis's `tls-port`; 0 picks a free
+    /// one); absent: none. Needs `[tls]`.
+    pub tls_port: Option<u16>,
+    /// Serve only the TLS port: the clear `port` is not opened.
+    pub tls_only: bool,
+    /// Valkey's `tls-auth-clients-user`: `"CN"` logs a TLS connection whose verified client
+    /// certificate's common name is a user in as that user; `"off"` does not.
+    pub tls_auth_clients_user: String,
     /// Namespace holding Redis keys; empty means the first configured namespace.
     pub namespace: String,
     /// Set holding Redis keys (see `docs/internals/redis-mapping.md`).
@@ -137,6 +147,9 @@ impl Default for RespConfig {
             enabled: true,
             address: "127.0.0.1".to_owned(),
             port: 6379,
+            tls_port: None,
+            tls_only: false,
+            tls_auth_clients_user: "off".to_owned(),
             namespace: String::new(),
             set: "redis".to_owned(),
             maxclients: 10_000,
@@ -157,6 +170,12 @@ pub struct ServiceConfig {
     pub address: String,
     /// Aerospike service port; 0 picks a free port (logged at start-up).
     pub port: u16,
+    /// A second port that serves Aerospike clients over TLS (Aerospike's `tls-port`, 4333 by
+    /// custom; 0 picks a free one); absent: none. Needs `[tls]`.
+    pub tls_port: Option<u16>,
+    /// Serve only the TLS port: the clear `port` is not opened (clients learn no clear
+    /// address: `service-clear-std` and `peers-clear-std` answer none).
+    pub tls_only: bool,
     /// Address clients should use to reach this node (Aerospike's `access-address`); empty
     /// means the bound address. Set it when `address` is a wildcard such as 0.0.0.0.
     pub access_address: String,
@@ -373,6 +392,8 @@ impl Default for ServiceConfig {
         ServiceConfig {
             address: "127.0.0.1".to_owned(),
             port: 3000,
+            tls_port: None,
+            tls_only: false,
             access_address: String::new(),
             cluster_name: "osprey".to_owned(),
             node_id: String::new(),
@@ -426,6 +447,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             cluster: ClusterConfig::default(),
             security: SecurityConfig::default(),
+            tls: crate::tls::TlsConfig::default(),
         }
     }
 }
@@ -523,6 +545,35 @@ impl Config {
         toml::to_string(self).unwrap_or_else(|error| format!("# cannot render config: {error}"))
     }
 
+    /// What is wrong with TLS and the ports that serve it, if anything.
+    fn tls_problem(&self) -> Option<String> {
+        let (service, resp) = (&self.service, &self.resp);
+        for (section, tls_only, tls_port) in [
+            ("service", service.tls_only, service.tls_port),
+            ("resp", resp.tls_only, resp.tls_port),
+        ] {
+            if tls_only && tls_port.is_none() {
+                return Some(format!("{section}.tls-only needs {section}.tls-port"));
+            }
+        }
+        if !["off", "CN"].contains(&resp.tls_auth_clients_user.as_str()) {
+            return Some(format!(
+                "resp.tls-auth-clients-user = {:?}: \"off\" or \"CN\"",
+                resp.tls_auth_clients_user
+            ));
+        }
+        let used_by = [
+            service.tls_port.map(|_| "service.tls-port"),
+            resp.tls_port.map(|_| "resp.tls-port"),
+            self.cluster.tls.then_some("cluster.tls"),
+        ];
+        let used_by = used_by.into_iter().flatten().next();
+        if self.cluster.tls && self.tls.ca_file.as_os_str().is_empty() {
+            return Some("cluster.tls needs tls.ca-file: the fabric's TLS is mutual".to_owned());
+        }
+        self.tls.problem(used_by)
+    }
+
     fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
             origin: origin.to_owned(),
@@ -561,6 +612,9 @@ impl Config {
             }
         }
         if let Some(problem) = self.cluster.problem() {
+            return Err(invalid(problem));
+        }
+        if let Some(problem) = self.tls_problem() {
             return Err(invalid(problem));
         }
         let service = &self.service;

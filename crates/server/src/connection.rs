@@ -21,11 +21,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::tls::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::Acks;
 use model::ResultCode;
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout_at};
 use tracing::{debug, warn};
@@ -100,7 +99,7 @@ impl From<Evicted> for Close {
 }
 
 struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     state: Arc<ServerState>,
     input: BytesMut,
     output: Vec<u8>,
@@ -135,7 +134,7 @@ enum Next {
 
 /// Serves `stream` until the peer leaves, misbehaves, times out, or the server shuts down.
 pub async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     state: Arc<ServerState>,
     shutdown: watch::Receiver<bool>,
     account: Account,
@@ -143,11 +142,14 @@ pub async fn serve(
 ) {
     let peer = stream.peer_addr().ok();
     let mut connection = Connection {
-        access: Box::new(Access::new(
-            state.security.clone(),
-            peer.map(|peer| peer.ip()),
-            security::Protocol::Aerospike,
-        )),
+        access: Box::new(
+            Access::new(
+                state.security.clone(),
+                peer.map(|peer| peer.ip()),
+                security::Protocol::Aerospike,
+            )
+            .with_certificate(stream.certificate_name()),
+        ),
         stream,
         state,
         input: BytesMut::with_capacity(READ_CHUNK_BYTES),
@@ -430,7 +432,7 @@ impl Connection {
         }
         let held_bytes = self.held_bytes();
         send(
-            &self.stream,
+            &mut self.stream,
             &self.output,
             &mut self.account,
             held_bytes,
@@ -481,7 +483,7 @@ impl Connection {
                     let Some(chunk) = chunk else { break };
                     let held_bytes = self.held_bytes() + chunk.len();
                     let written = send(
-                        &self.stream,
+                        &mut self.stream,
                         &chunk,
                         &mut self.account,
                         held_bytes,
@@ -545,7 +547,7 @@ impl Connection {
 /// the connection's buffers, `held_bytes` in all) against `client-memory-max`, and the wait
 /// ends at `drain_timeout` (closing with `what`) or when the connection is told to close.
 async fn send(
-    stream: &TcpStream,
+    stream: &mut Transport,
     bytes: &[u8],
     account: &mut Account,
     held_bytes: usize,
@@ -554,8 +556,16 @@ async fn send(
 ) -> Result<(), Close> {
     let mut written = 0;
     let mut deadline: Option<Instant> = None;
-    while written < bytes.len() {
-        match stream.try_write(&bytes[written..]) {
+    loop {
+        // The bytes, then what TLS still holds of them.
+        let step = match written < bytes.len() {
+            true => stream.try_write(&bytes[written..]),
+            false => match stream.try_flush() {
+                Ok(()) => return Ok(()),
+                Err(error) => Err(error),
+            },
+        };
+        match step {
             Ok(0) => return Err(Close::PeerClosed),
             Ok(count) => written += count,
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
@@ -575,7 +585,6 @@ async fn send(
             Err(error) => return Err(Close::Io(error)),
         }
     }
-    Ok(())
 }
 
 fn answer_frame(

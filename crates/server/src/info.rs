@@ -34,7 +34,7 @@ pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;flo
 pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace;udf";
 
 /// The info commands this node answers, as `help` lists them.
-const INFO_COMMANDS: [&str; 53] = [
+const INFO_COMMANDS: [&str; 56] = [
     "build",
     "cluster-leave",
     "cluster-name",
@@ -67,6 +67,8 @@ const INFO_COMMANDS: [&str; 53] = [
     "service",
     "service-clear-alt",
     "service-clear-std",
+    "service-tls-alt",
+    "service-tls-std",
     "services",
     "services-alternate",
     "services-alumni",
@@ -80,6 +82,7 @@ const INFO_COMMANDS: [&str; 53] = [
     "sindex-stat",
     "statistics",
     "status",
+    "tls-reload",
     "truncate",
     "truncate-namespace",
     "udf-get",
@@ -153,15 +156,15 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
             let _ = write!(value, "{}", state.cluster_view().rebalance_generation());
         }
         b"cluster-name" => value.push_str(&state.config.service.cluster_name),
-        b"peers-clear-std" => write_peers(state, true, value),
-        // No alternate addresses, and no TLS (yet): every peer is left out, as Aerospike
-        // leaves out peers without such an address.
-        b"peers-clear-alt" | b"peers-tls-std" | b"peers-tls-alt" => {
-            write_peers(state, false, value)
-        }
+        b"peers-clear-std" => write_peers(state, Some(false), value),
+        b"peers-tls-std" => write_peers(state, Some(true), value),
+        // No alternate addresses: every peer is left out, as Aerospike leaves out peers
+        // without such an address.
+        b"peers-clear-alt" | b"peers-tls-alt" => write_peers(state, None, value),
         b"service-clear-std" | b"service-clear-alt" | b"service" => {
             value.push_str(&state.access_address);
         }
+        b"service-tls-std" | b"service-tls-alt" => value.push_str(&state.tls_access_address),
         // Legacy peer lists: a single node has none.
         b"services" | b"services-alumni" | b"services-alternate" => {}
         b"replicas" => write_replicas(state, rest, value, Replicas::WithRegime),
@@ -179,6 +182,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"statistics" => write_statistics(state, value),
         b"user-agent-set" => user_agent_set(session, rest, value),
         b"set-config" => admin::set_config(state, rest, value),
+        b"tls-reload" => write_tls_reload(state, value),
         b"get-config" => admin::get_config(state, rest, value),
         b"truncate" => admin::truncate(state, rest, value),
         b"truncate-namespace" => admin::truncate_namespace(state, rest, value),
@@ -255,13 +259,14 @@ fn write_replicas(state: &ServerState, params: &[u8], value: &mut String, shape:
     });
 }
 
-/// `peers-clear-std` (`with_addresses`), or a peer list with no addresses (`-alt`, TLS).
-fn write_peers(state: &ServerState, with_addresses: bool, value: &mut String) {
+/// `peers-clear-std` (`Some(false)`), `peers-tls-std` (`Some(true)`), or a peer list with no
+/// addresses (`None`: the `-alt` lists).
+fn write_peers(state: &ServerState, tls: Option<bool>, value: &mut String) {
     use wire_aerospike::cluster_map::format_peers;
     let view = state.cluster_view();
-    let peers = match with_addresses {
-        true => view.peers(),
-        false => Vec::new(),
+    let peers = match tls {
+        Some(tls) => view.peers(tls),
+        None => Vec::new(),
     };
     value.push_str(&format_peers(
         view.peers_generation(),
@@ -577,7 +582,38 @@ fn write_statistics(state: &ServerState, value: &mut String) {
     crate::batch::write_batch_statistics(&state.batch, value);
     write_limit_statistics(state, value);
     write_security_statistics(state, value);
+    write_tls_statistics(state, value);
     state.unsupported.write_statistics(value);
+}
+
+/// Handshakes and reloads, when TLS is configured (Osprey's own names).
+fn write_tls_statistics(state: &ServerState, value: &mut String) {
+    let Some(tls) = &state.tls else {
+        return;
+    };
+    let stats = &tls.stats;
+    let _ = write!(
+        value,
+        ";tls_handshakes={};tls_handshake_failures={};tls_reloads={};tls_reload_failures={}",
+        stats.handshakes.load(Ordering::Relaxed),
+        stats.handshake_failures.load(Ordering::Relaxed),
+        stats.reloads.load(Ordering::Relaxed),
+        stats.reload_failures.load(Ordering::Relaxed),
+    );
+}
+
+/// `tls-reload` (Osprey's own): loads the certificate files again now; `ok`, or why the old
+/// certificate is kept.
+fn write_tls_reload(state: &ServerState, value: &mut String) {
+    let Some(tls) = &state.tls else {
+        return value.push_str("ERROR:4:TLS is not configured");
+    };
+    match tls.reload() {
+        Ok(()) => value.push_str("ok"),
+        Err(problem) => {
+            let _ = write!(value, "ERROR:4:{}", problem.replace([';', ':', '\n'], " "));
+        }
+    }
 }
 
 /// Logins, when security is on (Osprey's own names).

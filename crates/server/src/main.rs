@@ -21,6 +21,7 @@ mod server;
 mod sindex_info;
 mod sindex_store;
 mod state;
+mod tls;
 mod udf;
 mod unsupported;
 

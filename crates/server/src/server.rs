@@ -28,6 +28,9 @@ use crate::config::Config;
 use crate::connection::{self, Role};
 use crate::resp;
 use crate::state::{ServerState, node_id};
+use crate::tls::Tls;
+use crate::tls::network::TlsNetwork;
+use crate::tls::transport::{HandshakeError, Transport};
 
 /// How long shutdown waits for open connections before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -38,46 +41,53 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// When an address cannot be bound, or the server's threads cannot start.
 pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> std::io::Result<()> {
     crate::resp::script_worker::install_gate_wait_hook();
-    let service = &config.service;
-    let listener = bind(&service.address, service.port, "service").await?;
-    let service_address = listener.local_addr()?;
-    let resp_listener = match config.resp.enabled {
-        true => Some(bind(&config.resp.address, config.resp.port, "resp").await?),
+    let tls = match config.tls.is_configured() {
+        true => Some(Arc::new(
+            Tls::load(&config.tls).map_err(std::io::Error::other)?,
+        )),
         false => None,
     };
-    let admin_listener = match config.admin.enabled {
-        true => bind_admin(&config.admin).await,
-        false => None,
-    };
-    let addresses = Addresses {
-        service: service_address,
-        resp: resp_listener
-            .as_ref()
-            .map(TcpListener::local_addr)
-            .transpose()?,
-        admin: admin_listener
-            .as_ref()
-            .map(TcpListener::local_addr)
-            .transpose()?,
-    };
+    let listeners = Listeners::bind(&config).await?;
+    let addresses = listeners.addresses()?;
     let namespaces = open_namespaces(&config)?;
-    let access_address = access_address(&config.service.access_address, service_address);
+    let advertised = |bound: Option<SocketAddr>| {
+        bound.map_or_else(String::new, |bound| {
+            access_address(&config.service.access_address, bound)
+        })
+    };
+    let (access_address, tls_access_address) = (
+        advertised(addresses.service),
+        advertised(addresses.service_tls),
+    );
     let configured_id = match config.cluster.node_id.is_empty() {
         true => &config.service.node_id,
         false => &config.cluster.node_id,
     };
-    let node_id = node_id(configured_id, service_address.port());
+    let service_port = addresses
+        .service
+        .or(addresses.service_tls)
+        .map_or(0, |a| a.port());
+    let node_id = node_id(configured_id, service_port);
     let cluster_node = match config.cluster.is_clustered() {
         true => {
-            Some(join_cluster(&config, &node_id, &access_address, &addresses, &namespaces).await?)
+            let advertised = Advertised {
+                service: &access_address,
+                service_tls: &tls_access_address,
+                tls: tls.as_ref(),
+            };
+            Some(join_cluster(&config, &node_id, &advertised, &addresses, &namespaces).await?)
         }
         false => None,
     };
-    let mut state = ServerState::new(config, namespaces, node_id, access_address)?;
+    let mut state = ServerState::new(config, namespaces, node_id, access_address)?
+        .with_tls(tls.clone(), tls_access_address);
     if let Some(node) = &cluster_node {
         state = state.in_cluster(Arc::clone(node));
     }
     let state = Arc::new(state);
+    let reloading = tls
+        .as_ref()
+        .map(|tls| tokio::spawn(watch_tls_files(Arc::clone(tls))));
     if let Some(node) = &cluster_node {
         node.attach_server(&state);
     }
@@ -96,16 +106,22 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         state.config.resp.connections_max_per_address,
     );
     let admin = Door::new(Protocol::Admin, state.config.admin.connections_max, 0);
+    let tls_of = |listener: &Option<TcpListener>| tls.clone().filter(|_| listener.is_some());
+    let (service_tls, resp_tls) = (tls_of(&listeners.service_tls), tls_of(&listeners.resp_tls));
+    let shutdown = &shutdown_receiver;
     tokio::select! {
-        () = accept_loop(&listener, &state, &aerospike, shutdown_receiver.clone()) => {}
-        () = accept_optional(resp_listener.as_ref(), &state, &resp, shutdown_receiver.clone()) => {}
-        () = accept_optional(admin_listener.as_ref(), &state, &admin, shutdown_receiver) => {}
+        () = accept_optional(listeners.service.as_ref(), &state, &aerospike, None, shutdown.clone()) => {}
+        () = accept_optional(listeners.service_tls.as_ref(), &state, &aerospike, service_tls, shutdown.clone()) => {}
+        () = accept_optional(listeners.resp.as_ref(), &state, &resp, None, shutdown.clone()) => {}
+        () = accept_optional(listeners.resp_tls.as_ref(), &state, &resp, resp_tls, shutdown.clone()) => {}
+        () = accept_optional(listeners.admin.as_ref(), &state, &admin, None, shutdown.clone()) => {}
         () = shutdown_signal => info!("shutdown requested"),
         () = state.shutdown_requested.notified() => info!("shutdown requested by SHUTDOWN"),
     }
-    drop(listener);
-    drop(resp_listener);
-    drop(admin_listener);
+    drop(listeners);
+    if let Some(reloading) = reloading {
+        reloading.abort();
+    }
     let _ = shutdown_sender.send(true);
     // A script still running would hold its connection, and the pool, past the grace period.
     state.scripts.stop_for_shutdown();
@@ -139,7 +155,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
 async fn join_cluster(
     config: &Config,
     node_id: &str,
-    access_address: &str,
+    advertised: &Advertised<'_>,
     addresses: &Addresses,
     namespaces: &[Arc<Namespace>],
 ) -> std::io::Result<Arc<ClusterNode>> {
@@ -159,8 +175,15 @@ async fn join_cluster(
         config: config.cluster.clone(),
         cluster_name: config.service.cluster_name.clone(),
         node_id,
-        service_address: access_address.to_owned(),
-        resp_address: addresses.resp.map(|address| address.to_string()),
+        service_address: advertised.service.to_owned(),
+        tls_service: advertised
+            .tls
+            .filter(|_| !advertised.service_tls.is_empty())
+            .map(|tls| (advertised.service_tls.to_owned(), tls.name())),
+        resp_address: addresses
+            .resp
+            .or(addresses.resp_tls)
+            .map(|address| address.to_string()),
         namespaces: namespaces
             .iter()
             .cloned()
@@ -172,7 +195,10 @@ async fn join_cluster(
             .map(|section| section.write_commit_level_override)
             .collect(),
         metadata: MetadataStore::Dir(metadata_dir),
-        network: Arc::new(fabric::TcpNetwork),
+        network: match (config.cluster.tls, advertised.tls) {
+            (true, Some(tls)) => Arc::new(TlsNetwork::new(Arc::clone(tls))),
+            _ => Arc::new(fabric::TcpNetwork),
+        },
     };
     ClusterNode::start(setup).await
 }
@@ -201,10 +227,110 @@ async fn bind(address: &str, port: u16, section: &str) -> std::io::Result<TcpLis
 }
 
 /// The addresses the server listens on.
+/// The addresses bound; `None` where a port is off.
 struct Addresses {
-    service: SocketAddr,
+    service: Option<SocketAddr>,
+    service_tls: Option<SocketAddr>,
     resp: Option<SocketAddr>,
+    resp_tls: Option<SocketAddr>,
     admin: Option<SocketAddr>,
+}
+
+/// What this node tells clients and peers about its service ports.
+struct Advertised<'a> {
+    /// The clear service address (empty when off).
+    service: &'a str,
+    /// The TLS service address (empty when off).
+    service_tls: &'a str,
+    /// The certificate, whose name TLS clients check.
+    tls: Option<&'a Arc<Tls>>,
+}
+
+/// The listeners; `None` where a port is off.
+struct Listeners {
+    service: Option<TcpListener>,
+    service_tls: Option<TcpListener>,
+    resp: Option<TcpListener>,
+    resp_tls: Option<TcpListener>,
+    admin: Option<TcpListener>,
+}
+
+impl Listeners {
+    async fn bind(config: &Config) -> std::io::Result<Listeners> {
+        let (service, resp) = (&config.service, &config.resp);
+        let serve_resp = resp.enabled;
+        Ok(Listeners {
+            service: bind_unless(service.tls_only, &service.address, service.port, "service")
+                .await?,
+            service_tls: bind_tls(&service.address, service.tls_port, "service.tls-port").await?,
+            resp: bind_unless(
+                !serve_resp || resp.tls_only,
+                &resp.address,
+                resp.port,
+                "resp",
+            )
+            .await?,
+            resp_tls: match serve_resp {
+                true => bind_tls(&resp.address, resp.tls_port, "resp.tls-port").await?,
+                false => None,
+            },
+            admin: match config.admin.enabled {
+                true => bind_admin(&config.admin).await,
+                false => None,
+            },
+        })
+    }
+
+    fn addresses(&self) -> std::io::Result<Addresses> {
+        let address = |listener: &Option<TcpListener>| {
+            listener.as_ref().map(TcpListener::local_addr).transpose()
+        };
+        Ok(Addresses {
+            service: address(&self.service)?,
+            service_tls: address(&self.service_tls)?,
+            resp: address(&self.resp)?,
+            resp_tls: address(&self.resp_tls)?,
+            admin: address(&self.admin)?,
+        })
+    }
+}
+
+async fn bind_unless(
+    off: bool,
+    address: &str,
+    port: u16,
+    section: &str,
+) -> std::io::Result<Option<TcpListener>> {
+    match off {
+        true => Ok(None),
+        false => bind(address, port, section).await.map(Some),
+    }
+}
+
+async fn bind_tls(
+    address: &str,
+    port: Option<u16>,
+    setting: &str,
+) -> std::io::Result<Option<TcpListener>> {
+    match port {
+        Some(port) => bind(address, port, setting).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Looks at the certificate files now and then, and loads them again when they changed.
+async fn watch_tls_files(tls: Arc<Tls>) {
+    let Some(period) = tls.reload_period() else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(period);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let tls = Arc::clone(&tls);
+        // File reads and key parsing: off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || tls.reload_if_changed()).await;
+    }
 }
 
 /// Opens every configured namespace; those with device storage are rebuilt from their files.
@@ -325,8 +451,10 @@ fn log_ready(state: &ServerState, addresses: &Addresses) {
         address.map_or_else(|| "off".to_owned(), |address| address.to_string())
     };
     info!(
-        service = %addresses.service,
+        service = %shown(addresses.service),
+        service_tls = %shown(addresses.service_tls),
         resp = %shown(addresses.resp),
+        resp_tls = %shown(addresses.resp_tls),
         admin = %shown(addresses.admin),
         node = %state.node_id,
         namespaces = %names.join(","),
@@ -453,25 +581,24 @@ async fn accept_optional(
     listener: Option<&TcpListener>,
     state: &Arc<ServerState>,
     door: &Door,
+    tls: Option<Arc<Tls>>,
     shutdown: watch::Receiver<bool>,
 ) {
     match listener {
-        Some(listener) => accept_loop(listener, state, door, shutdown).await,
+        Some(listener) => accept_loop(listener, state, door, tls, shutdown).await,
         None => std::future::pending().await,
     }
 }
 
+/// Accepts connections on `listener` through `door`, over TLS with `tls`.
 async fn accept_loop(
     listener: &TcpListener,
     state: &Arc<ServerState>,
     door: &Door,
+    tls: Option<Arc<Tls>>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let counters = match door.protocol {
-        Protocol::Aerospike => &state.connections,
-        Protocol::Resp => &state.resp_connections,
-        Protocol::Admin => &state.admin_connections,
-    };
+    let counters = counters_of(state, door.protocol);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -494,9 +621,24 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         counters.opened.fetch_add(1, Ordering::Relaxed);
         let state = state.clone();
-        let shutdown = shutdown.clone();
+        let mut shutdown = shutdown.clone();
         let protocol = door.protocol;
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let stream = match tls {
+                None => Some(Transport::Clear(stream)),
+                Some(tls) => tokio::select! {
+                    accepted = Transport::accept_tls(stream, &tls) => handshaken(&tls, peer, accepted),
+                    _ = shutdown.changed() => None,
+                },
+            };
+            let Some(stream) = stream else {
+                counters_of(&state, protocol)
+                    .closed
+                    .fetch_add(1, Ordering::Relaxed);
+                drop(admitted);
+                return;
+            };
             let account = state.client_memory.open();
             match protocol {
                 Protocol::Aerospike => {
@@ -507,14 +649,38 @@ async fn accept_loop(
                 }
                 Protocol::Resp => resp::serve(stream, state.clone(), shutdown, account).await,
             }
-            let counters = match protocol {
-                Protocol::Aerospike => &state.connections,
-                Protocol::Resp => &state.resp_connections,
-                Protocol::Admin => &state.admin_connections,
-            };
-            counters.closed.fetch_add(1, Ordering::Relaxed);
+            counters_of(&state, protocol)
+                .closed
+                .fetch_add(1, Ordering::Relaxed);
             drop(admitted);
         });
+    }
+}
+
+fn counters_of(state: &ServerState, protocol: Protocol) -> &crate::state::ConnectionCounters {
+    match protocol {
+        Protocol::Aerospike => &state.connections,
+        Protocol::Resp => &state.resp_connections,
+        Protocol::Admin => &state.admin_connections,
+    }
+}
+
+/// The stream of a finished handshake, counted; `None` (logged) where it failed.
+fn handshaken(
+    tls: &Tls,
+    peer: SocketAddr,
+    accepted: Result<Transport, HandshakeError>,
+) -> Option<Transport> {
+    match accepted {
+        Ok(stream) => {
+            tls.stats.handshakes.fetch_add(1, Ordering::Relaxed);
+            Some(stream)
+        }
+        Err(error) => {
+            tls.stats.handshake_failures.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, %error, "TLS handshake refused");
+            None
+        }
     }
 }
 

@@ -24,8 +24,13 @@ pub struct ServerState {
     pub namespaces: Vec<Arc<Namespace>>,
     /// This node's id, upper-case hex without leading zeros.
     pub node_id: String,
-    /// `ip:port` clients are told to use (`service-clear-std`).
+    /// `ip:port` clients are told to use (`service-clear-std`); empty when the clear port is
+    /// off (`tls-only`).
     pub access_address: String,
+    /// `ip:port` TLS clients are told to use (`service-tls-std`); empty without a TLS port.
+    pub tls_access_address: String,
+    /// This node's certificate, when `[tls]` is configured.
+    pub tls: Option<Arc<crate::tls::Tls>>,
     /// When the server started.
     pub started: Instant,
     /// Aerospike client connection counters.
@@ -171,6 +176,8 @@ impl ServerState {
         }
         Ok(ServerState {
             access_address,
+            tls_access_address: String::new(),
+            tls: None,
             namespaces,
             started: Instant::now(),
             connections: ConnectionCounters::default(),
@@ -203,6 +210,19 @@ impl ServerState {
             node_id,
             config,
         })
+    }
+
+    /// This state with TLS: `tls`, served at `tls_access_address` (empty: no TLS port).
+    pub fn with_tls(
+        self,
+        tls: Option<Arc<crate::tls::Tls>>,
+        tls_access_address: String,
+    ) -> ServerState {
+        ServerState {
+            tls,
+            tls_access_address,
+            ..self
+        }
     }
 
     /// This state on a node of a cluster: `node` is its view and its membership.

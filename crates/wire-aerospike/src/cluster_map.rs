@@ -158,6 +158,8 @@ pub struct Peer {
     pub node_id: NodeId,
     /// Its service addresses, in the order clients should try them.
     pub addresses: Vec<SocketAddr>,
+    /// The name its TLS certificate carries (`peers-tls-std`); empty for clear addresses.
+    pub tls_name: String,
 }
 
 /// A peers reply as a client reads it.
@@ -267,7 +269,12 @@ pub fn format_peers(generation: u64, self_node_id: NodeId, peers: &[Peer]) -> St
     let peer_texts: Vec<String> = listed
         .map(|peer| {
             let addresses: Vec<String> = peer.addresses.iter().map(format_address).collect();
-            format!("[{},,[{}]]", peer.node_id, addresses.join(","))
+            format!(
+                "[{},{},[{}]]",
+                peer.node_id,
+                peer.tls_name,
+                addresses.join(",")
+            )
         })
         .collect();
     format!(
@@ -708,20 +715,36 @@ mod tests {
             Peer {
                 node_id: NodeId(0xBB9030011AC4202),
                 addresses: vec![SocketAddr::from((Ipv4Addr::new(10, 0, 0, 3), 3000))],
+                tls_name: String::new(),
             },
             Peer {
                 node_id: self_node_id,
                 addresses: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 3000))],
+                tls_name: String::new(),
             },
             Peer {
                 node_id: NodeId(0xBB9010011AC4202),
                 addresses: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 3010))],
+                tls_name: String::new(),
             },
         ];
         assert_eq!(
             format_peers(7, self_node_id, &peers),
             "7,3000,[[BB9030011AC4202,,[10.0.0.3]],[BB9010011AC4202,,[127.0.0.1:3010]]]"
         );
+    }
+
+    #[test]
+    fn tls_peers_carry_their_name_and_keep_their_port() {
+        let peers = [Peer {
+            node_id: NodeId(0xA1),
+            addresses: vec![SocketAddr::from((Ipv4Addr::new(10, 0, 0, 3), 4333))],
+            tls_name: "node1.example".to_owned(),
+        }];
+        let reply = format_peers(7, NodeId(0xA0), &peers);
+        assert_eq!(reply, "7,3000,[[A1,node1.example,[10.0.0.3:4333]]]");
+        let parsed = parse_peers(&reply).expect("our own format");
+        assert_eq!(parsed.peers[0].tls_name, "node1.example");
     }
 
     #[test]
@@ -735,10 +758,12 @@ mod tests {
                     SocketAddr::V6(SocketAddrV6::new(v6, 3100, 0, 2)),
                     SocketAddr::from((Ipv4Addr::new(192, 168, 1, 9), 4000)),
                 ],
+                tls_name: String::new(),
             },
             Peer {
                 node_id: NodeId(0xA2),
                 addresses: vec![],
+                tls_name: String::new(),
             },
         ];
         assert_eq!(
@@ -787,6 +812,7 @@ mod tests {
         let peers = [Peer {
             node_id: NodeId(0x1234ABCD),
             addresses: addresses.clone(),
+            tls_name: String::new(),
         }];
         let parsed = parse_peers(&format_peers(3, NodeId(1), &peers)).expect("our own format");
         let round_trip: Vec<Option<SocketAddr>> = parsed.peers[0]

@@ -13,6 +13,12 @@ pub struct NodeInfo {
     pub service_addr: String,
     /// The RESP listener.
     pub resp_addr: String,
+    /// The Aerospike-protocol TLS listener (`peers-tls-std`); empty: none.
+    #[serde(default)]
+    pub tls_service_addr: String,
+    /// The name its certificate carries, which TLS clients check.
+    #[serde(default)]
+    pub tls_name: String,
     /// Chosen at random each time the node starts: a member that comes back with another one
     /// restarted, and may have lost what it held (see `ClusterState::apply`).
     #[serde(default)]

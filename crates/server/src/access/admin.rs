@@ -46,6 +46,12 @@ impl Access {
         request: &SecurityRequest<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Answered, SecurityError> {
+        if request.field(field::USER).is_none() && request.field(field::CREDENTIAL).is_none() {
+            // Aerospike's PKI login: no fields; the client certificate names the user.
+            let logged_in = self.log_in_with_certificate()?;
+            wire::write_login_response(out, &logged_in.token, logged_in.ttl_s);
+            return Ok(Answered::Written);
+        }
         let user = text_field(request, field::USER, SecurityError::InvalidUser)?;
         let credential = request
             .field(field::CREDENTIAL)
@@ -66,7 +72,12 @@ impl Access {
         security: &Security,
         request: &SecurityRequest<'_>,
     ) -> Result<Answered, SecurityError> {
-        let user = text_field(request, field::USER, SecurityError::InvalidUser)?;
+        // A PKI client names no user: its certificate does.
+        let user = match (request.field(field::USER), self.certificate_user.clone()) {
+            (None, Some(certified)) => certified,
+            _ => text_field(request, field::USER, SecurityError::InvalidUser)?.to_owned(),
+        };
+        let user = user.as_str();
         let token = request
             .field(field::SESSION_TOKEN)
             .ok_or(SecurityError::InvalidCredential)?;

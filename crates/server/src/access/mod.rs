@@ -39,6 +39,9 @@ pub struct Access {
     client: IpAddr,
     protocol: Protocol,
     session: Option<Session>,
+    /// The common name of the client certificate its TLS handshake verified: the user a
+    /// certificate login (Aerospike's PKI) logs in as.
+    certificate_user: Option<String>,
 }
 
 /// A logged-in user and what it may do.
@@ -61,7 +64,38 @@ impl Access {
             client: client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
             protocol,
             session: None,
+            certificate_user: None,
         }
+    }
+
+    /// The same, for a connection whose verified client certificate names `user`.
+    pub fn with_certificate(mut self, user: Option<&str>) -> Access {
+        self.certificate_user = user.map(str::to_owned);
+        self
+    }
+
+    /// The user the client certificate names, if it presented one.
+    pub fn certificate_user(&self) -> Option<&str> {
+        self.certificate_user.as_deref()
+    }
+
+    /// Logs the connection in as the user its client certificate names (Valkey's
+    /// `tls-auth-clients-user CN`); a certificate that names no user leaves it logged out.
+    ///
+    /// # Errors
+    /// Why not: no certificate, security off, or the login refused (logged).
+    pub fn log_in_with_certificate(&mut self) -> Result<security::LoggedIn, SecurityError> {
+        let Some(security) = self.security.clone() else {
+            return Err(SecurityError::NotEnabled);
+        };
+        let Some(user) = self.certificate_user.clone() else {
+            return Err(SecurityError::InvalidCredential);
+        };
+        let outcome = security
+            .login_certified(&user, self.client, now_s())
+            .and_then(|logged_in| self.start_session(&security, &user).map(|()| logged_in));
+        self.audit_login(&user, "certificate", &outcome);
+        outcome.inspect_err(|error| warn!(client = %self.client, user, %error, "login refused"))
     }
 
     /// The access of a request another node forwarded here, checked where it arrived.
@@ -412,7 +446,7 @@ fn batch_allowed(grants: &Grants, parent: &Fields<'_>, rows: &mut RowCounts) -> 
 fn info_needs(name: &[u8]) -> Option<(Action, &'static str)> {
     Some(match name {
         b"set-config" | b"config-set" => (Action::SysAdmin, "set-config"),
-        b"cluster-leave" | b"recluster" => (Action::SysAdmin, "service-ctrl"),
+        b"cluster-leave" | b"recluster" | b"tls-reload" => (Action::SysAdmin, "service-ctrl"),
         b"log-set" | b"set-log" => (Action::SysAdmin, "logging-ctrl"),
         b"sindex-create" | b"sindex-delete" => (Action::SindexAdmin, "sindex-admin"),
         b"udf-put" | b"udf-remove" | b"udf-clear-cache" => (Action::UdfAdmin, "udf-admin"),

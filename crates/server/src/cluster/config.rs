@@ -35,6 +35,10 @@ pub struct ClusterConfig {
     /// Partitions with a replica filling at once over the cluster; further moves wait for
     /// them (the leader's setting counts).
     pub migrate_partitions_moving_max: usize,
+    /// The fabric speaks mutual TLS with `[tls]`'s certificate (every node of the cluster
+    /// alike): peers must present a certificate signed by `tls.ca-file` carrying the same TLS
+    /// name.
+    pub tls: bool,
 }
 
 impl Default for ClusterConfig {
@@ -50,6 +54,7 @@ impl Default for ClusterConfig {
             migrate_max_num_incoming: 4,
             migrate_chunk_bytes: 256 * 1024,
             migrate_partitions_moving_max: 512,
+            tls: false,
         }
     }
 }

@@ -74,6 +74,8 @@ pub struct NodeSetup {
     pub node_id: NodeId,
     /// Where clients reach the Aerospike service and the RESP port.
     pub service_address: String,
+    /// Where TLS clients reach the Aerospike service, and the TLS name they check.
+    pub tls_service: Option<(String, String)>,
     /// Where Redis clients reach this node, if it serves RESP.
     pub resp_address: Option<String>,
     /// The namespaces, each with its replication factor.
@@ -188,6 +190,16 @@ impl ClusterNode {
             fabric_addr: fabric.local_address().to_owned(),
             service_addr: setup.service_address.clone(),
             resp_addr: setup.resp_address.clone().unwrap_or_default(),
+            tls_service_addr: setup
+                .tls_service
+                .as_ref()
+                .map(|(address, _)| address.clone())
+                .unwrap_or_default(),
+            tls_name: setup
+                .tls_service
+                .as_ref()
+                .map(|(_, name)| name.clone())
+                .unwrap_or_default(),
             boot_id: new_boot_id(),
         };
         let disk: Arc<dyn MetaDisk> = match &setup.metadata {
@@ -1104,15 +1116,22 @@ impl ClusterView for ClusterNode {
         self.peers_generation.load(Ordering::Acquire)
     }
 
-    fn peers(&self) -> Vec<Peer> {
+    fn peers(&self, tls: bool) -> Vec<Peer> {
         let layout = self.layout.read().clone();
         layout
             .nodes
             .iter()
             .filter(|(id, _)| **id != self.me.0)
-            .map(|(id, info)| Peer {
-                node_id: NodeId(*id),
-                addresses: info.service_addr.parse().into_iter().collect(),
+            .map(|(id, info)| {
+                let (address, tls_name) = match tls {
+                    true => (&info.tls_service_addr, info.tls_name.clone()),
+                    false => (&info.service_addr, String::new()),
+                };
+                Peer {
+                    node_id: NodeId(*id),
+                    addresses: address.parse().into_iter().collect(),
+                    tls_name,
+                }
             })
             .collect()
     }

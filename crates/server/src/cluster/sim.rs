@@ -209,6 +209,7 @@ impl Sim {
             node_id: slot.id,
             service_address: format!("127.0.0.1:{}", 3000 + index),
             resp_address: None,
+            tls_service: None,
             namespaces: vec![(namespace, REPLICATION_FACTOR)],
             commit_levels: vec![CommitLevelOverride::Off],
             metadata: MetadataStore::Disk(disk),

@@ -66,6 +66,7 @@ async fn start_node(network: &MemoryNetwork, dir: &std::path::Path, i: usize) ->
         node_id: model::NodeId(0xA0 + i as u64),
         service_address: format!("127.0.0.1:{}", 3000 + i),
         resp_address: None,
+        tls_service: None,
         namespaces: vec![(namespace, 2)],
         commit_levels: vec![CommitLevelOverride::Off],
         metadata: MetadataStore::Dir(dir.join(format!("node{i}"))),

@@ -67,8 +67,9 @@ pub trait ClusterView: Send + Sync + Debug {
     /// Changes whenever the peer list does (`peers-generation`).
     fn peers_generation(&self) -> u64;
 
-    /// The other nodes and the service addresses clients should use for them.
-    fn peers(&self) -> Vec<Peer>;
+    /// The other nodes and the service addresses clients should use for them: their TLS
+    /// addresses and names with `tls`, else their clear ones.
+    fn peers(&self, tls: bool) -> Vec<Peer>;
 
     /// Changes whenever this node's claims do (`partition-generation`); -1 before the node has
     /// a map (clients then ignore the node).
@@ -131,7 +132,7 @@ impl ClusterView for SingleNode {
         SINGLE_NODE_GENERATION
     }
 
-    fn peers(&self) -> Vec<Peer> {
+    fn peers(&self, _tls: bool) -> Vec<Peer> {
         Vec::new()
     }
 

@@ -34,9 +34,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::tls::transport::{Event, Transport};
 use bytes::{Buf, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, warn};
@@ -58,6 +57,8 @@ const QUERY_BUFFER_MAX_BYTES: usize = wire_resp::QUERY_BUFFER_LIMIT_BYTES;
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Work a connection does before it lets the runtime's other tasks run.
 const SLICE_TIME: Duration = Duration::from_micros(500);
+/// How long a closing connection waits for the socket to take what TLS still holds.
+const TLS_CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Why a connection ended.
 #[derive(Debug)]
@@ -119,7 +120,7 @@ impl Output {
     }
 
     /// Writes what the socket takes without waiting; returns the bytes written.
-    fn write_available(&mut self, stream: &TcpStream) -> std::io::Result<usize> {
+    fn write_available(&mut self, stream: &mut Transport) -> std::io::Result<usize> {
         let mut written_total = 0;
         loop {
             let pending = match self.queued.front() {
@@ -209,7 +210,7 @@ enum Reading {
 }
 
 struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     session: Option<Session>,
     input: BytesMut,
     args: Option<wire_resp::Args>,
@@ -232,7 +233,7 @@ struct Connection {
 /// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
 /// down.
 pub async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     session: Session,
     shutdown: watch::Receiver<bool>,
     account: Account,
@@ -678,7 +679,7 @@ impl Connection {
 
     /// Writes what the client takes now, then checks the limits.
     fn write_and_check(&mut self) -> Result<(), Close> {
-        match self.output.write_available(&self.stream) {
+        match self.output.write_available(&mut self.stream) {
             Ok(0) => {}
             Ok(_) => self.note_activity(),
             Err(_) => return Err(Close::Done),
@@ -723,6 +724,14 @@ impl Connection {
             }
             if let Err(close) = self.write_and_check() {
                 return close;
+            }
+        }
+        // What TLS still holds of the last replies, within the same bounds.
+        if self.stream.has_unflushed() {
+            let flushed = tokio::time::timeout(TLS_CLOSE_FLUSH, self.stream.flush());
+            tokio::select! {
+                _ = flushed => {}
+                _ = shutdown.changed() => return Close::Shutdown,
             }
         }
         Close::Done
@@ -874,7 +883,7 @@ impl Connection {
         let command = args.command().unwrap_or_default().to_ascii_lowercase();
         self.args = Some(args);
         let mut answers = tokio::task::JoinSet::new();
-        for peer in state.cluster_view().peers() {
+        for peer in state.cluster_view().peers(false) {
             let (state, payload) = (Arc::clone(&state), Arc::clone(&payload));
             answers.spawn(async move {
                 let resp = ForwardProtocol::Resp;
@@ -1037,21 +1046,21 @@ impl Connection {
             }
             self.input.reserve(READ_CHUNK_BYTES);
             let unsent = self.output.unsent_bytes() > 0;
-            let (mut reader, writer) = self.stream.split();
-            let read = tokio::select! {
+            let event = tokio::select! {
                 biased;
                 _ = shutdown.changed() => return Err(Close::Shutdown),
                 () = self.account.told_to_close() => return Err(Close::Evicted),
                 () = waiter.woken() => return Ok(true),
                 () = sleep_until_or_never(deadline) => return Ok(false),
-                read = reader.read_buf(&mut self.input) => read,
-                ready = writer.as_ref().writable(), if unsent => {
+                event = self.stream.read_or_writable(&mut self.input, true, unsent) => event,
+            };
+            match event {
+                Event::Read(read) => self.after_read(read)?,
+                Event::Writable(ready) => {
                     ready.map_err(|_| Close::Done)?;
                     self.write_and_check()?;
-                    continue;
                 }
-            };
-            self.after_read(read)?;
+            }
         }
     }
 
@@ -1084,7 +1093,6 @@ impl Connection {
         }
         // `read_buf` rather than `readable` and `try_read`: a read that leaves the socket empty
         // clears its readiness, so the next wait does not begin with a read that finds nothing.
-        let (mut reader, writer) = self.stream.split();
         let watched =
             unsent || soft_deadline.is_some() || idle_deadline.is_some() || mailbox.is_some();
         if reading && !watched {
@@ -1092,7 +1100,7 @@ impl Connection {
             // shutdown.
             let read = tokio::select! {
                 biased;
-                read = reader.read_buf(&mut self.input) => read,
+                read = self.stream.read_buf(&mut self.input) => read,
                 () = self.account.told_to_close() => return Err(Close::Evicted),
                 _ = shutdown.changed() => return Err(Close::Shutdown),
             };
@@ -1100,10 +1108,10 @@ impl Connection {
         }
         let read = tokio::select! {
             biased;
-            read = reader.read_buf(&mut self.input), if reading => read,
-            ready = writer.as_ref().writable(), if unsent => {
-                return ready.map_err(|_| Close::Done);
-            }
+            event = self.stream.read_or_writable(&mut self.input, reading, unsent) => match event {
+                Event::Read(read) => read,
+                Event::Writable(ready) => return ready.map_err(|_| Close::Done),
+            },
             () = self.account.told_to_close() => return Err(Close::Evicted),
             () = message_arrived(mailbox.as_deref()), if mailbox.is_some() => {
                 // The other tasks ready now (publishers among them) run first: what they

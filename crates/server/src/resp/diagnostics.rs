@@ -49,7 +49,7 @@ fn replica_count(session: &Session) -> usize {
         .iter()
         .find(|namespace| namespace.name == resp_namespace)
         .map_or(1, |namespace| usize::from(namespace.replication_factor));
-    let nodes = state.cluster_view().peers().len() + 1;
+    let nodes = state.cluster_view().peers(false).len() + 1;
     factor.min(nodes).saturating_sub(1)
 }
 

@@ -67,7 +67,7 @@ mod zsets;
 
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
+use crate::tls::transport::Transport;
 use tokio::sync::watch;
 
 use crate::state::ServerState;
@@ -232,7 +232,7 @@ pub const LONG_COMMAND_COST_MIN: usize = 20_000;
 /// Serves one Redis client until it quits, misbehaves, breaks a limit, or the server shuts
 /// down.
 pub async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     state: Arc<ServerState>,
     shutdown: watch::Receiver<bool>,
     account: crate::client_memory::Account,
@@ -247,16 +247,22 @@ pub async fn serve(
             .map(|address| address.to_string())
             .unwrap_or_default()
     };
-    let seldom = Seldom::new(crate::access::Access::new(
+    let mut access = crate::access::Access::new(
         state.security.clone(),
         stream.peer_addr().ok().map(|address| address.ip()),
         security::Protocol::Redis,
-    ));
+    )
+    .with_certificate(stream.certificate_name());
+    if state.config.resp.tls_auth_clients_user == "CN" && access.certificate_user().is_some() {
+        // As Valkey: a certificate that names no user leaves the connection to AUTH.
+        let _ = access.log_in_with_certificate();
+    }
+    let seldom = Seldom::new(access);
     let registration = Clients::register(
         &state,
         client_id,
         address(stream.peer_addr()),
-        address(stream.local_addr()),
+        address(stream.tcp().local_addr()),
         account.closer(),
     );
     let session = Session {

@@ -95,7 +95,7 @@ async fn send_batches(
 /// Sends one batch to every peer at once and waits for them all.
 async fn send_to_peers(state: &Arc<ServerState>, payload: Arc<Vec<u8>>) {
     let mut sends = tokio::task::JoinSet::new();
-    for peer in state.cluster_view().peers() {
+    for peer in state.cluster_view().peers(false) {
         let (state, payload) = (Arc::clone(state), Arc::clone(&payload));
         sends.spawn(async move {
             let resp = ForwardProtocol::Resp;
