@@ -94,6 +94,13 @@ def redis_cli(port: int, certs, *args: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=10)
 
 
+def go_client(*args: str) -> subprocess.CompletedProcess:
+    """tests/go/cluster_client (built by `cargo xtask blackbox`): the official Go client v8."""
+    binary = os.environ.get("OSPREY_GO_CLUSTER_CLIENT", "target/go/cluster_client")
+    assert Path(binary).exists(), f"{binary} is missing: run `cargo xtask blackbox`, which builds it"
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+
+
 def statistics(srv) -> dict[str, str]:
     return harness.parse_kv(harness.raw_info(srv, "statistics"))
 
@@ -121,6 +128,9 @@ def server(certs):
 
 
 def test_the_official_clients_serve_over_tls_with_and_without_client_certificates(server, certs):
+    go = go_client("tls", str(server.tls_port), "1", str(certs["ca"].cert), SERVER_NAME,
+                   str(certs["bob"].cert), str(certs["bob"].key))
+    assert go.returncode == 0 and "puts and gets ok" in go.stdout, go.stdout + go.stderr
     anonymous = aerospike_tls(server, certs)
     key = ("test", "tls", harness.unique())
     anonymous.put(key, {"bin": "over tls"})
@@ -273,6 +283,10 @@ def test_a_client_certificate_logs_in_as_the_user_it_names(certs, tmp_path):
             r.set("k", "v")
         with pytest.raises(redis.exceptions.AuthenticationError):
             redis_tls(srv, certs, client="bob").get("k")
+        # The official Go client: a PKI login as alice reads, and is refused a write.
+        go = go_client("tls", str(srv.tls_port), "1", str(certs["ca"].cert), SERVER_NAME,
+                       str(certs["alice"].cert), str(certs["alice"].key), "pki")
+        assert go.returncode != 0 and "ROLE_VIOLATION" in go.stderr, go.stdout + go.stderr
         carol = redis_tls(srv, certs, username="carol", password="carol-password")
         assert carol.get("k") is None and carol.execute_command("ACL", "WHOAMI") == b"carol"
     finally:
@@ -384,6 +398,8 @@ def test_a_cluster_over_a_tls_fabric_serves_tls_clients_and_refuses_a_stranger(c
         client = aerospike_tls(servers[0], certs)
         assert harness.wait_until(lambda: len(client.get_nodes()) == nodes, timeout=10), \
             client.get_nodes()
+        go = go_client("tls", str(servers[1].tls_port), str(nodes), str(certs["ca"].cert), SERVER_NAME)
+        assert go.returncode == 0 and "puts and gets ok" in go.stdout, go.stdout + go.stderr
         keys = [("test", "fabric", f"k{i}") for i in range(200)]
         for i, key in enumerate(keys):
             client.put(key, {"i": i})

@@ -69,8 +69,10 @@ impl Default for SecurityConfig {
     }
 }
 
-/// Aerospike's bounds on `session-ttl`: 2 minutes to 10 days.
-const SESSION_TTL_S_RANGE: std::ops::RangeInclusive<u32> = 120..=864_000;
+/// Bounds on `session-ttl`: Aerospike's maximum, 10 days; below Aerospike's minimum, 2 minutes,
+/// down to a second (the clients renew a token about a minute before it expires, so a shorter
+/// one makes them log in at every tend: a setting for short-lived credentials and tests).
+const SESSION_TTL_S_RANGE: std::ops::RangeInclusive<u32> = 1..=864_000;
 
 /// The `[admin]` section: Aerospike's admin port. It serves info (and security) frames only,
 /// on connections that do not count against `service.connections-max` or `resp.maxclients`,

@@ -2,7 +2,9 @@
 //!
 //! Three listeners: Aerospike clients (`service`), Redis clients (`resp`) and the admin port
 //! (`admin`), each with its own connection limit and optional limit per client address, so
-//! that clients of one protocol can never lock out the other, nor an operator.
+//! that clients of one protocol can never lock out the other, nor an operator. A protocol's
+//! TLS port (`tls-port`) shares its clear port's limits; its connections complete their
+//! handshake on their own task before they are served (`crate::tls`).
 //!
 //! Shutdown (SIGTERM or SIGINT): stop accepting, tell every connection to finish (a command
 //! already received is answered; an idle connection closes at once), wait for them, stop the

@@ -10,8 +10,10 @@
 // With `security`, it logs in to a node with security on as the default admin, and goes
 // through the admin API and a user's privileges (see security.go).
 //
+// With `tls`, it does the same over TLS (see tls.go).
+//
 // Usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S |
-// cluster_client security PORT
+// cluster_client security PORT | cluster_client tls PORT NODES CA_FILE TLS_NAME [CERT KEY [pki]]
 package main
 
 import (
@@ -34,6 +36,10 @@ func main() {
 		security(os.Args[2])
 		return
 	}
+	if len(os.Args) >= 6 && os.Args[1] == "tls" {
+		overTLS(os.Args[2:])
+		return
+	}
 	if len(os.Args) != 3 {
 		fail("usage: cluster_client PORT NODES | cluster_client wait-migrations PORT TIMEOUT_S")
 	}
@@ -47,6 +53,11 @@ func main() {
 		fail("connect: %v", err)
 	}
 	defer client.Close()
+	putAndGet(client, want)
+}
+
+// putAndGet checks that the client found `want` nodes, then writes and reads back the keys.
+func putAndGet(client *as.Client, want int) {
 	nodes := client.GetNodes()
 	fmt.Printf("nodes: %d\n", len(nodes))
 	if len(nodes) != want {

@@ -355,22 +355,36 @@ impl TlsStream {
         }
     }
 
-    /// Moves decrypted input into `buf` (as much as its spare capacity holds, at least a
-    /// byte); `None` when there is none yet.
+    /// Moves decrypted input into `buf`, record after record while its spare capacity lasts
+    /// (at least a byte); `None` when there is none yet.
     fn take_plaintext(&mut self, buf: &mut BytesMut) -> Option<io::Result<usize>> {
         let mut reader = self.session.reader();
-        match reader.fill_buf() {
-            Ok(chunk) => {
-                let spare = buf.capacity() - buf.len();
-                let taken = chunk.len().min(spare.max(1));
-                buf.extend_from_slice(&chunk[..taken]);
-                reader.consume(taken);
-                Some(Ok(taken))
+        let mut taken_total = 0;
+        loop {
+            let spare = buf.capacity() - buf.len();
+            if taken_total > 0 && spare == 0 {
+                return Some(Ok(taken_total));
             }
-            Err(error) if would_block(&error) => None,
-            // Closed without close_notify: as a clear socket's end.
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Some(Ok(0)),
-            Err(error) => Some(Err(error)),
+            match reader.fill_buf() {
+                Ok([]) if taken_total > 0 => return Some(Ok(taken_total)),
+                Ok(chunk) => {
+                    let taken = chunk.len().min(spare.max(1));
+                    buf.extend_from_slice(&chunk[..taken]);
+                    reader.consume(taken);
+                    if taken == 0 {
+                        // close_notify: the end, once what came before it is taken.
+                        return Some(Ok(0));
+                    }
+                    taken_total += taken;
+                }
+                // Nothing more yet, or the end or a failure, which the next call reports
+                // after these bytes.
+                Err(_) if taken_total > 0 => return Some(Ok(taken_total)),
+                Err(error) if would_block(&error) => return None,
+                // Closed without close_notify: as a clear socket's end.
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Some(Ok(0)),
+                Err(error) => return Some(Err(error)),
+            }
         }
     }
 
