@@ -621,16 +621,25 @@ fn run_release_script(script: &str, requirements: &[&str], args: &[String]) -> R
     Ok(())
 }
 
-/// Installs Debian's `redis-server` and `redis-tools` when `redis-server` or
-/// `redis-benchmark` is missing (tests and comparisons run them beside `osprey`).
+/// Installs Debian's `redis-server`, `redis-tools` and `openssl` when `redis-server`,
+/// `redis-benchmark` or `openssl` is missing (tests and comparisons run them beside `osprey`;
+/// the TLS tests make their certificates with `openssl`).
 fn ensure_redis() -> Result<(), String> {
-    let installed = |program: &str| {
+    let installed = |program: &str, version: &str| {
         Command::new(program)
-            .arg("--version")
+            .arg(version)
             .output()
             .is_ok_and(|output| output.status.success())
     };
-    if installed("redis-server") && installed("redis-benchmark") {
+    let wanted = [
+        ("redis-server", "--version"),
+        ("redis-benchmark", "--version"),
+        ("openssl", "version"),
+    ];
+    if wanted
+        .iter()
+        .all(|(program, version)| installed(program, version))
+    {
         return Ok(());
     }
     let is_root = Command::new("id")
@@ -652,11 +661,18 @@ fn ensure_redis() -> Result<(), String> {
             .status()
             .is_ok_and(|status| status.success())
     };
-    let packages = ["install", "-y", "-qq", "redis-server", "redis-tools"];
+    let packages = [
+        "install",
+        "-y",
+        "-qq",
+        "redis-server",
+        "redis-tools",
+        "openssl",
+    ];
     if apt_get(&packages) || (apt_get(&["update", "-qq"]) && apt_get(&packages)) {
         Ok(())
     } else {
-        Err("cannot install redis-server and redis-tools with apt-get".to_owned())
+        Err("cannot install redis-server, redis-tools and openssl with apt-get".to_owned())
     }
 }
 
