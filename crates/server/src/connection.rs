@@ -21,7 +21,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::tls::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::Acks;
 use model::ResultCode;
@@ -35,6 +34,7 @@ use crate::client_memory::{Account, Evicted};
 use crate::dispatch::{self, Streamed};
 use crate::info::{InfoSession, handle_info};
 use crate::state::ServerState;
+use crate::tls::transport::Transport;
 
 /// How much spare room to ensure before each read: large enough for any common request and
 /// reply, small enough that idle connections stay cheap.

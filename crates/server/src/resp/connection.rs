@@ -34,13 +34,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::tls::transport::{Event, Transport};
 use bytes::{Buf, BytesMut};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, warn};
 
 use wire_fabric::ForwardProtocol;
+
+use crate::tls::transport::{Event, Transport};
 
 use super::blocking::{self, Unblock};
 use super::reply::Reply;
