@@ -141,6 +141,13 @@ pub trait ChangeSink: Send + Sync + Debug {
     /// Records of `set_name` (empty: of the namespace) last updated before `before_ms` were
     /// truncated.
     fn truncated(&self, set_name: &[u8], before_ms: u64);
+
+    /// What the last change of `digest` still awaits from the replicas it was sent to, if it
+    /// is not confirmed yet (a cluster's sink knows; none otherwise). A reply that shows that
+    /// record's state waits on it ([`Namespace::join_unconfirmed`]).
+    fn unconfirmed(&self, _digest: &Digest) -> Option<std::sync::Arc<crate::ack::AckLatch>> {
+        None
+    }
 }
 
 /// Told of the records the server removes itself (expired, evicted) from the partitions it is
@@ -476,6 +483,20 @@ impl Namespace {
     /// calls are ignored and return false).
     pub fn set_removal_listener(&self, listener: std::sync::Arc<dyn RemovalListener>) -> bool {
         self.removal_listener.set(listener).is_ok()
+    }
+
+    /// Makes `acks` wait until the state of `digest` that a reply shows (a read's record, a
+    /// failed condition's generation) is confirmed by the replicas its last change was sent
+    /// to, so that no reply shows a state a failover could lose. Call it after the read or the
+    /// refused write: a change applied since is waited for too, which only delays the reply.
+    pub fn join_unconfirmed(&self, digest: &Digest, acks: &mut Acks) {
+        let latch = self
+            .change_sink
+            .get()
+            .and_then(|sink| sink.unconfirmed(digest));
+        if let Some(latch) = latch {
+            acks.add_latch(latch);
+        }
     }
 
     /// Sends every change from now on to `sink` (once; later calls are ignored and return

@@ -633,14 +633,23 @@ fn run_in_engine(
     if header.info2 & info2::WRITE != 0 {
         // Commit level master: the reply does not wait for the replicas.
         acks.set_commit_level_master(header.info3 & info3::COMMIT_MASTER != 0);
-        if header.info2 & info2::DELETE != 0 {
-            let mut request = delete_request(header, digest, set_name, key, deadline)?;
-            request.filter = filter;
-            return namespace.delete_as(origin, &request, acks);
+        let written = match header.info2 & info2::DELETE != 0 {
+            true => {
+                let mut request = delete_request(header, digest, set_name, key, deadline)?;
+                request.filter = filter;
+                namespace.delete_as(origin, &request, acks)
+            }
+            false => {
+                let mut request = write_request(header, digest, set_name, key, deadline)?;
+                request.filter = filter;
+                namespace.write_as(origin, &request, ops, sink, acks)
+            }
+        };
+        if written.is_err() {
+            // A refusal (a generation, an existence check) shows the record's state.
+            namespace.join_unconfirmed(&digest, acks);
         }
-        let mut request = write_request(header, digest, set_name, key, deadline)?;
-        request.filter = filter;
-        return namespace.write_as(origin, &request, ops, sink, acks);
+        return written;
     }
     if header.info1 & info1::READ == 0 {
         return Err(ResultCode::Parameter);
@@ -656,7 +665,9 @@ fn run_in_engine(
         deadline,
         filter,
     };
-    let meta = namespace.read_as(origin, &request, ops, sink)?;
+    let read = namespace.read_as(origin, &request, ops, sink);
+    namespace.join_unconfirmed(&digest, acks);
+    let meta = read?;
     if let Some(percent) = touch_percent {
         touch_after_read(namespace, digest, set_name, percent, meta);
     }

@@ -25,6 +25,13 @@
 //!   later change of the record (an old version sent again after a delete would bring the
 //!   record back). Until then the change counts as in flight, so a handover waits for it.
 //! - Expiry is not replicated: every replica expires a record by the same void time itself.
+//! - A record's last change stays *unconfirmed* (in `unconfirmed`, by digest) from the moment
+//!   it is applied until every replica it was sent to answered it (first send or resend), or
+//!   stopped being a replica while this node stays the master (confirmed then: the committed
+//!   table no longer counts it); it fails when this node stops being the master or a replica
+//!   refuses it first. A reply that shows the record's state (a read, a refused condition)
+//!   waits on it (`Namespace::join_unconfirmed`), so no client sees a state a failover loses,
+//!   even one whose own write was reported in doubt.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -60,6 +67,9 @@ pub struct ReplicationSink {
     /// Per partition, the replicas of the last two tables prepared, by version: the one a
     /// write's role came from is among them.
     peers: Arc<[RwLock<[Option<Peers>; 2]>]>,
+    /// Per partition, the records whose last change is not confirmed yet, with what confirms
+    /// it; an entry leaves once its latch settles.
+    unconfirmed: Unconfirmed,
     /// Where resends run (the engine may call the sink from threads outside the runtime).
     runtime: tokio::runtime::Handle,
     /// The namespace, which resends read records from (it owns this sink: a weak link).
@@ -92,6 +102,9 @@ impl ReplicationSink {
             sequences: (0..PARTITION_COUNT).map(|_| AtomicU64::new(0)).collect(),
             fills_started: RwLock::default(),
             in_flight: (0..PARTITION_COUNT).map(|_| AtomicU32::new(0)).collect(),
+            unconfirmed: (0..PARTITION_COUNT)
+                .map(|_| parking_lot::Mutex::default())
+                .collect(),
             peers: (0..PARTITION_COUNT)
                 .map(|_| RwLock::new([None, None]))
                 .collect(),
@@ -154,6 +167,7 @@ impl ReplicationSink {
             peers[0] = peers[1].take();
             peers[1] = Some(Peers {
                 version: assignment.version,
+                master,
                 others: others.into(),
             });
         }
@@ -187,10 +201,40 @@ impl ReplicationSink {
     }
 }
 
+/// Per partition, the unconfirmed changes by digest (see the module's invariants).
+type Unconfirmed = Arc<[parking_lot::Mutex<rustc_hash::FxHashMap<Digest, Arc<AckLatch>>>]>;
+
+/// Notes one replica's outcome for a change's confirmation, and forgets the confirmation once
+/// it settled (unless a later change of the record replaced it already).
+fn settle_confirmation(
+    unconfirmed: &Unconfirmed,
+    partition: PartitionId,
+    digest: &Digest,
+    confirmation: &Arc<AckLatch>,
+    confirmed: bool,
+) {
+    match confirmed {
+        true => confirmation.confirm(),
+        false => confirmation.fail(AckError::NotReplicated(ResultCode::Unavailable)),
+    }
+    if confirmation.outcome().is_none() {
+        return;
+    }
+    let mut pending = unconfirmed[partition.index()].lock();
+    if pending
+        .get(digest)
+        .is_some_and(|kept| Arc::ptr_eq(kept, confirmation))
+    {
+        pending.remove(digest);
+    }
+}
+
 /// The replicas of one partition version, seen from its master.
 #[derive(Debug)]
 struct Peers {
     version: u64,
+    /// Whether this node is the master at `version`.
+    master: bool,
     /// The other replicas, when this node is the master at `version`; none otherwise.
     others: Arc<[(u64, ReplicaState)]>,
 }
@@ -230,9 +274,15 @@ impl ChangeSink for ReplicationSink {
             .waits_for_replicas(asked_master)
             .then(|| Arc::new(AckLatch::new(destinations.len() as u32)));
         let index = change.partition.index();
+        let confirmation = Arc::new(AckLatch::new(destinations.len() as u32));
+        self.unconfirmed[index]
+            .lock()
+            .insert(*change.digest, Arc::clone(&confirmation));
         self.in_flight[index].fetch_add(destinations.len() as u32, Ordering::AcqRel);
         for node in destinations {
             let latch = latch.clone();
+            let confirmation = Arc::clone(&confirmation);
+            let unconfirmed = Arc::clone(&self.unconfirmed);
             let resend = Resend {
                 fabric: Arc::clone(&self.fabric),
                 namespace: Arc::clone(&self.namespace),
@@ -243,6 +293,8 @@ impl ChangeSink for ReplicationSink {
                 sequence,
                 peers: Arc::downgrade(&self.peers),
                 in_flight: Arc::clone(&self.in_flight),
+                confirmation: Arc::clone(&confirmation),
+                unconfirmed: Arc::clone(&self.unconfirmed),
             };
             let runtime = self.runtime.clone();
             // Runs on the fabric's reader task when the replica answers: no task per write.
@@ -265,6 +317,15 @@ impl ChangeSink for ReplicationSink {
                         runtime.spawn(resend_until_answered(resend));
                     }
                     _ => {
+                        let (partition, digest) = (resend.partition, resend.digest);
+                        let confirmed = outcome.is_ok();
+                        settle_confirmation(
+                            &unconfirmed,
+                            partition,
+                            &digest,
+                            &confirmation,
+                            confirmed,
+                        );
                         resend.in_flight[index].fetch_sub(1, Ordering::AcqRel);
                     }
                 }
@@ -278,6 +339,11 @@ impl ChangeSink for ReplicationSink {
     fn truncated(&self, _: &[u8], _: u64) {
         // Truncates are cluster-wide metadata: the node that ran one committed it to the
         // metadata group, and every node applies it from there.
+    }
+
+    fn unconfirmed(&self, digest: &Digest) -> Option<Arc<AckLatch>> {
+        let pending = self.unconfirmed[digest.partition_id().index()].lock();
+        pending.get(digest).cloned()
     }
 }
 
@@ -297,6 +363,9 @@ struct Resend {
     /// The sink's replicas per partition; gone with the sink.
     peers: Weak<[RwLock<[Option<Peers>; 2]>]>,
     in_flight: Arc<[AtomicU32]>,
+    /// The change's confirmation, which this replica's outcome counts toward.
+    confirmation: Arc<AckLatch>,
+    unconfirmed: Unconfirmed,
 }
 
 impl Resend {
@@ -305,6 +374,15 @@ impl Resend {
     /// partition over still is, until the handover completes).
     fn still_wanted(&self) -> bool {
         self.wanted_at(None)
+    }
+
+    /// Whether this node is still the partition's master in the newest table it prepared.
+    fn still_master(&self) -> bool {
+        let Some(peers) = self.peers.upgrade() else {
+            return false;
+        };
+        let tables = peers[self.partition.index()].read();
+        tables[1].as_ref().is_some_and(|p| p.master)
     }
 
     /// Whether `node` is a replica of the partition, this node its master, in the table of
@@ -355,6 +433,8 @@ impl Resend {
 /// flight.
 async fn resend_until_answered(resend: Resend) {
     let mut pause = RESEND_PAUSE_MIN;
+    // Answered: `Some(true)`; refused by a newer master: `Some(false)`.
+    let mut answered_ok = None;
     while resend.still_wanted() {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RESEND_PAUSE_MAX);
@@ -364,10 +444,26 @@ async fn resend_until_answered(resend: Resend) {
         // A dropped callback means no answer, as a lost connection does.
         let answered = reply.await.ok().and_then(Result::ok);
         match answered.ok_or(ResultCode::Timeout).and_then(ack_result) {
-            Ok(()) | Err(ResultCode::ClusterKeyMismatch) => break,
+            Ok(()) => {
+                answered_ok = Some(true);
+                break;
+            }
+            Err(ResultCode::ClusterKeyMismatch) => {
+                answered_ok = Some(false);
+                break;
+            }
             Err(_) => {}
         }
     }
+    // Not answered: confirmed if the replica left the table while this node stays master.
+    let confirmed = answered_ok.unwrap_or_else(|| resend.still_master());
+    settle_confirmation(
+        &resend.unconfirmed,
+        resend.partition,
+        &resend.digest,
+        &resend.confirmation,
+        confirmed,
+    );
     resend.in_flight[resend.partition.index()].fetch_sub(1, Ordering::AcqRel);
 }
 
