@@ -25,13 +25,14 @@
 //!   later change of the record (an old version sent again after a delete would bring the
 //!   record back). Until then the change counts as in flight, so a handover waits for it.
 //! - Expiry is not replicated: every replica expires a record by the same void time itself.
-//! - A record's last change stays *unconfirmed* (in `unconfirmed`, by digest) from the moment
-//!   it is applied until every replica it was sent to answered it (first send or resend), or
-//!   stopped being a replica while this node stays the master (confirmed then: the committed
-//!   table no longer counts it); it fails when this node stops being the master or a replica
-//!   refuses it first. A reply that shows the record's state (a read, a refused condition)
-//!   waits on it (`Namespace::join_unconfirmed`), so no client sees a state a failover loses,
-//!   even one whose own write was reported in doubt.
+//! - A record's last change is *pending* (in `unconfirmed`, by digest) from the moment it is
+//!   applied until every replica it was sent to has answered it (first send or resend), left
+//!   the table, or this node stopped being the master. A reply that shows the record's state
+//!   (a read, a refused condition) joins its gate (`Namespace::join_unconfirmed`): the gate
+//!   opens when every replica confirmed the first send, and fails, closing the waiting
+//!   connections, as soon as one did not (the write's own reply is then in doubt). So no client
+//!   sees a state a failover could lose, and no reply waits longer than a write's would; until
+//!   a resend is answered, replies showing that record fail at once.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -167,7 +168,6 @@ impl ReplicationSink {
             peers[0] = peers[1].take();
             peers[1] = Some(Peers {
                 version: assignment.version,
-                master,
                 others: others.into(),
             });
         }
@@ -201,31 +201,32 @@ impl ReplicationSink {
     }
 }
 
-/// Per partition, the unconfirmed changes by digest (see the module's invariants).
-type Unconfirmed = Arc<[parking_lot::Mutex<rustc_hash::FxHashMap<Digest, Arc<AckLatch>>>]>;
+/// Per partition, the pending changes by digest (see the module's invariants).
+type Unconfirmed = Arc<[parking_lot::Mutex<rustc_hash::FxHashMap<Digest, Arc<Pending>>>]>;
 
-/// Notes one replica's outcome for a change's confirmation, and forgets the confirmation once
-/// it settled (unless a later change of the record replaced it already).
-fn settle_confirmation(
-    unconfirmed: &Unconfirmed,
-    partition: PartitionId,
-    digest: &Digest,
-    confirmation: &Arc<AckLatch>,
-    confirmed: bool,
-) {
-    match confirmed {
-        true => confirmation.confirm(),
-        false => confirmation.fail(AckError::NotReplicated(ResultCode::Unavailable)),
-    }
-    if confirmation.outcome().is_none() {
-        return;
-    }
-    let mut pending = unconfirmed[partition.index()].lock();
-    if pending
-        .get(digest)
-        .is_some_and(|kept| Arc::ptr_eq(kept, confirmation))
-    {
-        pending.remove(digest);
+/// A change not yet answered by every replica it was sent to.
+#[derive(Debug)]
+struct Pending {
+    /// What replies showing the record's state wait on.
+    gate: Arc<AckLatch>,
+    /// Replicas whose answer (or leaving) is still awaited, resends included.
+    outstanding: AtomicU32,
+}
+
+impl Pending {
+    /// One replica's story ended; the last one forgets the change (unless a later change of
+    /// the record replaced it already).
+    fn finished(self: &Arc<Pending>, unconfirmed: &Unconfirmed, digest: &Digest) {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let mut pending = unconfirmed[digest.partition_id().index()].lock();
+        if pending
+            .get(digest)
+            .is_some_and(|kept| Arc::ptr_eq(kept, self))
+        {
+            pending.remove(digest);
+        }
     }
 }
 
@@ -233,8 +234,6 @@ fn settle_confirmation(
 #[derive(Debug)]
 struct Peers {
     version: u64,
-    /// Whether this node is the master at `version`.
-    master: bool,
     /// The other replicas, when this node is the master at `version`; none otherwise.
     others: Arc<[(u64, ReplicaState)]>,
 }
@@ -274,15 +273,17 @@ impl ChangeSink for ReplicationSink {
             .waits_for_replicas(asked_master)
             .then(|| Arc::new(AckLatch::new(destinations.len() as u32)));
         let index = change.partition.index();
-        let confirmation = Arc::new(AckLatch::new(destinations.len() as u32));
+        let pending = Arc::new(Pending {
+            gate: Arc::new(AckLatch::new(destinations.len() as u32)),
+            outstanding: AtomicU32::new(destinations.len() as u32),
+        });
         self.unconfirmed[index]
             .lock()
-            .insert(*change.digest, Arc::clone(&confirmation));
+            .insert(*change.digest, Arc::clone(&pending));
         self.in_flight[index].fetch_add(destinations.len() as u32, Ordering::AcqRel);
         for node in destinations {
             let latch = latch.clone();
-            let confirmation = Arc::clone(&confirmation);
-            let unconfirmed = Arc::clone(&self.unconfirmed);
+            let pending = Arc::clone(&pending);
             let resend = Resend {
                 fabric: Arc::clone(&self.fabric),
                 namespace: Arc::clone(&self.namespace),
@@ -293,7 +294,7 @@ impl ChangeSink for ReplicationSink {
                 sequence,
                 peers: Arc::downgrade(&self.peers),
                 in_flight: Arc::clone(&self.in_flight),
-                confirmation: Arc::clone(&confirmation),
+                pending: Arc::clone(&pending),
                 unconfirmed: Arc::clone(&self.unconfirmed),
             };
             let runtime = self.runtime.clone();
@@ -312,20 +313,16 @@ impl ChangeSink for ReplicationSink {
                     }
                     (Ok(()), None) => {}
                 }
+                match &outcome {
+                    Ok(()) => pending.gate.confirm(),
+                    Err(code) => pending.gate.fail(AckError::NotReplicated(*code)),
+                }
                 match outcome {
                     Err(code) if code != ResultCode::ClusterKeyMismatch => {
                         runtime.spawn(resend_until_answered(resend));
                     }
                     _ => {
-                        let (partition, digest) = (resend.partition, resend.digest);
-                        let confirmed = outcome.is_ok();
-                        settle_confirmation(
-                            &unconfirmed,
-                            partition,
-                            &digest,
-                            &confirmation,
-                            confirmed,
-                        );
+                        pending.finished(&resend.unconfirmed, &resend.digest);
                         resend.in_flight[index].fetch_sub(1, Ordering::AcqRel);
                     }
                 }
@@ -343,7 +340,7 @@ impl ChangeSink for ReplicationSink {
 
     fn unconfirmed(&self, digest: &Digest) -> Option<Arc<AckLatch>> {
         let pending = self.unconfirmed[digest.partition_id().index()].lock();
-        pending.get(digest).cloned()
+        pending.get(digest).map(|pending| Arc::clone(&pending.gate))
     }
 }
 
@@ -363,8 +360,8 @@ struct Resend {
     /// The sink's replicas per partition; gone with the sink.
     peers: Weak<[RwLock<[Option<Peers>; 2]>]>,
     in_flight: Arc<[AtomicU32]>,
-    /// The change's confirmation, which this replica's outcome counts toward.
-    confirmation: Arc<AckLatch>,
+    /// The change, pending until this and every other replica's story ends.
+    pending: Arc<Pending>,
     unconfirmed: Unconfirmed,
 }
 
@@ -374,15 +371,6 @@ impl Resend {
     /// partition over still is, until the handover completes).
     fn still_wanted(&self) -> bool {
         self.wanted_at(None)
-    }
-
-    /// Whether this node is still the partition's master in the newest table it prepared.
-    fn still_master(&self) -> bool {
-        let Some(peers) = self.peers.upgrade() else {
-            return false;
-        };
-        let tables = peers[self.partition.index()].read();
-        tables[1].as_ref().is_some_and(|p| p.master)
     }
 
     /// Whether `node` is a replica of the partition, this node its master, in the table of
@@ -433,8 +421,6 @@ impl Resend {
 /// flight.
 async fn resend_until_answered(resend: Resend) {
     let mut pause = RESEND_PAUSE_MIN;
-    // Answered: `Some(true)`; refused by a newer master: `Some(false)`.
-    let mut answered_ok = None;
     while resend.still_wanted() {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RESEND_PAUSE_MAX);
@@ -444,26 +430,11 @@ async fn resend_until_answered(resend: Resend) {
         // A dropped callback means no answer, as a lost connection does.
         let answered = reply.await.ok().and_then(Result::ok);
         match answered.ok_or(ResultCode::Timeout).and_then(ack_result) {
-            Ok(()) => {
-                answered_ok = Some(true);
-                break;
-            }
-            Err(ResultCode::ClusterKeyMismatch) => {
-                answered_ok = Some(false);
-                break;
-            }
+            Ok(()) | Err(ResultCode::ClusterKeyMismatch) => break,
             Err(_) => {}
         }
     }
-    // Not answered: confirmed if the replica left the table while this node stays master.
-    let confirmed = answered_ok.unwrap_or_else(|| resend.still_master());
-    settle_confirmation(
-        &resend.unconfirmed,
-        resend.partition,
-        &resend.digest,
-        &resend.confirmation,
-        confirmed,
-    );
+    resend.pending.finished(&resend.unconfirmed, &resend.digest);
     resend.in_flight[resend.partition.index()].fetch_sub(1, Ordering::AcqRel);
 }
 
