@@ -386,7 +386,8 @@ class OspreyServer:
 
         assert self.resp_port, "this server does not serve RESP"
         extra.setdefault("retry", Retry(NoBackoff(), 0))
-        client = redis.Redis(host=self.host, port=self.resp_port, protocol=protocol, socket_timeout=5, **extra)
+        extra.setdefault("socket_timeout", 5)
+        client = redis.Redis(host=self.host, port=self.resp_port, protocol=protocol, **extra)
         self.clients.append(client)
         return client
 

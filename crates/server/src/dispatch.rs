@@ -645,8 +645,10 @@ fn run_in_engine(
                 namespace.write_as(origin, &request, ops, sink, acks)
             }
         };
-        if written.is_err() {
-            // A refusal (a generation, an existence check) shows the record's state.
+        if written
+            .as_ref()
+            .is_err_and(|code| shows_record_state(*code))
+        {
             namespace.join_unconfirmed(&digest, acks);
         }
         return written;
@@ -666,12 +668,33 @@ fn run_in_engine(
         filter,
     };
     let read = namespace.read_as(origin, &request, ops, sink);
-    namespace.join_unconfirmed(&digest, acks);
+    if read.as_ref().is_ok() || read.as_ref().is_err_and(|code| shows_record_state(*code)) {
+        namespace.join_unconfirmed(&digest, acks);
+    }
     let meta = read?;
     if let Some(percent) = touch_percent {
         touch_after_read(namespace, digest, set_name, percent, meta);
     }
     Ok(meta)
+}
+
+/// Whether a refusal tells the client something of the record's state (that it exists, its
+/// generation, its bins), so that its reply must wait, as a read's, until that state is
+/// confirmed by the replicas (`Namespace::join_unconfirmed`). Refusals of the request itself
+/// (UNAVAILABLE from a node that may not take writes, TIMEOUT, PARAMETER...) do not.
+fn shows_record_state(code: ResultCode) -> bool {
+    matches!(
+        code,
+        ResultCode::NotFound
+            | ResultCode::Generation
+            | ResultCode::RecordExists
+            | ResultCode::BinExists
+            | ResultCode::BinNotFound
+            | ResultCode::IncompatibleType
+            | ResultCode::ElementNotFound
+            | ResultCode::ElementExists
+            | ResultCode::FilteredOut
+    )
 }
 
 /// Aerospike's read-touch after a read that asked for it: when the record's remaining TTL has
