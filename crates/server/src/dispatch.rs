@@ -668,7 +668,11 @@ fn run_in_engine(
         filter,
     };
     let read = namespace.read_as(origin, &request, ops, sink);
-    if read.as_ref().is_ok() || read.as_ref().is_err_and(|code| shows_record_state(*code)) {
+    if read
+        .as_ref()
+        .err()
+        .is_none_or(|code| shows_record_state(*code))
+    {
         namespace.join_unconfirmed(&digest, acks);
     }
     let meta = read?;
