@@ -42,6 +42,7 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SERVICE_RE = re.compile(r'service="?([0-9.]+):(\d+)')
 RESP_RE = re.compile(r'resp="?[0-9.]+:(\d+)')
 ADMIN_RE = re.compile(r'admin="?[0-9.]+:(\d+)')
+METRICS_RE = re.compile(r'metrics="?[0-9.]+:(\d+)')
 SERVICE_TLS_RE = re.compile(r'service_tls="?([0-9.]+):(\d+)')
 RESP_TLS_RE = re.compile(r'resp_tls="?[0-9.]+:(\d+)')
 
@@ -215,6 +216,7 @@ class OspreyServer:
         self.admin_port: int | None = None
         self.tls_port: int | None = None
         self.resp_tls_port: int | None = None
+        self.metrics_port: int | None = None
         self.clients: list[Any] = []
         self.returncode: int | None = None
 
@@ -268,6 +270,8 @@ class OspreyServer:
                         self.resp_port = int(resp.group(1)) if resp else None
                         admin = ADMIN_RE.search(line)
                         self.admin_port = int(admin.group(1)) if admin else None
+                        metrics = METRICS_RE.search(line)
+                        self.metrics_port = int(metrics.group(1)) if metrics else None
                         return self
             if self.proc.poll() is not None:
                 raise RuntimeError(

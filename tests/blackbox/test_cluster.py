@@ -15,10 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import aerospike
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 import redis
 from aerospike import exception as ex
 
@@ -69,7 +71,7 @@ def cluster():
     servers = []
     for index, fabric_port in enumerate(fabric_ports):
         server = OspreyServer(
-            {"port": 0},
+            {"port": 0, "metrics-port": 0, "ticker-interval-s": 1},
             [namespace("test", replication_factor=2)],
             tag=f"cluster{index}",
             cluster={
@@ -159,6 +161,28 @@ def test_puts_and_gets_through_the_cluster(loaded, client):
         _, meta, bins = client.get(key(i))
         assert bins == {"v": i, "s": f"value-{i}"}
         assert meta["gen"] == 1
+
+
+def test_each_master_times_its_replica_writes(cluster, loaded):
+    replica_writes = 0
+    for server in cluster:
+        url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == "osprey_latency_seconds":
+                replica_writes += sum(
+                    sample.value for sample in family.samples
+                    if sample.name.endswith("_count") and sample.labels["op"] == "write-repl-write"
+                )
+    # Every put went to one replica (earlier tests of this module may have written more).
+    assert replica_writes >= loaded
+    # `latencies:` answers the histogram when named, in Aerospike's format, after a tick.
+    time.sleep(1.2)
+    answers = [info_value(server.host, server.port, "latencies:hist={test}-write-repl-write")
+               for server in cluster]
+    assert all(answer.startswith("{test}-write-repl-write:msec,") for answer in answers), answers
+    assert "write-repl-write" not in info_value(cluster[0].host, cluster[0].port, "latencies:")
 
 
 def test_operate_batch_and_remove(loaded, client):

@@ -221,6 +221,15 @@ pub struct ServiceConfig {
     /// `work-directory`): the secondary-index definitions of in-memory namespaces. Created if
     /// missing; empty keeps nothing (an in-memory namespace then restarts without indexes).
     pub work_directory: PathBuf,
+    /// Seconds between two looks at the latency histograms (Aerospike's `ticker-interval`):
+    /// `latencies:` answers the rates of the last interval.
+    pub ticker_interval_s: u64,
+    /// Whether the Aerospike latency histograms count microseconds rather than milliseconds
+    /// (Aerospike's `microsecond-histograms`).
+    pub microsecond_histograms: bool,
+    /// The port of the HTTP endpoint serving metrics in Prometheus's text format, on
+    /// `address`; none (the default) serves none.
+    pub metrics_port: Option<u16>,
 }
 
 /// One `[[namespaces]]` entry.
@@ -414,6 +423,9 @@ impl Default for ServiceConfig {
             batch_max_requests: 5_000,
             single_scan_threads: 4,
             work_directory: PathBuf::new(),
+            ticker_interval_s: 10,
+            microsecond_histograms: false,
+            metrics_port: None,
         }
     }
 }
@@ -584,6 +596,11 @@ impl Config {
         if self.namespaces.is_empty() {
             return Err(invalid(
                 "at least one [[namespaces]] entry is required".to_owned(),
+            ));
+        }
+        if self.service.ticker_interval_s == 0 {
+            return Err(invalid(
+                "service.ticker-interval-s must be at least 1".to_owned(),
             ));
         }
         if !SESSION_TTL_S_RANGE.contains(&self.security.session_ttl_s) {

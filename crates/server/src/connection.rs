@@ -33,6 +33,7 @@ use crate::access::Access;
 use crate::client_memory::{Account, Evicted};
 use crate::dispatch::{self, Streamed};
 use crate::info::{InfoSession, handle_info};
+use crate::latency::HistogramId;
 use crate::state::ServerState;
 use crate::tls::transport::Transport;
 
@@ -113,6 +114,11 @@ struct Connection {
     received: dispatch::Received,
     /// What the writes answered in `output` wait for before it may be sent.
     acks: Acks,
+    /// The requests answered in `output`, with when each was received: timed in their
+    /// latency histograms once their replies may be sent.
+    timed: Vec<(HistogramId, std::time::Instant)>,
+    /// The request a stream answers, timed when the stream ends.
+    stream_timed: Option<(HistogramId, std::time::Instant)>,
 }
 
 /// What answering the buffered frames left to do.
@@ -159,6 +165,8 @@ pub async fn serve(
         role,
         received: dispatch::Received::now(),
         acks: Acks::default(),
+        timed: Vec::new(),
+        stream_timed: None,
     };
     let reason = connection.run(shutdown).await;
     match reason {
@@ -250,8 +258,12 @@ impl Connection {
                         true,
                     )
                     .await;
-                    if let dispatch::Handled::Forward(owner) = handled {
-                        self.run_forwarded(&body, owner).await;
+                    match handled {
+                        dispatch::Handled::Forward(owner) => {
+                            self.run_forwarded(&body, owner).await;
+                        }
+                        dispatch::Handled::Answered => self.time(&body, received, false),
+                        _ => {}
                     }
                     continue;
                 }
@@ -334,6 +346,11 @@ impl Connection {
                 };
                 break;
             }
+            let timed = match frame.proto_type {
+                ProtoType::Message => dispatch::timed_as(&self.state, body),
+                _ => None,
+            }
+            .map(|id| (id, received.at));
             next = match answer_frame(
                 &self.state,
                 &mut self.info,
@@ -343,8 +360,14 @@ impl Connection {
                 &mut self.output,
                 &mut self.acks,
             )? {
-                dispatch::Handled::Answered => Next::Read,
-                dispatch::Handled::Streamed(streamed) => Next::Stream(streamed),
+                dispatch::Handled::Answered => {
+                    self.timed.extend(timed);
+                    Next::Read
+                }
+                dispatch::Handled::Streamed(streamed) => {
+                    self.stream_timed = timed;
+                    Next::Stream(streamed)
+                }
                 dispatch::Handled::Forward(owner) => Next::Forward(body.to_vec(), owner),
                 dispatch::Handled::Unready | dispatch::Handled::AwaitScript => {
                     Next::Unready(body.to_vec(), received)
@@ -353,6 +376,37 @@ impl Connection {
         }
         self.input.advance(consumed);
         Ok((consumed > 0, next))
+    }
+
+    /// Notes that the request in `body`, received at `received`, is answered by the replies
+    /// in `output` (or, `streamed`, by the stream about to be sent), to be timed when they go.
+    fn time(&mut self, body: &[u8], received: dispatch::Received, streamed: bool) {
+        let Some(id) = dispatch::timed_as(&self.state, body) else {
+            return;
+        };
+        match streamed {
+            true => self.stream_timed = Some((id, received.at)),
+            false => self.timed.push((id, received.at)),
+        }
+    }
+
+    /// Times the requests whose replies may now be sent.
+    fn record_timed(&mut self) {
+        if self.timed.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        for (id, received) in self.timed.drain(..) {
+            let elapsed = now.saturating_duration_since(received);
+            self.state.latencies.record(id, elapsed);
+        }
+    }
+
+    /// Times the request a stream answered, once the stream has ended.
+    fn record_stream_timed(&mut self) {
+        if let Some((id, received)) = self.stream_timed.take() {
+            self.state.latencies.record(id, received.elapsed());
+        }
     }
 
     /// Sends a request to `owner`, its partition's master, and queues the reply it answers.
@@ -393,14 +447,15 @@ impl Connection {
             let mut acks = Acks::default();
             let streamed =
                 dispatch::handle_message(&state, &body, received, &mut output, &mut acks);
-            (output, streamed, acks)
+            (output, streamed, acks, body)
         };
-        let Ok((output, streamed, acks)) = self.state.long_requests.run(job).await else {
+        let Ok((output, streamed, acks, body)) = self.state.long_requests.run(job).await else {
             warn!("a long request failed; closing its connection");
             return Err(Close::JobFailed);
         };
         self.output = output;
         self.acks.absorb(acks);
+        self.time(&body, received, streamed.is_some());
         match streamed {
             // A long batch or scan streams like any other.
             Some(streamed) => {
@@ -430,6 +485,7 @@ impl Connection {
             // The replies would acknowledge writes that may not survive: close instead.
             return Err(Close::Io(std::io::Error::other(error)));
         }
+        self.record_timed();
         let held_bytes = self.held_bytes();
         send(
             &mut self.stream,
@@ -454,6 +510,20 @@ impl Connection {
     /// Sends a streamed reply to its end. No request is read meanwhile: clients wait for a
     /// batch or scan to finish before reusing the connection.
     async fn send_stream(
+        &mut self,
+        streamed: Streamed,
+        write_timeout: Duration,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Close> {
+        let sent = self.send_streamed(streamed, write_timeout, shutdown).await;
+        if sent.is_ok() {
+            self.record_stream_timed();
+        }
+        sent
+    }
+
+    /// [`Connection::send_stream`], untimed.
+    async fn send_streamed(
         &mut self,
         streamed: Streamed,
         write_timeout: Duration,

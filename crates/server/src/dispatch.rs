@@ -37,6 +37,7 @@ use engine::Clock as _;
 
 use crate::access::Access;
 use crate::batch::BatchJob;
+use crate::latency::{self, HistogramId, Latencies};
 use crate::scan::{self, ScanStream};
 use crate::state::ServerState;
 use crate::udf::{self, UdfOutcome};
@@ -565,6 +566,27 @@ fn unsupported_kind(command: &RecordCommand<'_>) -> Option<Unsupported> {
             .clone()
             .any(|op| matches!(op.code, OpCode::ExpRead | OpCode::ExpModify));
     has_expression.then_some(Unsupported::ExpressionOp)
+}
+
+/// The latency histogram an AS_MSG `body` is timed in: `batch-index` for a batch, else its
+/// namespace's read, write, udf, pi-query or si-query; `None` for a message no namespace of
+/// this node takes. Judged from the header and fields alone (the ops are not read again).
+pub fn timed_as(state: &ServerState, body: &[u8]) -> Option<HistogramId> {
+    if is_batch(body) {
+        return Some(Latencies::BATCH_INDEX);
+    }
+    let (header, rest) = body.split_first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()?;
+    let header = MessageHeader::decode(header);
+    let (fields, _) = wire_aerospike::Fields::parse(rest, header.field_count).ok()?;
+    let namespace_index = state.namespace_index(fields.namespace?)?;
+    let op = match (fields.digest, fields.scan.index_range) {
+        (None, None) => latency::Op::PiQuery,
+        (None, Some(_)) => latency::Op::SiQuery,
+        (Some(_), _) if fields.udf => latency::Op::Udf,
+        (Some(_), _) if header.info2 & info2::WRITE != 0 => latency::Op::Write,
+        (Some(_), _) => latency::Op::Read,
+    };
+    Some(state.latencies.id(namespace_index, op))
 }
 
 /// Whether `body` is a batch parent request (info1 BATCH), judged from its header alone.

@@ -34,7 +34,7 @@ pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;flo
 pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace;udf";
 
 /// The info commands this node answers, as `help` lists them.
-const INFO_COMMANDS: [&str; 56] = [
+const INFO_COMMANDS: [&str; 57] = [
     "build",
     "cluster-leave",
     "cluster-name",
@@ -43,6 +43,7 @@ const INFO_COMMANDS: [&str; 56] = [
     "features",
     "get-config",
     "help",
+    "latencies",
     "namespace",
     "namespaces",
     "node",
@@ -180,6 +181,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         },
         b"sets" => write_sets(state, rest, value),
         b"statistics" => write_statistics(state, value),
+        b"latencies" => value.push_str(&state.latencies.info(rest)),
         b"user-agent-set" => user_agent_set(session, rest, value),
         b"set-config" => admin::set_config(state, rest, value),
         b"tls-reload" => write_tls_reload(state, value),
@@ -209,8 +211,15 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
     }
 }
 
+/// The value `line` answers a connection with no session of its own (the metrics endpoint
+/// reads the statistics this way, so that both always agree).
+pub fn value_of(state: &ServerState, line: &[u8]) -> String {
+    let mut value = String::new();
+    answer(state, &mut InfoSession::default(), line, &mut value);
+    value
+}
+
 fn write_summary(state: &ServerState, out: &mut Vec<u8>) {
-    let mut session = InfoSession::default();
     let summary_commands: [&[u8]; 9] = [
         b"features",
         b"node",
@@ -223,8 +232,7 @@ fn write_summary(state: &ServerState, out: &mut Vec<u8>) {
         b"partition-generation",
     ];
     for name in summary_commands {
-        let mut value = String::new();
-        answer(state, &mut session, name, &mut value);
+        let value = value_of(state, name);
         out.extend_from_slice(name);
         out.push(b'\t');
         out.extend_from_slice(value.as_bytes());

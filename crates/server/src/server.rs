@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 use crate::cluster::{ClusterNode, MetadataStore, NodeSetup};
 use crate::config::Config;
 use crate::connection::{self, Role};
+use crate::latency::Latencies;
 use crate::resp;
 use crate::state::{ServerState, node_id};
 use crate::tls::Tls;
@@ -49,7 +50,7 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         )),
         false => None,
     };
-    let listeners = Listeners::bind(&config).await?;
+    let mut listeners = Listeners::bind(&config).await?;
     let addresses = listeners.addresses()?;
     let namespaces = open_namespaces(&config)?;
     let advertised = |bound: Option<SocketAddr>| {
@@ -70,6 +71,10 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         .or(addresses.service_tls)
         .map_or(0, |a| a.port());
     let node_id = node_id(configured_id, service_port);
+    let latencies = Arc::new(Latencies::new(
+        namespaces.iter().map(|namespace| namespace.name()),
+        config.service.microsecond_histograms,
+    ));
     let cluster_node = match config.cluster.is_clustered() {
         true => {
             let advertised = Advertised {
@@ -77,12 +82,21 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
                 service_tls: &tls_access_address,
                 tls: tls.as_ref(),
             };
-            Some(join_cluster(&config, &node_id, &advertised, &addresses, &namespaces).await?)
+            let joined = join_cluster(
+                &config,
+                &node_id,
+                &advertised,
+                &addresses,
+                &namespaces,
+                &latencies,
+            );
+            Some(joined.await?)
         }
         false => None,
     };
     let mut state = ServerState::new(config, namespaces, node_id, access_address)?
-        .with_tls(tls.clone(), tls_access_address);
+        .with_tls(tls.clone(), tls_access_address)
+        .with_latencies(latencies);
     if let Some(node) = &cluster_node {
         state = state.in_cluster(Arc::clone(node));
     }
@@ -93,9 +107,15 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     if let Some(node) = &cluster_node {
         node.attach_server(&state);
     }
+    let ticker = tokio::spawn(tick_latencies(Arc::clone(&state)));
     let sweepers = Sweepers::start(&state.namespaces);
     log_ready(&state, &addresses);
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+    let metrics = listeners.metrics.take().map(|listener| {
+        let serving =
+            crate::metrics::serve(listener, Arc::clone(&state), shutdown_receiver.clone());
+        tokio::spawn(serving)
+    });
     let service = &state.config.service;
     let aerospike = Door::new(
         Protocol::Aerospike,
@@ -123,6 +143,10 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
     drop(listeners);
     if let Some(reloading) = reloading {
         reloading.abort();
+    }
+    ticker.abort();
+    if let Some(metrics) = metrics {
+        metrics.abort();
     }
     let _ = shutdown_sender.send(true);
     // A script still running would hold its connection, and the pool, past the grace period.
@@ -160,6 +184,7 @@ async fn join_cluster(
     advertised: &Advertised<'_>,
     addresses: &Addresses,
     namespaces: &[Arc<Namespace>],
+    latencies: &Arc<Latencies>,
 ) -> std::io::Result<Arc<ClusterNode>> {
     let node_id: model::NodeId = node_id
         .parse()
@@ -196,6 +221,7 @@ async fn join_cluster(
             .iter()
             .map(|section| section.write_commit_level_override)
             .collect(),
+        latencies: Some(Arc::clone(latencies)),
         metadata: MetadataStore::Dir(metadata_dir),
         network: match (config.cluster.tls, advertised.tls) {
             (true, Some(tls)) => Arc::new(TlsNetwork::new(Arc::clone(tls))),
@@ -236,6 +262,7 @@ struct Addresses {
     resp: Option<SocketAddr>,
     resp_tls: Option<SocketAddr>,
     admin: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
 }
 
 /// What this node tells clients and peers about its service ports.
@@ -255,6 +282,7 @@ struct Listeners {
     resp: Option<TcpListener>,
     resp_tls: Option<TcpListener>,
     admin: Option<TcpListener>,
+    metrics: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -264,7 +292,8 @@ impl Listeners {
         Ok(Listeners {
             service: bind_unless(service.tls_only, &service.address, service.port, "service")
                 .await?,
-            service_tls: bind_tls(&service.address, service.tls_port, "service.tls-port").await?,
+            service_tls: bind_optional(&service.address, service.tls_port, "service.tls-port")
+                .await?,
             resp: bind_unless(
                 !serve_resp || resp.tls_only,
                 &resp.address,
@@ -273,13 +302,19 @@ impl Listeners {
             )
             .await?,
             resp_tls: match serve_resp {
-                true => bind_tls(&resp.address, resp.tls_port, "resp.tls-port").await?,
+                true => bind_optional(&resp.address, resp.tls_port, "resp.tls-port").await?,
                 false => None,
             },
             admin: match config.admin.enabled {
                 true => bind_admin(&config.admin).await,
                 false => None,
             },
+            metrics: bind_optional(
+                &service.address,
+                service.metrics_port,
+                "service.metrics-port",
+            )
+            .await?,
         })
     }
 
@@ -293,6 +328,7 @@ impl Listeners {
             resp: address(&self.resp)?,
             resp_tls: address(&self.resp_tls)?,
             admin: address(&self.admin)?,
+            metrics: address(&self.metrics)?,
         })
     }
 }
@@ -309,7 +345,8 @@ async fn bind_unless(
     }
 }
 
-async fn bind_tls(
+/// Binds `address:port` when a port is set (a TLS port, the metrics port).
+async fn bind_optional(
     address: &str,
     port: Option<u16>,
     setting: &str,
@@ -458,6 +495,7 @@ fn log_ready(state: &ServerState, addresses: &Addresses) {
         resp = %shown(addresses.resp),
         resp_tls = %shown(addresses.resp_tls),
         admin = %shown(addresses.admin),
+        metrics = %shown(addresses.metrics),
         node = %state.node_id,
         namespaces = %names.join(","),
         "osprey ready"
@@ -702,6 +740,17 @@ fn refuse(stream: &TcpStream, protocol: Protocol, refusal: Refusal) {
 /// Background threads per namespace: an expiry sweeper where `nsup-period` is non-zero, a
 /// defragmenter where the namespace has device storage, and a watch on memory and device use
 /// that evicts above the thresholds.
+/// Ends an interval of the latency histograms every `ticker-interval-s`, for `latencies:`.
+async fn tick_latencies(state: Arc<ServerState>) {
+    let period = Duration::from_secs(state.config.service.ticker_interval_s);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        state.latencies.tick();
+    }
+}
+
 struct Sweepers {
     stop: Vec<mpsc::Sender<()>>,
     threads: Vec<JoinHandle<()>>,

@@ -88,6 +88,8 @@ pub struct ServerState {
     pub security: Option<Arc<security::Security>>,
     /// The Redis port's recent security events (ACL LOG).
     pub resp_acl_log: crate::resp::AclLog,
+    /// The Aerospike latency histograms (`latencies:`).
+    pub latencies: Arc<crate::latency::Latencies>,
 }
 
 /// Client connection counters for `statistics`.
@@ -174,7 +176,12 @@ impl ServerState {
             );
             namespace.set_removal_listener(Arc::new(removals));
         }
+        let latencies = Arc::new(crate::latency::Latencies::new(
+            namespaces.iter().map(|namespace| namespace.name()),
+            config.service.microsecond_histograms,
+        ));
         Ok(ServerState {
+            latencies,
             access_address,
             tls_access_address: String::new(),
             tls: None,
@@ -223,6 +230,18 @@ impl ServerState {
             tls_access_address,
             ..self
         }
+    }
+
+    /// This state counting latencies in `latencies` (shared with the cluster's replication).
+    pub fn with_latencies(self, latencies: Arc<crate::latency::Latencies>) -> ServerState {
+        ServerState { latencies, ..self }
+    }
+
+    /// The position of the namespace called `name` in configuration order.
+    pub fn namespace_index(&self, name: &[u8]) -> Option<usize> {
+        self.namespaces
+            .iter()
+            .position(|namespace| namespace.name().as_bytes() == name)
     }
 
     /// This state on a node of a cluster: `node` is its view and its membership.

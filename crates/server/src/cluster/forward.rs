@@ -2,6 +2,9 @@
 //! to the master over the fabric and answered with the master's own reply bytes, so clients
 //! with a stale map (or Redis clients, which know no map) still get the right answer.
 //!
+//! A forwarded request is timed in the latency histograms of the node that ran it, not the
+//! one that forwarded it.
+//!
 //! A forwarded request is served where it arrives and never forwarded again: if that node is
 //! not the master (yet: the map is moving, and the sender applied the change first), it waits
 //! a little for its own map to catch up, then answers UNAVAILABLE, which the client treats as
@@ -41,6 +44,10 @@ async fn serve_aerospike(state: &Arc<ServerState>, body: &[u8]) -> Vec<u8> {
     if acks.settled().await.is_err() {
         out.clear();
         dispatch::reply_error(&mut out, ResultCode::Timeout);
+    }
+    // Timed here, where it ran, as the node a client sends it to times its own requests.
+    if let Some(id) = dispatch::timed_as(state, body) {
+        state.latencies.record(id, received.at.elapsed());
     }
     out
 }

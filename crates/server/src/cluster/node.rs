@@ -82,6 +82,9 @@ pub struct NodeSetup {
     pub namespaces: Vec<(Arc<Namespace>, usize)>,
     /// Per namespace (in the same order), its `write-commit-level-override`.
     pub commit_levels: Vec<CommitLevelOverride>,
+    /// The node's latency histograms, where replication records its replica writes' (none in
+    /// tests that do not look).
+    pub latencies: Option<Arc<crate::latency::Latencies>>,
     /// Where the metadata group keeps its store.
     pub metadata: MetadataStore,
     /// How the fabric reaches peers (TCP; in memory for tests).
@@ -219,18 +222,21 @@ impl ClusterNode {
         let layout = Arc::new(RwLock::new(Arc::new(Layout::default())));
         let runtime = tokio::runtime::Handle::current();
         let mut sinks = Vec::new();
-        for ((namespace, _), commit_level) in setup.namespaces.iter().zip(&setup.commit_levels) {
+        let namespaces = setup.namespaces.iter().zip(&setup.commit_levels);
+        for (index, ((namespace, _), commit_level)) in namespaces.enumerate() {
             for pid in PartitionId::all() {
                 // Nothing is served until the first table says what this node holds; what it
                 // holds (a restart on device storage) stays until a table says it is not its.
                 let _ = namespace.set_partition_role(pid, PartitionRole::Filling, 0, 0);
             }
-            let sink = Arc::new(ReplicationSink::new(
-                namespace,
-                *commit_level,
-                setup.node_id,
-                fabric.clone(),
-            ));
+            let replica_write_latency = setup
+                .latencies
+                .as_ref()
+                .map(|latencies| latencies.histogram(index, crate::latency::Op::WriteReplWrite));
+            let sink = Arc::new(
+                ReplicationSink::new(namespace, *commit_level, setup.node_id, fabric.clone())
+                    .with_latency(replica_write_latency),
+            );
             namespace.set_change_sink(sink.clone());
             sinks.push(sink);
         }

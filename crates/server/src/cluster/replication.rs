@@ -37,7 +37,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cluster::metadata::ReplicaState;
 use engine::{AckError, AckLatch, Acks, Change, ChangeKind, ChangeSink, Namespace, RecordVersion};
@@ -50,6 +50,7 @@ use wire_fabric::{Message, REPLICA_ACK_OK};
 
 use super::config::CommitLevelOverride;
 use super::layout::Layout;
+use crate::latency::Histogram;
 
 /// The master's side of replication for one namespace.
 pub struct ReplicationSink {
@@ -75,6 +76,8 @@ pub struct ReplicationSink {
     runtime: tokio::runtime::Handle,
     /// The namespace, which resends read records from (it owns this sink: a weak link).
     source: Weak<Namespace>,
+    /// Where the time from sending a replica write to its replica's answer is counted.
+    latency: Option<Arc<Histogram>>,
 }
 
 impl std::fmt::Debug for ReplicationSink {
@@ -110,7 +113,14 @@ impl ReplicationSink {
                 .map(|_| RwLock::new([None, None]))
                 .collect(),
             runtime: tokio::runtime::Handle::current(),
+            latency: None,
         }
+    }
+
+    /// Counts each replica write's round trip in `latency`.
+    pub fn with_latency(mut self, latency: Option<Arc<Histogram>>) -> ReplicationSink {
+        self.latency = latency;
+        self
     }
 
     /// Whether every replica write of `partition` sent from here has been answered.
@@ -281,8 +291,10 @@ impl ChangeSink for ReplicationSink {
             .lock()
             .insert(*change.digest, Arc::clone(&pending));
         self.in_flight[index].fetch_add(destinations.len() as u32, Ordering::AcqRel);
+        let sent = Instant::now();
         for node in destinations {
             let latch = latch.clone();
+            let latency = self.latency.clone();
             let pending = Arc::clone(&pending);
             let resend = Resend {
                 fabric: Arc::clone(&self.fabric),
@@ -301,6 +313,9 @@ impl ChangeSink for ReplicationSink {
             // Runs on the fabric's reader task when the replica answers: no task per write.
             self.fabric.request_then(node, &message, move |reply| {
                 let outcome = reply.map_err(|_| ResultCode::Timeout).and_then(ack_result);
+                if let (Ok(()), Some(latency)) = (&outcome, &latency) {
+                    latency.record(sent.elapsed());
+                }
                 match (&outcome, latch) {
                     (Ok(()), Some(latch)) => latch.confirm(),
                     (Err(code), Some(latch)) => latch.fail(AckError::NotReplicated(*code)),

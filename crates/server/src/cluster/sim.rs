@@ -212,6 +212,7 @@ impl Sim {
             tls_service: None,
             namespaces: vec![(namespace, REPLICATION_FACTOR)],
             commit_levels: vec![CommitLevelOverride::Off],
+            latencies: None,
             metadata: MetadataStore::Disk(disk),
             network: Arc::new(self.network.endpoint(&slot.address)),
         };

@@ -69,6 +69,7 @@ async fn start_node(network: &MemoryNetwork, dir: &std::path::Path, i: usize) ->
         tls_service: None,
         namespaces: vec![(namespace, 2)],
         commit_levels: vec![CommitLevelOverride::Off],
+        latencies: None,
         metadata: MetadataStore::Dir(dir.join(format!("node{i}"))),
         network: Arc::new(network.endpoint(&format!("node{i}:1"))),
     };

@@ -10,6 +10,9 @@
 //!
 //! An unknown command or subcommand is not counted (Redis has no entry to count it in).
 //!
+//! With `latency-tracking` on (the default, as in Redis), a call's duration also goes into the
+//! command's latency histogram, for `LATENCY HISTOGRAM` and INFO's `latencystats`.
+//!
 //! Counted per thread, summed when INFO asks: each command then touches only counters its own
 //! thread writes, and no cache line moves between cores with every call (a single set of
 //! counters would make the busiest commands' lines bounce between every core serving them).
@@ -25,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -33,6 +36,7 @@ use parking_lot::Mutex;
 use wire_resp::Args;
 
 use super::{commands, docs};
+use crate::latency::{LazyBuckets, Snapshot};
 
 /// One command's counters.
 #[derive(Default)]
@@ -41,7 +45,18 @@ struct Counters {
     nanoseconds: AtomicU64,
     rejected: AtomicU64,
     failed: AtomicU64,
+    /// The calls' durations, while `latency-tracking` is on.
+    latency: LazyBuckets,
 }
+
+/// `latency-tracking`: whether calls' durations go into the histograms.
+static LATENCY_TRACKING: AtomicBool = AtomicBool::new(true);
+
+/// `latency-tracking-info-percentiles`: the percentiles INFO's `latencystats` shows, once set.
+static INFO_PERCENTILES: Mutex<Option<Vec<f64>>> = Mutex::new(None);
+
+/// Redis's default `latency-tracking-info-percentiles`.
+const DEFAULT_INFO_PERCENTILES: [f64; 3] = [50.0, 99.0, 99.9];
 
 /// One thread's counters (or the retired threads'), one cell per slot.
 struct Table {
@@ -60,6 +75,7 @@ impl Table {
             for (to, from) in cell.fields().into_iter().zip(from.fields()) {
                 to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
             }
+            cell.latency.absorb(&from.latency);
         }
     }
 }
@@ -191,6 +207,9 @@ pub fn record(slot: usize, elapsed: Duration, failed: bool) {
         if failed {
             cell.failed.fetch_add(1, Ordering::Relaxed);
         }
+        if LATENCY_TRACKING.load(Ordering::Relaxed) {
+            cell.latency.record(elapsed);
+        }
     });
 }
 
@@ -214,29 +233,8 @@ pub fn reject(args: &Args) {
 /// The `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..`
 /// lines of every command counted since the last reset, by name.
 pub fn lines() -> String {
-    let sum = Table::new();
-    {
-        let registry = REGISTRY.lock();
-        for table in registry.iter() {
-            sum.add(table);
-        }
-        sum.add(&RETIRED);
-    }
-    let mut counted: Vec<(&str, [u64; 4])> = NAMES
-        .by_slot
-        .iter()
-        .zip(sum.cells.iter())
-        .map(|(name, cell)| {
-            (
-                *name,
-                cell.fields().map(|field| field.load(Ordering::Relaxed)),
-            )
-        })
-        .filter(|(_, [calls, _, rejected, failed])| calls + rejected + failed > 0)
-        .collect();
-    counted.sort_unstable_by_key(|(name, _)| *name);
     let mut text = String::new();
-    for (name, [calls, nanoseconds, rejected, failed]) in counted {
+    for (name, [calls, nanoseconds, rejected, failed]) in counts() {
         let usec = nanoseconds / 1_000;
         let per_call = if calls == 0 {
             0.0
@@ -252,6 +250,37 @@ pub fn lines() -> String {
     text
 }
 
+/// Every command counted since the last reset, by name, with its
+/// `[calls, nanoseconds, rejected, failed]`.
+pub fn counts() -> Vec<(&'static str, [u64; 4])> {
+    let sum = summed();
+    let mut counted: Vec<(&str, [u64; 4])> = NAMES
+        .by_slot
+        .iter()
+        .zip(sum.cells.iter())
+        .map(|(name, cell)| {
+            (
+                *name,
+                cell.fields().map(|field| field.load(Ordering::Relaxed)),
+            )
+        })
+        .filter(|(_, [calls, _, rejected, failed])| calls + rejected + failed > 0)
+        .collect();
+    counted.sort_unstable_by_key(|(name, _)| *name);
+    counted
+}
+
+/// Every thread's counts, live and retired, in one table.
+fn summed() -> Table {
+    let sum = Table::new();
+    let registry = REGISTRY.lock();
+    for table in registry.iter() {
+        sum.add(table);
+    }
+    sum.add(&RETIRED);
+    sum
+}
+
 /// CONFIG RESETSTAT.
 pub fn reset() {
     let registry = REGISTRY.lock();
@@ -260,8 +289,77 @@ pub fn reset() {
             for field in cell.fields() {
                 field.store(0, Ordering::Relaxed);
             }
+            cell.latency.reset();
         }
     }
+}
+
+/// One command's latency, as `LATENCY HISTOGRAM` and `latencystats` show it.
+#[derive(Debug)]
+pub struct CommandLatency {
+    /// The name it is counted under (`config|get` for a subcommand).
+    pub name: &'static str,
+    /// Calls whose duration was recorded.
+    pub calls: u64,
+    /// Their durations.
+    pub histogram: Snapshot,
+}
+
+/// The latency of every command with a recorded call, by name; only those `wanted` accepts.
+pub fn latencies(wanted: impl Fn(&str) -> bool) -> Vec<CommandLatency> {
+    let sum = summed();
+    let mut found: Vec<CommandLatency> = NAMES
+        .by_slot
+        .iter()
+        .zip(sum.cells.iter())
+        .filter(|(name, _)| wanted(name))
+        .filter_map(|(name, cell)| {
+            let mut histogram = Snapshot::default();
+            cell.latency.add_to(&mut histogram);
+            let calls = histogram.count();
+            (calls > 0).then_some(CommandLatency {
+                name,
+                calls,
+                histogram,
+            })
+        })
+        .collect();
+    found.sort_unstable_by_key(|latency| latency.name);
+    found
+}
+
+/// `latency-tracking`.
+pub fn latency_tracking() -> bool {
+    LATENCY_TRACKING.load(Ordering::Relaxed)
+}
+
+/// Sets `latency-tracking`.
+pub fn set_latency_tracking(on: bool) {
+    LATENCY_TRACKING.store(on, Ordering::Relaxed);
+}
+
+/// `latency-tracking-info-percentiles`.
+pub fn info_percentiles() -> Vec<f64> {
+    INFO_PERCENTILES
+        .lock()
+        .clone()
+        .unwrap_or_else(|| DEFAULT_INFO_PERCENTILES.to_vec())
+}
+
+/// Sets `latency-tracking-info-percentiles`: each from 0 to 100.
+///
+/// # Errors
+/// Redis's message for a value that is not a number in that range.
+pub fn set_info_percentiles(text: &str) -> Result<(), String> {
+    let percentiles = text
+        .split_ascii_whitespace()
+        .map(|word| match word.parse::<f64>() {
+            Ok(value) if (0.0..=100.0).contains(&value) => Ok(value),
+            _ => Err("latency-tracking-info-percentiles should be between 0.0 and 100.0"),
+        })
+        .collect::<Result<Vec<f64>, _>>()?;
+    *INFO_PERCENTILES.lock() = Some(percentiles);
+    Ok(())
 }
 
 #[cfg(test)]

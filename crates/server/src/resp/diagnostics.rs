@@ -92,13 +92,20 @@ const DOCTOR_QUIET: &str = "Dave, no latency spike was observed during the lifet
      Redis instance, not in the slightest bit. I honestly think you ought to sit down calmly, \
      take a stress pill, and think things over.\n";
 
-/// LATENCY LATEST | HISTORY event | RESET [event ...] | GRAPH event | DOCTOR | HISTOGRAM |
-/// HELP: Osprey records no latency events, so it answers as Redis does with none recorded.
+/// LATENCY LATEST | HISTORY event | RESET [event ...] | GRAPH event | DOCTOR |
+/// HISTOGRAM [command ...] | HELP: Osprey records no latency events (spikes over
+/// `latency-monitor-threshold`), so it answers those as Redis does with none recorded;
+/// HISTOGRAM answers the per-command histograms.
 fn latency(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
     let subcommand = args.get(1).to_ascii_uppercase();
     match (subcommand.as_slice(), args.len()) {
         (b"LATEST", 2) | (b"HISTORY", 3) => reply.array(0),
-        (b"HISTOGRAM", _) => reply.map(0),
+        (b"HISTOGRAM", _) => {
+            let names: Vec<String> = (2..args.len())
+                .map(|position| String::from_utf8_lossy(args.get(position)).to_ascii_lowercase())
+                .collect();
+            crate::latency::redis::reply_histogram(&names, reply);
+        }
         (b"RESET", _) => reply.integer(0),
         (b"GRAPH", 3) => reply.error(&format!(
             "ERR No samples available for event '{}'",

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 
 use wire_resp::Args;
 
+use super::command_stats;
 use super::commands::{Command, subcommand_error};
 use super::glob::Glob;
 use super::pubsub::notify;
@@ -37,9 +38,6 @@ pub const COMMANDS: &[Command] = &[("config", -2, config)];
 /// The settable parameters that no other part of the server keeps.
 #[derive(Debug)]
 pub struct Settings {
-    /// `latency-tracking`: stored and reported; Osprey keeps no per-command latency
-    /// histograms for INFO latencystats.
-    pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold`: stored and reported; Osprey records no latency events.
     pub latency_monitor_threshold_ms: AtomicU64,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call the commands Redis refuses them
@@ -59,7 +57,6 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
-            latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold_ms: AtomicU64::new(0),
             scripts_may_call_noscript: AtomicBool::new(false),
             hll_sparse_bytes_max: AtomicU64::new(
@@ -249,19 +246,25 @@ static PARAMETERS: &[Parameter] = &[
         "latency-tracking",
         None,
         Kind::Bool,
-        |state| yes_no(state.resp_settings.latency_tracking.load(Ordering::Relaxed)),
-        |state, value| {
-            let on = value.eq_ignore_ascii_case(b"yes");
-            state
-                .resp_settings
-                .latency_tracking
-                .store(on, Ordering::Relaxed);
+        |_| yes_no(command_stats::latency_tracking()),
+        |_, value| {
+            command_stats::set_latency_tracking(value.eq_ignore_ascii_case(b"yes"));
             Ok(())
         },
     ),
-    fixed("latency-tracking-info-percentiles", Kind::Text, |_| {
-        "50 99 99.9".to_owned()
-    }),
+    settable(
+        "latency-tracking-info-percentiles",
+        None,
+        Kind::Text,
+        |_| {
+            let words: Vec<String> = command_stats::info_percentiles()
+                .iter()
+                .map(f64::to_string)
+                .collect();
+            words.join(" ")
+        },
+        |_, value| command_stats::set_info_percentiles(&String::from_utf8_lossy(value)),
+    ),
     fixed(
         "maxclients",
         Kind::Integer {

@@ -15,8 +15,7 @@ use crate::state::ServerState;
 pub const COMMANDS: &[Command] = &[("info", -1, info)];
 
 /// The sections INFO knows, in the order Redis 7.0 prints them (`modules` is Redis's
-/// `module_list`, empty: Osprey loads no Redis modules). Redis's `latencystats` is not kept by
-/// Osprey, so `all` has none.
+/// `module_list`, empty: Osprey loads no Redis modules).
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -28,13 +27,14 @@ const SECTIONS: &[&str] = &[
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
 ];
 
 /// The sections left out of INFO with no argument and of `INFO default`, as Redis leaves them
-/// out (`latencystats` too, which Osprey does not keep).
-const NOT_DEFAULT: &[&str] = &["commandstats"];
+/// out.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 /// The sections of INFO with no argument and of `INFO default`: Redis's defaults.
 fn default_sections() -> impl Iterator<Item = String> {
@@ -226,6 +226,7 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
         "modules" => write!(text, "# Modules\r\n"),
         "commandstats" => write!(text, "# Commandstats\r\n{}", super::command_stats::lines()),
         "errorstats" => write!(text, "# Errorstats\r\n{}", super::error_stats::lines()),
+        "latencystats" => write!(text, "{}", crate::latency::redis::latencystats()),
         "cluster" => write!(text, "# Cluster\r\ncluster_enabled:0\r\n"),
         _ => {
             let mut line = String::from("# Keyspace\r\n");
