@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import aerospike
 import pytest
@@ -385,3 +387,23 @@ def test_info_latencystats_and_its_settings_work_as_in_redis(server, redis_serve
         client.config_set("latency-tracking-info-percentiles", "50 99 99.9")
     # Not among INFO's default sections, as in Redis.
     assert "latency_percentiles_usec" not in ours.execute_command("INFO").__repr__()
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "osprey.json"
+
+
+def test_every_series_the_grafana_dashboard_queries_is_served(server):
+    dashboard = json.loads(DASHBOARD.read_text())
+    expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    queried = set(re.findall(r"\b(?:aerospike|osprey)_[a-z0-9_]+", " ".join(expressions)))
+    assert len(queried) >= 15
+    # Each is served once traffic has run (the latency rates after a tick).
+    client = server.client()
+    client.put(("test", "dash", 1), {"v": 1})
+    client.get(("test", "dash", 1))
+    server.redis().set("dash", 1)
+    time.sleep(TICK_S + 0.5)
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as answer:
+        served = {line.split("{")[0].split(" ")[0] for line in answer.read().decode().splitlines()
+                  if line and not line.startswith("#")}
+    assert sorted(queried - served) == []

@@ -113,7 +113,8 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
                 "cluster-name={};proto-fd-idle-ms={};proto-fd-max={};\
                  single-scan-threads={};single-query-threads={};batch-max-requests={};\
                  transaction-max-ms={};connections-max-per-address={};client-memory-max={};\
-                 ops-per-request-max={};long-request-threads={}",
+                 ops-per-request-max={};long-request-threads={};ticker-interval={};\
+                 microsecond-histograms={}",
                 service.cluster_name,
                 service.idle_timeout_ms,
                 service.connections_max,
@@ -125,6 +126,8 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
                 service.client_memory_max,
                 service.ops_per_request_max,
                 service.long_request_threads,
+                service.ticker_interval_s,
+                service.microsecond_histograms,
             );
         }
         Some(b"namespace") => {
@@ -149,6 +152,13 @@ pub fn get_config(state: &ServerState, params: &[u8], value: &mut String) {
                 }
                 None => value.push_str("ERROR:20:namespace not found"),
             }
+        }
+        Some(b"logging") => {
+            let format = match state.config.logging.format {
+                crate::logging::Format::Text => "text",
+                crate::logging::Format::Json => "json",
+            };
+            let _ = write!(value, "level={};format={format}", crate::logging::filter());
         }
         Some(_) => value.push_str("ERROR:4:invalid context"),
     }

@@ -36,6 +36,8 @@ pub struct Config {
     pub security: SecurityConfig,
     /// This node's certificate for the TLS ports and the fabric.
     pub tls: crate::tls::TlsConfig,
+    /// The log's levels and format.
+    pub logging: crate::logging::LoggingConfig,
 }
 
 /// The `[security]` section: access control, off by default. When on, every request of the
@@ -462,6 +464,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             security: SecurityConfig::default(),
             tls: crate::tls::TlsConfig::default(),
+            logging: crate::logging::LoggingConfig::default(),
         }
     }
 }
@@ -598,6 +601,7 @@ impl Config {
                 "at least one [[namespaces]] entry is required".to_owned(),
             ));
         }
+        self.logging.validate().map_err(invalid)?;
         if self.service.ticker_interval_s == 0 {
             return Err(invalid(
                 "service.ticker-interval-s must be at least 1".to_owned(),

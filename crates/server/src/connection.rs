@@ -24,6 +24,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use engine::Acks;
 use model::ResultCode;
+use smallvec::SmallVec;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout_at};
 use tracing::{debug, warn};
@@ -259,10 +260,12 @@ impl Connection {
                     )
                     .await;
                     match handled {
-                        dispatch::Handled::Forward(owner) => {
+                        (dispatch::Handled::Forward(owner), _) => {
                             self.run_forwarded(&body, owner).await;
                         }
-                        dispatch::Handled::Answered => self.time(&body, received, false),
+                        (dispatch::Handled::Answered, timed) => {
+                            self.timed.extend(timed.map(|id| (id, received.at)));
+                        }
                         _ => {}
                     }
                     continue;
@@ -346,12 +349,7 @@ impl Connection {
                 };
                 break;
             }
-            let timed = match frame.proto_type {
-                ProtoType::Message => dispatch::timed_as(&self.state, body),
-                _ => None,
-            }
-            .map(|id| (id, received.at));
-            next = match answer_frame(
+            let (handled, timed) = answer_frame(
                 &self.state,
                 &mut self.info,
                 &mut self.access,
@@ -359,7 +357,9 @@ impl Connection {
                 received,
                 &mut self.output,
                 &mut self.acks,
-            )? {
+            )?;
+            let timed = timed.map(|id| (id, received.at));
+            next = match handled {
                 dispatch::Handled::Answered => {
                     self.timed.extend(timed);
                     Next::Read
@@ -378,27 +378,27 @@ impl Connection {
         Ok((consumed > 0, next))
     }
 
-    /// Notes that the request in `body`, received at `received`, is answered by the replies
-    /// in `output` (or, `streamed`, by the stream about to be sent), to be timed when they go.
-    fn time(&mut self, body: &[u8], received: dispatch::Received, streamed: bool) {
-        let Some(id) = dispatch::timed_as(&self.state, body) else {
-            return;
-        };
-        match streamed {
-            true => self.stream_timed = Some((id, received.at)),
-            false => self.timed.push((id, received.at)),
-        }
-    }
-
-    /// Times the requests whose replies may now be sent.
+    /// Times the requests whose replies may now be sent. The requests of one read share
+    /// their arrival, and a pipeline's are of few kinds: each kind and arrival is counted
+    /// once, with how many requests it had.
     fn record_timed(&mut self) {
         if self.timed.is_empty() {
             return;
         }
-        let now = std::time::Instant::now();
+        let mut groups: SmallVec<[(HistogramId, std::time::Instant, u64); 4]> = SmallVec::new();
         for (id, received) in self.timed.drain(..) {
+            match groups
+                .iter_mut()
+                .find(|(kind, at, _)| (*kind, *at) == (id, received))
+            {
+                Some((_, _, count)) => *count += 1,
+                None => groups.push((id, received, 1)),
+            }
+        }
+        let now = std::time::Instant::now();
+        for (id, received, count) in groups {
             let elapsed = now.saturating_duration_since(received);
-            self.state.latencies.record(id, elapsed);
+            self.state.latencies.record_many(id, elapsed, count);
         }
     }
 
@@ -445,17 +445,21 @@ impl Connection {
         let mut output = std::mem::take(&mut self.output);
         let job = move || {
             let mut acks = Acks::default();
-            let streamed =
+            let (streamed, timed) =
                 dispatch::handle_message(&state, &body, received, &mut output, &mut acks);
-            (output, streamed, acks, body)
+            (output, streamed, acks, timed)
         };
-        let Ok((output, streamed, acks, body)) = self.state.long_requests.run(job).await else {
+        let Ok((output, streamed, acks, timed)) = self.state.long_requests.run(job).await else {
             warn!("a long request failed; closing its connection");
             return Err(Close::JobFailed);
         };
         self.output = output;
         self.acks.absorb(acks);
-        self.time(&body, received, streamed.is_some());
+        let timed = timed.map(|id| (id, received.at));
+        match streamed {
+            Some(_) => self.stream_timed = timed,
+            None => self.timed.extend(timed),
+        }
         match streamed {
             // A long batch or scan streams like any other.
             Some(streamed) => {
@@ -665,7 +669,7 @@ fn answer_frame(
     received: dispatch::Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Result<dispatch::Handled, Close> {
+) -> Result<(dispatch::Handled, dispatch::Timed), Close> {
     match frame.proto_type {
         ProtoType::Info if !access.is_authenticated() => {
             let start = wire_aerospike::begin_info_response(out);
@@ -683,7 +687,7 @@ fn answer_frame(
         ProtoType::Compressed => dispatch::reply_error(out, ResultCode::EnterpriseOnly),
         ProtoType::InternalXdr => return Err(Close::Malformed("XDR frames are not for clients")),
     }
-    Ok(dispatch::Handled::Answered)
+    Ok((dispatch::Handled::Answered, None))
 }
 
 async fn read_until<F: Future>(read: F, deadline: Option<Instant>) -> Result<F::Output, ()> {

@@ -140,6 +140,11 @@ pub fn deadline(
     }
 }
 
+/// The latency histogram a request answered here is timed in, once its reply may go (or its
+/// stream has ended); `None` for one that is not timed (refused before it was parsed, sent to
+/// another node, or to be asked again).
+pub type Timed = Option<HistogramId>;
+
 /// What became of a client's request.
 pub enum Handled {
     /// Its reply is in the output.
@@ -185,7 +190,7 @@ pub async fn handle_when_ready(
     out: &mut Vec<u8>,
     acks: &mut Acks,
     may_forward: bool,
-) -> Handled {
+) -> (Handled, Timed) {
     let map_deadline = tokio::time::Instant::now() + Duration::from_millis(MAP_CATCH_UP_MS);
     let may = May {
         forward: may_forward,
@@ -195,20 +200,20 @@ pub async fn handle_when_ready(
         let seen = state.cluster_node().map_or(0, |node| node.layout_version());
         // Checked for access when it first came (it waits for a map or a script only after).
         match handle(state, body, received, out, acks, may, None) {
-            Handled::Unready => {
+            (Handled::Unready, _) => {
                 let caught_up = match state.cluster_node() {
                     Some(node) => node.wait_layout_after(seen, map_deadline).await,
                     None => false,
                 };
                 if !caught_up {
                     reply_error(out, ResultCode::Unavailable);
-                    return Handled::Answered;
+                    return (Handled::Answered, None);
                 }
             }
-            Handled::AwaitScript => {
+            (Handled::AwaitScript, _) => {
                 if !wait_for_script_end(state, body, received).await {
                     reply_error(out, ResultCode::Timeout);
-                    return Handled::Answered;
+                    return (Handled::Answered, None);
                 }
             }
             handled => return handled,
@@ -252,12 +257,13 @@ pub fn handle_message(
     received: Received,
     out: &mut Vec<u8>,
     acks: &mut Acks,
-) -> Option<Streamed> {
+) -> (Option<Streamed>, Timed) {
     let may = May {
         forward: false,
         wait: false,
     };
-    match handle(state, body, received, out, acks, may, None) {
+    let (handled, timed) = handle(state, body, received, out, acks, may, None);
+    let streamed = match handled {
         Handled::Streamed(streamed) => Some(streamed),
         Handled::Unready => {
             reply_error(out, ResultCode::Unavailable);
@@ -265,7 +271,8 @@ pub fn handle_message(
         }
         Handled::Answered | Handled::Forward(_) => None,
         Handled::AwaitScript => unreachable!("a request on the pool is not told to wait"),
-    }
+    };
+    (streamed, timed)
 }
 
 /// [`handle_message`] for a request a client sent this node: on a cluster, one that another
@@ -277,7 +284,7 @@ pub fn handle_client_message(
     out: &mut Vec<u8>,
     acks: &mut Acks,
     access: &mut Access,
-) -> Handled {
+) -> (Handled, Timed) {
     let may = May {
         forward: state.is_clustered(),
         wait: true,
@@ -285,6 +292,8 @@ pub fn handle_client_message(
     handle(state, body, received, out, acks, may, Some(access))
 }
 
+/// [`handle_client_message`] and the others, with the latency histogram the request is timed
+/// in, judged from the parse the request needed anyway.
 fn handle(
     state: &Arc<ServerState>,
     body: &[u8],
@@ -293,27 +302,30 @@ fn handle(
     acks: &mut Acks,
     may: May,
     mut access: Option<&mut Access>,
-) -> Handled {
+) -> (Handled, Timed) {
     if is_batch(body) {
         if let Some(access) = access
             && let Err(code) = access.check_batch(body)
         {
             write_stream_error(out, code);
-            return Handled::Answered;
+            return (Handled::Answered, None);
         }
         let job = BatchJob::new(state.clone(), body.to_vec(), received);
-        return Handled::Streamed(Streamed::Batch(job));
+        return (
+            Handled::Streamed(Streamed::Batch(job)),
+            Some(Latencies::BATCH_INDEX),
+        );
     }
     if access
         .as_ref()
         .is_some_and(|access| !access.is_authenticated())
     {
         crate::access::write_refusal(out, body, ResultCode::NotAuthenticated);
-        return Handled::Answered;
+        return (Handled::Answered, None);
     }
     let Ok(message) = Message::parse(body) else {
         reply_error(out, ResultCode::Parameter);
-        return Handled::Answered;
+        return (Handled::Answered, None);
     };
     if let Some(access) = access.as_mut()
         && let Err(code) = access.check_parsed(&message.header, &message.fields)
@@ -322,16 +334,16 @@ fn handle(
             Some(_) => reply_error(out, code),
             None => write_stream_error(out, code),
         }
-        return Handled::Answered;
+        return (Handled::Answered, None);
     }
     if may.forward
         && let Some(owner) = forward_target(state, &message)
     {
-        return Handled::Forward(owner);
+        return (Handled::Forward(owner), None);
     }
-
+    let timed = timed_of(state, &message);
     if message.fields.digest.is_none() {
-        return match scan::start(state, &message, body) {
+        let handled = match scan::start(state, &message, body) {
             Ok(Some(stream)) => Handled::Streamed(Streamed::Scan(stream)),
             Ok(None) => {
                 // A background job: answered at once, it runs on.
@@ -343,13 +355,14 @@ fn handle(
                 Handled::Answered
             }
         };
+        return (handled, timed);
     }
     let on_script_namespace =
         message.fields.namespace == Some(state.config.resp_namespace().as_bytes());
     // In flight before the check for a script: one that starts after it waits for this.
     let _entered = on_script_namespace.then(|| state.scripts.in_flight.enter());
     if may.wait && on_script_namespace && state.scripts.is_running() {
-        return Handled::AwaitScript;
+        return (Handled::AwaitScript, None);
     }
     let deadline = deadline(state, &message.header, received, true);
     let start = wire_aerospike::begin_response(out);
@@ -359,14 +372,14 @@ fn handle(
         }
         Err(ResultCode::Unavailable) if state.is_clustered() => {
             out.truncate(start);
-            return Handled::Unready;
+            return (Handled::Unready, None);
         }
         Err(code) => {
             out.truncate(start);
             reply_error(out, code);
         }
     }
-    Handled::Answered
+    (Handled::Answered, timed)
 }
 
 /// On a cluster, the node a single-record request should go to when this node is not the one
@@ -568,22 +581,16 @@ fn unsupported_kind(command: &RecordCommand<'_>) -> Option<Unsupported> {
     has_expression.then_some(Unsupported::ExpressionOp)
 }
 
-/// The latency histogram an AS_MSG `body` is timed in: `batch-index` for a batch, else its
-/// namespace's read, write, udf, pi-query or si-query; `None` for a message no namespace of
-/// this node takes. Judged from the header and fields alone (the ops are not read again).
-pub fn timed_as(state: &ServerState, body: &[u8]) -> Option<HistogramId> {
-    if is_batch(body) {
-        return Some(Latencies::BATCH_INDEX);
-    }
-    let (header, rest) = body.split_first_chunk::<MESSAGE_HEADER_SIZE_BYTES>()?;
-    let header = MessageHeader::decode(header);
-    let (fields, _) = wire_aerospike::Fields::parse(rest, header.field_count).ok()?;
+/// The latency histogram a request is timed in (besides a batch's, `batch-index`): its
+/// namespace's read, write, udf, pi-query or si-query; `None` for a namespace this node lacks.
+fn timed_of(state: &ServerState, message: &Message<'_>) -> Timed {
+    let fields = &message.fields;
     let namespace_index = state.namespace_index(fields.namespace?)?;
     let op = match (fields.digest, fields.scan.index_range) {
         (None, None) => latency::Op::PiQuery,
         (None, Some(_)) => latency::Op::SiQuery,
         (Some(_), _) if fields.udf => latency::Op::Udf,
-        (Some(_), _) if header.info2 & info2::WRITE != 0 => latency::Op::Write,
+        (Some(_), _) if message.header.info2 & info2::WRITE != 0 => latency::Op::Write,
         (Some(_), _) => latency::Op::Read,
     };
     Some(state.latencies.id(namespace_index, op))

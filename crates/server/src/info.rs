@@ -34,7 +34,7 @@ pub const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-list;cdt-map;flo
 pipelining;pquery;pscans;query-show;replicas;replicas-all;replicas-master;replicas-max;sindex-exists;truncate-namespace;udf";
 
 /// The info commands this node answers, as `help` lists them.
-const INFO_COMMANDS: [&str; 57] = [
+const INFO_COMMANDS: [&str; 58] = [
     "build",
     "cluster-leave",
     "cluster-name",
@@ -44,6 +44,7 @@ const INFO_COMMANDS: [&str; 57] = [
     "get-config",
     "help",
     "latencies",
+    "log-set",
     "namespace",
     "namespaces",
     "node",
@@ -182,6 +183,7 @@ fn answer(state: &ServerState, session: &mut InfoSession, line: &[u8], value: &m
         b"sets" => write_sets(state, rest, value),
         b"statistics" => write_statistics(state, value),
         b"latencies" => value.push_str(&state.latencies.info(rest)),
+        b"log-set" => value.push_str(&crate::logging::log_set(&String::from_utf8_lossy(rest))),
         b"user-agent-set" => user_agent_set(session, rest, value),
         b"set-config" => admin::set_config(state, rest, value),
         b"tls-reload" => write_tls_reload(state, value),

@@ -15,6 +15,7 @@ mod info;
 mod jobs;
 mod latency;
 mod limits;
+mod logging;
 mod long_requests;
 mod metrics;
 mod resp;
@@ -31,7 +32,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
@@ -55,11 +55,6 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let config = match config::Config::load(args.config.as_deref()) {
         Ok(config) => config,
         Err(error) => {
@@ -71,6 +66,7 @@ fn main() -> ExitCode {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
     }
+    logging::init(&config.logging);
     let threads = match config.service.threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         threads => threads,

@@ -33,7 +33,7 @@ async fn serve_aerospike(state: &Arc<ServerState>, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut acks = Acks::default();
     let received = dispatch::Received::now();
-    let handled =
+    let (handled, timed) =
         dispatch::handle_when_ready(state, body, received, &mut out, &mut acks, false).await;
     if matches!(handled, dispatch::Handled::Streamed(_)) {
         // Batches and scans are split by the client, never forwarded whole.
@@ -46,7 +46,7 @@ async fn serve_aerospike(state: &Arc<ServerState>, body: &[u8]) -> Vec<u8> {
         dispatch::reply_error(&mut out, ResultCode::Timeout);
     }
     // Timed here, where it ran, as the node a client sends it to times its own requests.
-    if let Some(id) = dispatch::timed_as(state, body) {
+    if let Some(id) = timed {
         state.latencies.record(id, received.at.elapsed());
     }
     out

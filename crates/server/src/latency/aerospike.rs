@@ -170,7 +170,12 @@ impl Latencies {
 
     /// Counts one operation of `id` that took `elapsed`.
     pub fn record(&self, id: HistogramId, elapsed: Duration) {
-        self.entries[id.0].histogram.record(elapsed);
+        self.record_many(id, elapsed, 1);
+    }
+
+    /// Counts `count` operations of `id` that each took `elapsed`.
+    pub fn record_many(&self, id: HistogramId, elapsed: Duration, count: u64) {
+        self.entries[id.0].histogram.record_many(elapsed, count);
     }
 
     /// The histogram of `op` on the namespace at `namespace_index`, shared (the replication of

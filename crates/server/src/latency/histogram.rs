@@ -40,10 +40,14 @@ pub const BUCKET_COUNT: usize = 2 + OCTAVES * SUB_BUCKETS;
 /// Redis's unit: 1024 ns, so that a tick is a nanosecond.
 pub const REDIS_UNIT_NS: u64 = TICKS_PER_UNIT;
 
-/// `elapsed` in ticks of a `unit_ns` unit.
-pub fn ticks(elapsed: Duration, unit_ns: u64) -> u64 {
-    let ticks = elapsed.as_nanos() * u128::from(TICKS_PER_UNIT) / u128::from(unit_ns.max(1));
-    u64::try_from(ticks).unwrap_or(u64::MAX)
+fn nanoseconds(elapsed: Duration) -> u64 {
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `nanoseconds` in ticks of a `unit_ns` unit (in 64 bits: a duration past 2^54 ns, 208
+/// days, counts as the longest).
+fn ticks_of_ns(nanoseconds: u64, unit_ns: u64) -> u64 {
+    nanoseconds.saturating_mul(TICKS_PER_UNIT) / unit_ns.max(1)
 }
 
 /// The bucket a duration of `ticks` is counted in.
@@ -99,9 +103,16 @@ impl std::fmt::Debug for Buckets {
 impl Buckets {
     /// Counts one duration, in ticks of a `unit_ns` unit.
     pub fn record(&self, elapsed: Duration, unit_ns: u64) {
-        let nanoseconds = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.counts[bucket_of(ticks(elapsed, unit_ns))].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns.fetch_add(nanoseconds, Ordering::Relaxed);
+        self.record_many(elapsed, unit_ns, 1);
+    }
+
+    /// Counts `count` operations that each took `elapsed`.
+    pub fn record_many(&self, elapsed: Duration, unit_ns: u64, count: u64) {
+        let nanoseconds = nanoseconds(elapsed);
+        let ticks = ticks_of_ns(nanoseconds, unit_ns);
+        self.counts[bucket_of(ticks)].fetch_add(count, Ordering::Relaxed);
+        self.sum_ns
+            .fetch_add(nanoseconds.saturating_mul(count), Ordering::Relaxed);
     }
 
     /// Adds these counts to `snapshot`.
@@ -176,8 +187,13 @@ impl Histogram {
 
     /// Counts one duration on this thread's stripe.
     pub fn record(&self, elapsed: Duration) {
+        self.record_many(elapsed, 1);
+    }
+
+    /// Counts `count` operations that each took `elapsed`, on this thread's stripe.
+    pub fn record_many(&self, elapsed: Duration, count: u64) {
         let stripe = STRIPE.with(|stripe| *stripe) & (self.stripes.len() - 1);
-        self.stripes[stripe].record(elapsed, self.unit_ns);
+        self.stripes[stripe].record_many(elapsed, self.unit_ns, count);
     }
 
     /// The sum of every stripe.

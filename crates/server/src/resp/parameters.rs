@@ -243,6 +243,13 @@ static PARAMETERS: &[Parameter] = &[
         },
     ),
     settable(
+        "loglevel",
+        None,
+        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
+        |_| crate::logging::redis_level().to_owned(),
+        |_, value| crate::logging::set_redis_level(&String::from_utf8_lossy(value)),
+    ),
+    settable(
         "latency-tracking",
         None,
         Kind::Bool,

@@ -434,13 +434,6 @@ pub(super) static REDIS_PARAMETERS: &[Parameter] = &[
         "-2",
     ),
     redis(Access::Immutable, "logfile", None, Kind::Text, ""),
-    redis(
-        Access::Fixed,
-        "loglevel",
-        None,
-        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
-        "notice",
-    ),
     redis(Access::Kept, "masterauth", None, Kind::Text, ""),
     redis(Access::Kept, "masteruser", None, Kind::Text, ""),
     redis(
