@@ -49,6 +49,10 @@ struct Args {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    /// Load this Redis RDB file into the Redis namespace before accepting connections
+    /// (overrides `[resp] load-rdb`).
+    #[arg(long, value_name = "FILE")]
+    load_rdb: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -58,13 +62,16 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = match config::Config::load(args.config.as_deref()) {
+    let mut config = match config::Config::load(args.config.as_deref()) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("osprey: {error}");
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = args.load_rdb {
+        config.resp.load_rdb = Some(path);
+    }
     if args.print_config {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
