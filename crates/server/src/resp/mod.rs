@@ -92,6 +92,7 @@ pub fn load_rdb_at_start(state: &ServerState, path: &std::path::Path) -> std::io
         by_database = %rdb_load::summary(&report),
         expired_skipped = report.expired,
         function_libraries = report.libraries,
+        check_seconds = report.check_elapsed.as_secs_f64(),
         seconds = report.elapsed.as_secs_f64(),
         "RDB file loaded"
     );

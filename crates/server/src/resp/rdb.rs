@@ -41,6 +41,20 @@ pub enum RdbValue {
     Stream(Box<RdbStream>),
 }
 
+impl RdbValue {
+    /// About how many bytes its elements hold (what bounds a batch of values in memory).
+    pub fn size_bytes_estimate(&self) -> usize {
+        let lengths = |elements: &[Vec<u8>]| elements.iter().map(Vec::len).sum::<usize>();
+        match self {
+            RdbValue::String(bytes) => bytes.len(),
+            RdbValue::List(elements) | RdbValue::Set(elements) => lengths(elements),
+            RdbValue::ZSet(entries) => entries.iter().map(|(m, _)| m.len() + 8).sum(),
+            RdbValue::Hash(pairs) => pairs.iter().map(|(f, v)| f.len() + v.len()).sum(),
+            RdbValue::Stream(stream) => stream.entries.iter().map(|(_, f)| lengths(f) + 16).sum(),
+        }
+    }
+}
+
 /// Why a payload was refused, in Redis's words ([`DumpError::text`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DumpError {
@@ -579,7 +593,7 @@ fn lzf_decompress(input: &[u8], length: usize) -> Option<Vec<u8>> {
     if length > input.len().saturating_mul(LZF_EXPANSION_MAX) {
         return None;
     }
-    let mut out: Vec<u8> = Vec::new();
+    let mut out: Vec<u8> = Vec::with_capacity(length.min(input.len() * LZF_RESERVE_FACTOR));
     let mut position = 0;
     while position < input.len() {
         let control = usize::from(input[position]);
@@ -601,15 +615,25 @@ fn lzf_decompress(input: &[u8], length: usize) -> Option<Vec<u8>> {
         let back = ((control & 0x1f) << 8) + usize::from(*input.get(position)?) + 1;
         position += 1;
         let start = out.len().checked_sub(back)?;
-        if out.len() + run + 2 > length {
+        let count = run + 2;
+        if out.len() + count > length {
             return None;
         }
-        for offset in 0..run + 2 {
-            out.push(out[start + offset]);
+        if back >= count {
+            out.extend_from_within(start..start + count);
+        } else {
+            // The reference overlaps what it writes (a repeated pattern): byte by byte.
+            for offset in 0..count {
+                out.push(out[start + offset]);
+            }
         }
     }
     (out.len() == length).then_some(out)
 }
+
+/// How many times its compressed size an LZF string's output is reserved up front, at most
+/// (it then grows as it is produced): typical values compress 2 to 10 times.
+const LZF_RESERVE_FACTOR: usize = 16;
 
 /// The most an LZF input byte can expand to.
 const LZF_EXPANSION_MAX: usize = 132;

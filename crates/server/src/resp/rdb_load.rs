@@ -10,12 +10,16 @@
 //!
 //! Invariants:
 //! - Nothing is stored before the whole file has been read and checked.
-//! - Memory holds one value at a time (and one batch's acknowledgements), never the file.
+//! - Memory holds a few batches of decoded values (`BATCHES_IN_FLIGHT` + 2, each at most
+//!   `BATCH_KEYS` keys or about `BATCH_VALUE_BYTES`, plus one value), never the file.
+//! - A batch's acknowledgements (durability on a device) are awaited before the next batch
+//!   is stored.
 //! - Not on a clustered node: its keys belong to partitions other nodes master.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 use engine::{Expiry, Now};
@@ -28,9 +32,6 @@ use super::rdb::RdbValue;
 use super::rdb_file::{Item, KeyItem, Problem, RdbError, RdbFileReader};
 use super::streams::StreamValue;
 use crate::state::ServerState;
-
-/// Keys stored between two waits for their acknowledgements (durability on a device).
-const ACK_BATCH_KEYS: u64 = 4096;
 
 /// What a load did.
 #[derive(Debug, Default)]
@@ -47,6 +48,8 @@ pub struct LoadReport {
     pub redis_version: Option<String>,
     /// How long the load took, both passes.
     pub elapsed: Duration,
+    /// How long the first pass (checking, storing nothing) took.
+    pub check_elapsed: Duration,
 }
 
 /// What the first pass learns.
@@ -71,6 +74,7 @@ pub fn load(state: &ServerState, path: &Path) -> Result<LoadReport, String> {
     }
     let started = Instant::now();
     let checked = check_file(state, path).map_err(|e| format!("{shown}: {e}"))?;
+    let check_elapsed = started.elapsed();
     super::functions::restore_libraries(&state.scripts.functions, &checked.libraries)
         .map_err(|reason| format!("{shown}: function libraries refused: {reason}"))?;
     let mut report = store_file(state, path)
@@ -78,6 +82,7 @@ pub fn load(state: &ServerState, path: &Path) -> Result<LoadReport, String> {
     report.libraries = checked.libraries.len();
     report.redis_version = checked.redis_version;
     report.elapsed = started.elapsed();
+    report.check_elapsed = check_elapsed;
     Ok(report)
 }
 
@@ -149,64 +154,133 @@ fn expiry_of(expire_at_ms: Option<i64>, now: Now) -> Result<Option<Expiry>, ()> 
     })
 }
 
-/// The second pass: stores every key not yet expired.
+/// Keys decoded ahead of the engine are handed over in batches of at most this many keys...
+const BATCH_KEYS: usize = 256;
+/// ... or this many bytes of values, whichever comes first.
+const BATCH_VALUE_BYTES: usize = 1 << 20;
+/// Batches decoded and not yet stored, at most (besides the one being stored).
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// A batch of decoded keys, or why the file was refused.
+type Batch = Result<Vec<KeyItem>, RdbError>;
+
+/// The second pass: a thread decodes the file while this one stores every key not yet
+/// expired, so decoding and storing overlap (each about half of the work).
 fn store_file(state: &ServerState, path: &Path) -> Result<LoadReport, RdbError> {
-    let mut reader = open(path)?;
+    let reader = open(path)?;
+    let version = reader.version();
+    let (sender, receiver) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    std::thread::scope(|scope| {
+        scope.spawn(move || read_batches(reader, &sender));
+        // `receiver` is moved in and dropped on any return, which ends the reading thread.
+        store_batches(state, receiver, version)
+    })
+}
+
+/// Decodes the file's keys into batches; stops at the end, at the first refusal (sent on),
+/// or when the storing side has gone.
+fn read_batches(mut reader: RdbFileReader<File>, sender: &SyncSender<Batch>) {
+    let mut batch = Vec::new();
+    let mut batch_bytes = 0;
+    loop {
+        let item = match reader.next_item() {
+            Ok(Some(Item::Key(item))) => item,
+            Ok(Some(_)) => continue,
+            Ok(None) => {
+                let _ = sender.send(Ok(batch));
+                return;
+            }
+            Err(error) => {
+                let _ = sender.send(Err(error));
+                return;
+            }
+        };
+        batch_bytes += item.value.size_bytes_estimate();
+        batch.push(item);
+        if batch.len() >= BATCH_KEYS || batch_bytes >= BATCH_VALUE_BYTES {
+            batch_bytes = 0;
+            if sender.send(Ok(std::mem::take(&mut batch))).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Stores the batches `receiver` gets, until the last.
+fn store_batches(
+    state: &ServerState,
+    receiver: Receiver<Batch>,
+    version: u32,
+) -> Result<LoadReport, RdbError> {
     let mut report = LoadReport {
-        version: reader.version(),
+        version,
         ..LoadReport::default()
     };
     let namespace = keys::namespace_of(state);
     let mut writes = Writes::default();
-    let mut now = namespace.now();
-    let mut stored = 0_u64;
-    while let Some(item) = reader.next_item()? {
-        let Item::Key(item) = item else {
-            continue;
-        };
-        let (database, offset) = (item.database, item.offset);
-        let key = item.key.clone();
-        let refuse = |problem| RdbError {
-            offset,
-            key: Some((database, key.clone())),
-            problem,
-        };
-        let Some(expiry) =
-            expiry_of(item.expire_at_ms, now).map_err(|()| refuse(Problem::ExpiryTooFar))?
-        else {
-            report.expired += 1;
-            continue;
-        };
-        store_key(state, &mut writes, item, expiry)
-            .map_err(|code| refuse(Problem::Store(format!("{code:?}"))))?;
-        *report.keys_by_database.entry(database).or_default() += 1;
-        stored += 1;
-        if stored.is_multiple_of(ACK_BATCH_KEYS) {
-            writes
-                .acks
-                .wait()
-                .map_err(|error| refuse(Problem::Store(error.to_string())))?;
-            now = namespace.now();
+    let mut last_offset = 0;
+    // The reading thread sends until the file ends (or fails), then hangs up.
+    for batch in receiver {
+        let now = namespace.now();
+        for item in batch? {
+            last_offset = item.offset;
+            store_item(state, &mut writes, item, now, &mut report)?;
         }
+        writes.acks.wait().map_err(|error| RdbError {
+            offset: last_offset,
+            key: None,
+            problem: Problem::Store(error.to_string()),
+        })?;
     }
-    writes.acks.wait().map_err(|error| RdbError {
-        offset: reader.offset(),
-        key: None,
-        problem: Problem::Store(error.to_string()),
-    })?;
     Ok(report)
+}
+
+/// Stores one decoded key, unless it has expired; counts it in `report`.
+fn store_item(
+    state: &ServerState,
+    writes: &mut Writes,
+    item: KeyItem,
+    now: Now,
+    report: &mut LoadReport,
+) -> Result<(), RdbError> {
+    let KeyItem {
+        database,
+        key,
+        value,
+        expire_at_ms,
+        offset,
+    } = item;
+    let refuse = |key, problem| RdbError {
+        offset,
+        key: Some((database, key)),
+        problem,
+    };
+    let expiry = match expiry_of(expire_at_ms, now) {
+        Ok(Some(expiry)) => expiry,
+        Ok(None) => {
+            report.expired += 1;
+            return Ok(());
+        }
+        Err(()) => return Err(refuse(key, Problem::ExpiryTooFar)),
+    };
+    if let Err(code) = store_key(state, writes, database, &key, value, expiry) {
+        return Err(refuse(key, Problem::Store(format!("{code:?}"))));
+    }
+    *report.keys_by_database.entry(database).or_default() += 1;
+    Ok(())
 }
 
 /// Stores one key, replacing what its record held.
 fn store_key(
     state: &ServerState,
     writes: &mut Writes,
-    item: KeyItem,
+    database: u64,
+    key: &[u8],
+    value: RdbValue,
     expiry: Expiry,
 ) -> Result<(), ResultCode> {
-    let database = u16::try_from(item.database).map_err(|_| ResultCode::Parameter)?;
-    let target = Target::of(state, Database(database), &item.key);
-    let value = item.value;
+    let database = u16::try_from(database).map_err(|_| ResultCode::Parameter)?;
+    let target = Target::of(state, Database(database), key);
     target.update(writes, |_, writer| {
         // The first pass checked every stream; a refusal here would be a broken invariant
         // of `StreamValue::from_rdb`, answered as a parameter error rather than a crash.
