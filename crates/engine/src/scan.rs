@@ -80,6 +80,12 @@ impl<'a> ScannedRecord<'a> {
         self.record.user_key()
     }
 
+    /// The record as a view sees it, its native value included (what a reader of the whole
+    /// value, such as a Redis RDB writer, needs without rendering bins).
+    pub fn current(&self) -> crate::Current<'a> {
+        crate::Current::of(self.record)
+    }
+
     /// Its bins in stored order.
     pub fn bins(&self) -> Bins<'a> {
         self.record.bins()

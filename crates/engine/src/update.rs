@@ -35,7 +35,7 @@ pub struct Current<'a> {
 }
 
 impl<'a> Current<'a> {
-    fn of(record: &'a Record) -> Current<'a> {
+    pub(crate) fn of(record: &'a Record) -> Current<'a> {
         Current {
             generation: record.generation,
             void_time: record.void_time,

@@ -143,6 +143,12 @@ pub struct RespConfig {
     /// Redis's `databases`: how many numbered databases SELECT may choose, each a set of the
     /// namespace (`docs/internals/redis-mapping.md`), 1 to 256.
     pub databases: u16,
+    /// A Redis RDB file to load into the namespace at start-up, before connections are
+    /// accepted (`osprey --load-rdb FILE` sets it too); absent: none.
+    pub load_rdb: Option<std::path::PathBuf>,
+    /// Redis's `dbfilename`: the file SAVE and BGSAVE write in the work directory (Redis's
+    /// `dir`); CONFIG SET changes it while the server runs.
+    pub dbfilename: String,
 }
 
 impl Default for RespConfig {
@@ -162,6 +168,8 @@ impl Default for RespConfig {
             client_output_buffer_limit: crate::limits::OUTPUT_BUFFER_LIMITS_DEFAULT.to_owned(),
             notify_keyspace_events: String::new(),
             databases: 16,
+            load_rdb: None,
+            dbfilename: "dump.rdb".to_owned(),
         }
     }
 }
@@ -735,6 +743,9 @@ impl Config {
         }
         if self.admin.connections_max == 0 {
             return Err(invalid("admin.connections-max must be positive".to_owned()));
+        }
+        if let Err(reason) = crate::resp::check_dbfilename(&resp.dbfilename) {
+            return Err(invalid(format!("resp.dbfilename: {reason}")));
         }
         if resp.databases == 0 || resp.databases > crate::resp::DATABASES_MAX {
             return Err(invalid(format!(

@@ -51,17 +51,24 @@ struct Args {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    /// Load this Redis RDB file into the Redis namespace before accepting connections
+    /// (overrides `[resp] load-rdb`).
+    #[arg(long, value_name = "FILE")]
+    load_rdb: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let config = match config::Config::load(args.config.as_deref()) {
+    let mut config = match config::Config::load(args.config.as_deref()) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("osprey: {error}");
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = args.load_rdb {
+        config.resp.load_rdb = Some(path);
+    }
     if args.print_config {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;

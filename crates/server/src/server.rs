@@ -101,6 +101,12 @@ pub async fn run(config: Config, shutdown_signal: impl Future<Output = ()>) -> s
         state = state.in_cluster(Arc::clone(node));
     }
     let state = Arc::new(state);
+    if let Some(path) = state.config.resp.load_rdb.clone() {
+        let loading = Arc::clone(&state);
+        tokio::task::spawn_blocking(move || resp::load_rdb_at_start(&loading, &path))
+            .await
+            .map_err(std::io::Error::other)??;
+    }
     let reloading = tls
         .as_ref()
         .map(|tls| tokio::spawn(watch_tls_files(Arc::clone(tls))));

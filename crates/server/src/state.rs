@@ -82,6 +82,8 @@ pub struct ServerState {
     pub resp_clients: crate::resp::Clients,
     /// The Redis parameters CONFIG SET keeps that nothing else holds.
     pub resp_settings: crate::resp::Settings,
+    /// SAVE and BGSAVE: the one running, the last ones' outcomes, `dbfilename`.
+    pub resp_saves: crate::resp::Saves,
     /// Notified by a Redis client's SHUTDOWN: the server stops as on SIGTERM.
     pub shutdown_requested: tokio::sync::Notify,
     /// Users, roles and privileges; `None` when security is off.
@@ -211,6 +213,7 @@ impl ServerState {
             resp_slowlog: crate::resp::SlowLog::default(),
             resp_clients: crate::resp::Clients::default(),
             resp_settings: crate::resp::Settings::default(),
+            resp_saves: crate::resp::Saves::new(&config.resp.dbfilename),
             shutdown_requested: tokio::sync::Notify::new(),
             security: open_security(&config)?,
             resp_acl_log: crate::resp::AclLog::default(),

@@ -600,7 +600,7 @@ pub(super) fn key_positions(name: &str) -> (i64, i64, i64) {
         | "reset" | "scan" | "select" | "time" | "unwatch" | "publish" | "pubsub" | "subscribe"
         | "psubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "script" | "swapdb"
         | "slowlog" | "latency" | "debug" | "wait" | "waitaof" | "pfselftest" | "monitor"
-        | "save" | "bgsave" | "shutdown" => (0, 0, 0),
+        | "save" | "bgsave" | "lastsave" | "shutdown" => (0, 0, 0),
         "ssubscribe" => (1, -1, 1),
         // Their keys follow a key count or a keyword: Redis reports them as movable keys.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "zunion"

@@ -91,7 +91,7 @@ pub fn value_digest(current: &Current<'_>) -> Digest {
             }
             push_part(&mut buffer, &unordered);
         }
-        None => {
+        Some(RdbValue::Stream(_)) | None => {
             // A stream, or a record an Aerospike client wrote: its bins as stored.
             push_part(&mut buffer, b"record");
             for bin in current.bins().iter() {

@@ -108,6 +108,7 @@ const GROUPS: &[(&str, &[Doc])] = &[
         ("monitor", "1.0.0", "Listen for all requests received by the server in real time", ""),
         ("save", "1.0.0", "Synchronously save the dataset to disk", ""),
         ("bgsave", "1.0.0", "Asynchronously save the dataset to disk", "[SCHEDULE]"),
+        ("lastsave", "1.0.0", "Get the Unix timestamp of the last successful save to disk", ""),
         ("shutdown", "1.0.0", "Synchronously save the dataset to disk and then shut down the server",
             "[NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),
         ("info", "1.0.0", "Get information and statistics about the server",

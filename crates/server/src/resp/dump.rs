@@ -23,6 +23,7 @@ use super::lists::ListValue;
 use super::rdb::{self, RdbValue};
 use super::reply::Reply;
 use super::sets::SetValue;
+use super::streams::StreamValue;
 use super::strings::{self, StringValue};
 use super::zsets::ZSetValue;
 use super::{After, Session};
@@ -70,6 +71,11 @@ pub(super) fn value_of(current: &Current<'_>) -> Option<RdbValue> {
     .or_else(|| {
         with_collection(current, |set: &SetValue| {
             RdbValue::Set(copied(&mut set.iter()))
+        })
+    })
+    .or_else(|| {
+        with_collection(current, |stream: &StreamValue| {
+            RdbValue::Stream(Box::new(stream.to_rdb()))
         })
     })
     .or_else(|| {
@@ -186,7 +192,10 @@ fn restore(session: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
             // Already expired: the key is removed, and the reply is still OK, as in Redis.
             return Ok((Decision::Delete, Ok(())));
         };
-        Ok((stored_decision(value, expiry, writer), Ok(())))
+        match stored_decision(value, expiry, writer) {
+            Some(decision) => Ok((decision, Ok(()))),
+            None => Ok((Decision::Keep, Err(rdb::DumpError::BadFormat.text()))),
+        }
     });
     match stored {
         Ok(Ok(())) => reply.ok(),
@@ -218,9 +227,14 @@ fn restore_expiry(session: &Session, ttl_ms: i64, absolute: bool) -> Result<Opti
     })
 }
 
-/// How a decoded value is stored: a string as its bin, a collection natively.
-fn stored_decision(value: RdbValue, expiry: Expiry, writer: &mut engine::BinWriter) -> Decision {
-    match value {
+/// How a decoded value is stored: a string as its bin, a collection natively; `None` for a
+/// stream that breaks a stream's invariants.
+pub(super) fn stored_decision(
+    value: RdbValue,
+    expiry: Expiry,
+    writer: &mut engine::BinWriter,
+) -> Option<Decision> {
+    Some(match value {
         RdbValue::String(bytes) => {
             strings::write_string(writer, &bytes);
             Decision::Store(expiry)
@@ -251,7 +265,10 @@ fn stored_decision(value: RdbValue, expiry: Expiry, writer: &mut engine::BinWrit
             });
             Decision::StoreNative(Box::new(hash), expiry)
         }
-    }
+        RdbValue::Stream(stream) => {
+            Decision::StoreNative(Box::new(StreamValue::from_rdb(*stream)?), expiry)
+        }
+    })
 }
 
 /// What OBJECT and MEMORY USAGE read about a record.

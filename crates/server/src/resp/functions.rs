@@ -567,6 +567,27 @@ fn function_dump(functions: &Functions, reply: &mut Reply<'_>) {
     reply.bulk(&payload);
 }
 
+/// Every library's code, as FUNCTION DUMP and an RDB file carry them.
+pub(super) fn library_codes(functions: &Functions) -> Vec<Vec<u8>> {
+    let catalog = functions.catalog.lock();
+    catalog.libraries.values().map(|l| l.code.clone()).collect()
+}
+
+/// Loads the libraries `codes` (an RDB file's), replacing libraries of the same name, as
+/// FUNCTION RESTORE ... REPLACE; nothing is loaded when one fails.
+///
+/// # Errors
+/// The reason a library was refused.
+pub(super) fn restore_libraries(functions: &Functions, codes: &[Vec<u8>]) -> Result<(), String> {
+    functions.with_engine(|engine, catalog| {
+        let mut staged = Catalog::default();
+        for code in codes {
+            create_library(engine, &mut staged, code, false)?;
+        }
+        join(catalog, staged, true)
+    })
+}
+
 /// FUNCTION RESTORE payload [FLUSH | APPEND | REPLACE]
 fn function_restore(functions: &Functions, args: &Args, reply: &mut Reply<'_>) {
     if args.len() > 4 {

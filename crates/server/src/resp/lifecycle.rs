@@ -3,49 +3,31 @@
 //! - SHUTDOWN stops the server as SIGTERM does (connections closed, namespaces closed, a
 //!   cluster node leaving as a stopped one does), and closes the connection that sent it
 //!   without a reply, as redis-server, exiting, does. NOSAVE, SAVE, NOW and FORCE are taken
-//!   (Osprey writes no RDB file: what a namespace on a device holds is already there, what a
+//!   (SHUTDOWN writes no RDB file: what a namespace on a device holds is already there, what a
 //!   memory namespace holds goes with the process, as with Redis's `save ""`); ABORT answers
 //!   that no shutdown is in progress (Osprey's does not wait for replicas, so there is none
 //!   to abort). While a script is busy, only SHUTDOWN NOSAVE is served, and it stops the
 //!   script first.
-//! - SAVE and BGSAVE are refused with the reason: Osprey persists through each namespace's
-//!   storage, chosen in its configuration, and writes no RDB file.
+//! - SAVE, BGSAVE and LASTSAVE write the Redis namespace as a Redis RDB file
+//!   (`rdb_save.rs`); SHUTDOWN SAVE does not write one (the namespace's storage keeps it).
 //! - SAVE and SHUTDOWN are not allowed inside MULTI (Redis's `no-multi`).
 
 use wire_resp::Args;
 
 use super::commands::Command;
 use super::reply::Reply;
-use super::{After, Session, scripting};
+use super::{After, Session, rdb_save, scripting};
 
 /// The commands.
 pub const COMMANDS: &[Command] = &[
-    ("bgsave", -1, bgsave),
-    ("save", 1, save),
+    ("bgsave", -1, rdb_save::bgsave),
+    ("lastsave", 1, rdb_save::lastsave),
+    ("save", 1, rdb_save::save),
     ("shutdown", -1, shutdown),
 ];
 
 /// Commands refused inside MULTI, as Redis flags them `no-multi`.
 pub const NOT_IN_MULTI: &[&[u8]] = &[b"save", b"shutdown"];
-
-const NO_RDB: &str = "ERR Osprey writes no RDB file: its data persists through each \
-                      namespace's storage, chosen in its configuration";
-
-/// SAVE
-fn save(_: &mut Session, _: &Args, reply: &mut Reply<'_>) -> After {
-    reply.error(NO_RDB);
-    After::Continue
-}
-
-/// BGSAVE [SCHEDULE]
-fn bgsave(_: &mut Session, args: &Args, reply: &mut Reply<'_>) -> After {
-    if args.len() > 2 || (args.len() == 2 && !args.get(1).eq_ignore_ascii_case(b"schedule")) {
-        reply.error("ERR syntax error");
-    } else {
-        reply.error(NO_RDB);
-    }
-    After::Continue
-}
 
 /// What SHUTDOWN was asked.
 #[derive(Debug, Default, PartialEq, Eq)]

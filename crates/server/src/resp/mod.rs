@@ -49,6 +49,9 @@ mod parameters;
 mod pops;
 pub mod pubsub;
 mod rdb;
+mod rdb_file;
+mod rdb_load;
+mod rdb_save;
 mod recent_digests;
 pub(crate) mod reply;
 mod routing;
@@ -71,6 +74,30 @@ use crate::tls::transport::Transport;
 use tokio::sync::watch;
 
 use crate::state::ServerState;
+
+/// Loads the RDB file at `path` into the Redis namespace (start-up, before connections are
+/// accepted), and logs what it loaded.
+///
+/// # Errors
+/// The file's name and why it was refused.
+pub fn load_rdb_at_start(state: &ServerState, path: &std::path::Path) -> std::io::Result<()> {
+    tracing::info!(file = %path.display(), "loading the RDB file");
+    let report = rdb_load::load(state, path).map_err(std::io::Error::other)?;
+    let keys: u64 = report.keys_by_database.values().sum();
+    tracing::info!(
+        file = %path.display(),
+        rdb_version = report.version,
+        written_by = report.redis_version.as_deref().unwrap_or("unknown"),
+        keys,
+        by_database = %rdb_load::summary(&report),
+        expired_skipped = report.expired,
+        function_libraries = report.libraries,
+        check_seconds = report.check_elapsed.as_secs_f64(),
+        seconds = report.elapsed.as_secs_f64(),
+        "RDB file loaded"
+    );
+    Ok(())
+}
 
 /// Per-connection state that commands read and change.
 #[derive(Debug)]
@@ -156,6 +183,7 @@ pub use blocking::BlockedClients;
 pub use clients::Clients;
 pub use databases::{DATABASES_MAX, Databases, database_set_name};
 pub use parameters::Settings;
+pub use rdb_save::{Saves, check_dbfilename};
 pub use routing::serve_forwarded;
 pub use scripting::Scripts;
 pub use slowlog::SlowLog;

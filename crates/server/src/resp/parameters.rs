@@ -174,6 +174,17 @@ static PARAMETERS: &[Parameter] = &[
         access: Access::Immutable,
         value: Value::Live(|state| state.config.resp.databases.to_string()),
     },
+    settable(
+        "dbfilename",
+        None,
+        Kind::Text,
+        |state| state.resp_saves.dbfilename(),
+        |state, value| {
+            let name = std::str::from_utf8(value)
+                .map_err(|_| "dbfilename can't be a path, just a filename".to_owned())?;
+            state.resp_saves.set_dbfilename(name).map_err(str::to_owned)
+        },
+    ),
     fixed("dir", Kind::Text, |state| {
         state.config.service.work_directory.display().to_string()
     }),

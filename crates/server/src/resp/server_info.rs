@@ -175,13 +175,20 @@ fn write_section(text: &mut String, section: &str, state: &ServerState, summary:
                 "libc"
             },
         ),
-        "persistence" => write!(
-            text,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\n\
-             rdb_bgsave_in_progress:0\r\naof_enabled:{}\r\n",
-            ns.client_write_success + ns.client_delete_success,
-            u8::from(super::parameters::append_fsync(state).is_some())
-        ),
+        "persistence" => {
+            let saves = &state.resp_saves;
+            write!(
+                text,
+                "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\n\
+                 rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\n\
+                 rdb_last_bgsave_status:{}\r\naof_enabled:{}\r\n",
+                saves.changes_since(ns.client_write_success + ns.client_delete_success),
+                u8::from(saves.in_progress()),
+                saves.last_save_unix_s(),
+                if saves.last_bgsave_ok() { "ok" } else { "err" },
+                u8::from(super::parameters::append_fsync(state).is_some())
+            )
+        }
         "stats" => write!(
             text,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\

@@ -28,7 +28,7 @@ use super::{After, LONG_COMMAND_COST_MIN, Session};
 pub use value::StreamValue;
 /// `stream-node-max-entries`'s default.
 pub const NODE_ENTRIES_DEFAULT: usize = value::NODE_ENTRIES;
-use id::StreamId;
+pub use id::StreamId;
 use value::{Fields, Strategy, Trim};
 
 /// The stream commands, with Redis 7.2's arities.

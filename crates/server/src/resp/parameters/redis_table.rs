@@ -294,7 +294,6 @@ pub(super) static REDIS_PARAMETERS: &[Parameter] = &[
         "yes",
     ),
     redis(Access::Immutable, "daemonize", None, Kind::Bool, "no"),
-    redis(Access::Kept, "dbfilename", None, Kind::Text, "dump.rdb"),
     redis(Access::Immutable, "disable-thp", None, Kind::Bool, "yes"),
     redis(Access::Kept, "dynamic-hz", None, Kind::Bool, "yes"),
     redis(

@@ -16,6 +16,7 @@ use model::ParticleType;
 
 use super::super::collection::Collection;
 use super::super::msgpack::{self, Reader, Scalar};
+use super::super::rdb::{RdbConsumer, RdbGroup, RdbPending, RdbStream};
 use super::id::StreamId;
 
 /// Bytes an entry costs beyond its fields' and values' bytes: its tree slot, id and boxes.
@@ -788,6 +789,104 @@ fn decode_group(reader: &mut Reader<'_>) -> Option<(Box<[u8]>, Group)> {
         group.deliver(id, &consumer, time_ms, count);
     }
     Some((name, group))
+}
+
+impl StreamValue {
+    /// The stream an RDB file or dump carries; `None` when it breaks an invariant of this
+    /// module (ids not increasing or above the last id, an entry without fields, a pending
+    /// entry of an unknown consumer, two groups or consumers of one name).
+    pub fn from_rdb(rdb: RdbStream) -> Option<StreamValue> {
+        let mut stream = StreamValue::default();
+        for (id, fields) in rdb.entries {
+            if fields.is_empty() || !fields.len().is_multiple_of(2) {
+                return None;
+            }
+            if stream.last().is_some_and(|(last, _)| last >= id) {
+                return None;
+            }
+            let fields: Fields = fields.into_iter().map(Vec::into_boxed_slice).collect();
+            stream.insert_last(id, fields, NODE_ENTRIES);
+        }
+        if stream.last().is_some_and(|(id, _)| id > rdb.last_id) || rdb.entries_added < 0 {
+            return None;
+        }
+        stream.last_id = rdb.last_id;
+        stream.entries_added = rdb.entries_added;
+        stream.max_deleted_id = rdb.max_deleted_id;
+        for rdb_group in rdb.groups {
+            let name = rdb_group.name.clone();
+            if !stream.create_group(&name, group_from_rdb(rdb_group)?) {
+                return None;
+            }
+        }
+        Some(stream)
+    }
+
+    /// The stream as an RDB file carries it.
+    pub fn to_rdb(&self) -> RdbStream {
+        let entries = self
+            .entries
+            .iter()
+            .map(|(id, fields)| (*id, fields.iter().map(|f| f.to_vec()).collect()))
+            .collect();
+        let groups = self
+            .groups
+            .iter()
+            .map(|(name, group)| group_to_rdb(name, group));
+        RdbStream {
+            entries,
+            last_id: self.last_id,
+            entries_added: self.entries_added,
+            max_deleted_id: self.max_deleted_id,
+            groups: groups.collect(),
+        }
+    }
+}
+
+fn group_from_rdb(rdb: RdbGroup) -> Option<Group> {
+    let mut group = Group::new(rdb.last_id, rdb.entries_read);
+    for consumer in &rdb.consumers {
+        if !group.create_consumer(&consumer.name, consumer.seen_time_ms) {
+            return None;
+        }
+        let created = group.consumers.get_mut(consumer.name.as_slice());
+        created.expect("just created").active_time_ms = consumer.active_time_ms;
+    }
+    for pending in rdb.pending {
+        let known = group.consumers.contains_key(pending.consumer.as_slice());
+        if !known || group.pending.contains_key(&pending.id) {
+            return None;
+        }
+        let (id, consumer) = (pending.id, &pending.consumer);
+        group.deliver(
+            id,
+            consumer,
+            pending.delivery_time_ms,
+            pending.delivery_count,
+        );
+    }
+    Some(group)
+}
+
+fn group_to_rdb(name: &[u8], group: &Group) -> RdbGroup {
+    let pending = group.pending.iter().map(|(id, pending)| RdbPending {
+        id: *id,
+        consumer: pending.consumer.to_vec(),
+        delivery_time_ms: pending.delivery_time_ms,
+        delivery_count: pending.delivery_count,
+    });
+    let consumers = group.consumers.iter().map(|(name, consumer)| RdbConsumer {
+        name: name.to_vec(),
+        seen_time_ms: consumer.seen_time_ms,
+        active_time_ms: consumer.active_time_ms,
+    });
+    RdbGroup {
+        name: name.to_vec(),
+        last_id: group.last_id,
+        entries_read: group.entries_read,
+        pending: pending.collect(),
+        consumers: consumers.collect(),
+    }
 }
 
 impl engine::NativeValue for StreamValue {
