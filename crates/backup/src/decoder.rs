@@ -127,6 +127,12 @@ impl<R: BufRead> Decoder<R> {
         self.tokenizer.line()
     }
 
+    /// The bytes consumed so far: after an item, the offset where the next one starts. For
+    /// progress reports, and to tell where a file cut at an item boundary stopped.
+    pub fn bytes_read(&self) -> u64 {
+        self.tokenizer.offset()
+    }
+
     /// The underlying reader.
     pub fn into_inner(self) -> R {
         self.tokenizer.into_inner()

@@ -3,6 +3,7 @@
 //!
 //! Invariants:
 //! - `line` is 1 plus the number of LF bytes consumed so far, raw values included.
+//! - `offset` is the number of bytes consumed so far.
 //! - A byte is consumed only after it has been checked, so an error's line is the line of the
 //!   offending byte, not the next one.
 //! - No read allocates more than the bytes that have arrived, rounded up to one chunk; a
@@ -42,6 +43,7 @@ pub(crate) struct NameRule {
 pub(crate) struct Tokenizer<R> {
     reader: R,
     line: u64,
+    offset: u64,
     /// Whether `\` escapes the next byte (version 3.1) or is an ordinary byte (3.0).
     escaping: bool,
 }
@@ -53,12 +55,17 @@ impl<R: BufRead> Tokenizer<R> {
         Tokenizer {
             reader,
             line: 1,
+            offset: 0,
             escaping: true,
         }
     }
 
     pub(crate) fn line(&self) -> u64 {
         self.line
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
     }
 
     pub(crate) fn set_escaping(&mut self, escaping: bool) {
@@ -91,6 +98,7 @@ impl<R: BufRead> Tokenizer<R> {
     /// Consumes one byte that `peek` returned.
     fn consume_peeked(&mut self, byte: u8) {
         self.reader.consume(1);
+        self.offset += 1;
         if byte == b'\n' {
             self.line += 1;
         }
@@ -310,6 +318,7 @@ impl<R: BufRead> Tokenizer<R> {
             reserve_within(&mut bytes, take, length);
             bytes.extend_from_slice(chunk);
             self.reader.consume(take);
+            self.offset += take as u64;
             self.line += line_feeds as u64;
         }
         assert_eq!(bytes.len(), length);
