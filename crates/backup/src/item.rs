@@ -163,7 +163,8 @@ pub struct Udf {
 /// A record as a backup holds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
-    /// The namespace from `+ n`.
+    /// The namespace from `+ n`. Not compared with the header's: neither tool does, and a
+    /// restore that maps namespaces decides.
     pub namespace: Vec<u8>,
     /// The digest from `+ d`; neither the format nor this crate checks it against the key.
     pub digest: Digest,
@@ -174,6 +175,8 @@ pub struct Record {
     /// The record's generation (`+ g`).
     pub generation: Generation,
     /// When the record expires, in seconds since 2010-01-01 UTC; [`VoidTime::NEVER`] is 0.
+    /// Absolute, not a TTL: both tools' restores skip a record whose void time has passed
+    /// ([`VoidTime::is_expired_at`]) and give the others the TTL left.
     pub void_time: VoidTime,
     /// The bins in file order (asbackup keeps the server's order).
     pub bins: Vec<Bin>,

@@ -134,6 +134,15 @@ impl<R: BufRead> Tokenizer<R> {
         literals: &[&[u8]],
         expected: &'static str,
     ) -> Result<usize> {
+        debug_assert!(
+            literals.iter().enumerate().all(|(a, first)| {
+                literals
+                    .iter()
+                    .enumerate()
+                    .all(|(b, second)| a == b || !second.starts_with(first))
+            }),
+            "no literal may be a prefix of another"
+        );
         let mut prefix: Vec<u8> = Vec::new();
         loop {
             if let Some(done) = literals.iter().position(|literal| *literal == prefix) {

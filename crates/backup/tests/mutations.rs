@@ -359,3 +359,16 @@ fn damage(rng: &mut impl Rng, file: &mut Vec<u8>) {
         }
     }
 }
+
+#[test]
+fn legacy_base64_string_key_is_read_as_a_string() {
+    let file = replace(LATER_FILE, b"+ k B 4 AQI=", b"+ k X 4 aGk=");
+    let (_, items) = decode(&file).unwrap_or_else(|error| panic!("{error}"));
+    let Item::Record(record) = &items[0] else {
+        panic!("a record");
+    };
+    assert_eq!(
+        record.user_key,
+        Some(backup::BackupKey::String(b"hi".to_vec()))
+    );
+}

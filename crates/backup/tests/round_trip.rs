@@ -191,6 +191,19 @@ fn zstd_stream_round_trips_and_carries_a_checksum() {
     assert_eq!(decoded, items);
 }
 
+/// asbackup's C writer sets no content checksum; its streams read all the same.
+#[test]
+fn zstd_stream_without_a_checksum_reads() {
+    let mut rng = seeded_rng("zstd_stream_without_a_checksum_reads");
+    let (header, items) = random_first_file(&mut rng, 10);
+    let (plain, _) = encode(&header, &items, EncodeOptions::default());
+    let compressed = zstd::stream::encode_all(&plain[..], 3).expect("in-memory compression");
+    assert_eq!(compressed[4] & 0b100, 0, "no checksum flag");
+    let decoder = Decoder::new(zstd_reader(&compressed[..]).expect("a decoder")).expect("header");
+    let decoded: Vec<Item> = decoder.map(|item| item.expect("items decode")).collect();
+    assert_eq!(decoded, items);
+}
+
 /// Corrupting the compressed bytes or cutting them short must fail the read, never yield a
 /// different backup: the checksum and the frame structure catch what the text cannot.
 #[test]
@@ -297,6 +310,15 @@ fn encoder_refuses_global_lines_after_a_record_and_old_headers() {
     };
     let result = Encoder::new(Vec::new(), &old, EncodeOptions::default());
     assert!(matches!(result, Err(EncodeError::InvalidHeader)));
+    let empty_namespace = Header::new(b"", false);
+    let result = Encoder::new(Vec::new(), &empty_namespace, EncodeOptions::default());
+    assert!(matches!(
+        result,
+        Err(EncodeError::InvalidName {
+            field: "namespace",
+            ..
+        })
+    ));
 }
 
 /// Version 3.0 files predate escaping: a backslash is an ordinary byte, and there are no

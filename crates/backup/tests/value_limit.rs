@@ -11,8 +11,8 @@ mod common;
 use backup::{BinValue, DecodeErrorKind, DecodeLimits, Item};
 use common::{decode, decode_with, line_at};
 
-const HEADER_AND_RECORD: &[u8] =
-    b"Version 3.1\n# namespace test\n+ n test\n+ d AAAAAAAAAAAAAAAAAAAAAAAAAAA=\n+ g 1\n+ t 0\n+ b 1\n";
+const HEADER_AND_RECORD: &[u8] = b"Version 3.1\n# namespace test\n\
+    + n test\n+ d AAAAAAAAAAAAAAAAAAAAAAAAAAA=\n+ g 1\n+ t 0\n+ b 1\n";
 
 /// Growth a decoder may cause here: its chunk and buffers, far below the declared lengths.
 const PEAK_GROWTH_BYTES_MAX: u64 = 256 * 1024 * 1024;
