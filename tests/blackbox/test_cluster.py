@@ -25,7 +25,7 @@ import redis
 from aerospike import exception as ex
 
 import aswire
-from harness import OspreyServer, client_config, error_raised_by, free_port, namespace
+from harness import REPO_ROOT, OspreyServer, client_config, error_raised_by, free_port, namespace
 
 NODES = 3
 RECORDS = 3000
@@ -183,6 +183,26 @@ def test_each_master_times_its_replica_writes(cluster, loaded):
                for server in cluster]
     assert all(answer.startswith("{test}-write-repl-write:msec,") for answer in answers), answers
     assert "write-repl-write" not in info_value(cluster[0].host, cluster[0].port, "latencies:")
+
+
+def test_osprey_admin_sees_and_sets_every_node(cluster, loaded):
+    admin = str(REPO_ROOT / "target" / "debug" / "osprey-admin")
+    seed = cluster[0]
+
+    def run(*args: str) -> str:
+        done = subprocess.run([admin, "-p", str(seed.port), *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout
+
+    summary = [line.split("\t") for line in run("summary").splitlines() if line and not line.startswith("#")]
+    assert sorted(row[0] for row in summary[1:4]) == ["C1", "C2", "C3"]
+    namespace = next(row for row in summary if row[0] == "test")
+    # Every record on two nodes: the objects of all nodes add up to twice the records.
+    assert int(namespace[1]) == 3 and int(namespace[2]) >= 2 * loaded
+    assert sorted(line.split(" ")[-1] for line in run("info", "--all", "node").splitlines()) == ["C1", "C2", "C3"]
+    run("set-config", "service", "single-scan-threads=5")
+    for server in cluster:
+        assert "single-scan-threads=5" in info_value(server.host, server.port, "get-config:context=service")
 
 
 def test_operate_batch_and_remove(loaded, client):

@@ -2,7 +2,7 @@
 //!
 //! It runs, stopping at the first failure: formatting check, clippy with warnings denied, every
 //! Rust test, [`CI_SIMULATION_SEEDS`] seeds of the cluster simulation in an optimized build, a
-//! smoke run of the fuzz targets, a build of the `osprey` and `osprey-bench` binaries (and a release `osprey`, for
+//! smoke run of the fuzz targets, a build of the `osprey`, `osprey-bench` and `osprey-admin` binaries (and a release `osprey`, for
 //! the hostile-client tests' latency bounds), then the black-box suite (official Python clients
 //! against the real binaries; the files that mostly wait on killed and restarted processes run
 //! in a second pytest beside the others, see [`BLACKBOX_WAITING_FILES`]), installing what it
@@ -393,11 +393,20 @@ fn cargo_target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
-/// Builds `osprey` and `osprey-bench` and runs the Python black-box suite against them.
+/// Builds `osprey`, `osprey-bench` and `osprey-admin` and runs the Python black-box suite
+/// against them.
 fn blackbox(extra_pytest_args: &[&str]) -> Result<(), String> {
     run(
         "cargo",
-        &["build", "--package", "server", "--package", "bench"],
+        &[
+            "build",
+            "--package",
+            "server",
+            "--package",
+            "bench",
+            "--package",
+            "admin",
+        ],
     )?;
     // The hostile-client tests assert latency bounds, which only the optimized build can mean.
     run("cargo", &["build", "--release", "--package", "server"])?;
