@@ -24,6 +24,8 @@ mod server;
 mod sindex_info;
 mod sindex_store;
 mod state;
+#[cfg(test)]
+mod test_seed;
 mod tls;
 mod udf;
 mod unsupported;

@@ -517,7 +517,7 @@ mod tests {
     fn random_patterns_agree_with_the_reference() {
         const PATTERN_ALPHABET: &[u8] = b"ab*?[]^-\\";
         const TEXT_ALPHABET: &[u8] = b"ab]-^\\*";
-        let seed = seed("glob");
+        let seed = crate::test_seed::seed("glob");
         let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
         for _ in 0..50_000 {
             let pattern = random_bytes(&mut rng, PATTERN_ALPHABET, 10);
@@ -539,7 +539,7 @@ mod tests {
     /// The same, with long segments, to exercise the bit-parallel search across words.
     #[test]
     fn random_long_segments_agree_with_the_reference() {
-        let seed = seed("glob long-segment");
+        let seed = crate::test_seed::seed("glob long-segment");
         let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
         for _ in 0..100 {
             let mut pattern = b"*".to_vec();
@@ -562,20 +562,6 @@ mod tests {
 
     /// The seed of a randomized test: `SEED` from the environment to replay a run, else one
     /// drawn from the clock; printed with the way to replay it.
-    fn seed(test: &str) -> u64 {
-        let seed = std::env::var("SEED")
-            .ok()
-            .and_then(|seed| seed.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |since| since.as_nanos() as u64)
-                    | 1
-            });
-        println!("{test} seed: {seed} (replay with SEED={seed})");
-        seed
-    }
-
     fn random_bytes(rng: &mut rand::rngs::SmallRng, alphabet: &[u8], length_max: usize) -> Vec<u8> {
         let length = rand::Rng::random_range(rng, 0..=length_max);
         random_bytes_exactly(rng, alphabet, length)

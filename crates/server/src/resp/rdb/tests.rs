@@ -145,28 +145,13 @@ fn declared_lengths_beyond_the_payload_are_refused_without_allocating_them() {
 /// answers or refuses, never panics. SEED= replays a run.
 #[test]
 fn random_payloads_never_panic() {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    println!("SEED={seed}");
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = crate::test_seed::xorshift(crate::test_seed::seed("rdb payloads"));
     let valid =
         hex("120102c3204143144301000005008161028162020c01f178ec03e12c78e0ff00e01a000202aeff0a00");
     for _ in 0..20_000 {
         let length = (next() % 64) as usize;
         let mut body: Vec<u8> = (0..length).map(|_| next() as u8).collect();
-        if next() % 2 == 0 {
+        if next().is_multiple_of(2) {
             body = valid[..valid.len() - 2].to_vec();
             let flips = 1 + next() % 4;
             for _ in 0..flips {

@@ -247,22 +247,7 @@ fn a_declared_length_beyond_the_file_is_refused_without_allocating_it() {
 /// panics. SEED= replays a run.
 #[test]
 fn random_files_never_panic() {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    println!("SEED={seed}");
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = crate::test_seed::xorshift(crate::test_seed::seed("rdb files"));
     let valid = sample_file();
     let redis = include_bytes!("redis-7.0.15-every-type.rdb").to_vec();
     for round in 0..5_000 {
@@ -281,7 +266,7 @@ fn random_files_never_panic() {
                 *byte = next() as u8;
             }
         }
-        if next() % 4 == 0 {
+        if next().is_multiple_of(4) {
             file.truncate((next() as usize) % file.len());
         }
         let _ = read_all(&file);
