@@ -514,6 +514,16 @@ def error_raised_by(call):
     return None
 
 
+def raw_reply(client, *command):
+    """A Redis command's reply as the protocol has it, without redis-py's conversions of it."""
+    connection = client.connection_pool.get_connection()
+    try:
+        connection.send_command(*command)
+        return connection.read_response()
+    finally:
+        client.connection_pool.release(connection)
+
+
 def wait_until(pred, timeout: float, interval: float = 0.05):
     """Poll pred() until it returns a truthy value or timeout; returns the last value."""
     deadline = time.monotonic() + timeout

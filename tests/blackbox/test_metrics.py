@@ -349,12 +349,7 @@ LATENCY_LINE = re.compile(r"latency_percentiles_usec_([^:]+):((?:p[\d.]+=\d+\.\d
 
 
 def latencystats_text(client) -> str:
-    connection = client.connection_pool.get_connection()
-    try:
-        connection.send_command("INFO", "latencystats")
-        return connection.read_response().decode()
-    finally:
-        client.connection_pool.release(connection)
+    return harness.raw_reply(client, "INFO", "latencystats").decode()
 
 
 def test_info_latencystats_and_its_settings_work_as_in_redis(server, redis_server_port):

@@ -148,14 +148,7 @@ GROUP_FIELDS = ["name", "last-delivered-id", "entries-read", "lag", "pel-count",
 CONSUMER_FIELDS = ["name", "seen-time", "pel-count", "pending"]
 
 
-def raw_reply(r: redis.Redis, *command):
-    """The reply as the protocol has it, without redis-py's parsing of it."""
-    connection = r.connection_pool.get_connection()
-    try:
-        connection.send_command(*command)
-        return connection.read_response()
-    finally:
-        r.connection_pool.release(connection)
+raw_reply = harness.raw_reply
 
 
 def as_map(reply) -> dict:

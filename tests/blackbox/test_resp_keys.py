@@ -26,14 +26,7 @@ def key():
     return harness.unique("k")
 
 
-def raw(r: redis.Redis, *args):
-    """A command's reply without redis-py's conversions (INCRBYFLOAT's text, SCAN's cursor)."""
-    connection = r.connection_pool.get_connection()
-    try:
-        connection.send_command(*args)
-        return connection.read_response()
-    finally:
-        r.connection_pool.release(connection)
+raw = harness.raw_reply
 
 
 def error_of(r: redis.Redis, *args) -> str:
