@@ -162,8 +162,9 @@ impl Latencies {
 
     /// The histogram of `op` on the namespace at `namespace_index` in configuration order.
     pub fn id(&self, namespace_index: usize, op: Op) -> HistogramId {
-        let position = Op::ALL.iter().position(|each| *each == op).unwrap_or(0);
-        let id = HistogramId(1 + namespace_index * Op::ALL.len() + position);
+        // `Op::ALL` lists the operations in declaration order.
+        debug_assert_eq!(Op::ALL[op as usize], op);
+        let id = HistogramId(1 + namespace_index * Op::ALL.len() + op as usize);
         debug_assert!(id.0 < self.entries.len());
         id
     }
